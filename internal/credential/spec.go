@@ -1,0 +1,227 @@
+// Package credential stores kubeplay credentials as Secrets, turns them into
+// client configuration, checks what they may do on their cluster and
+// provisions service-account credentials.
+package credential
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The kinds of credential.
+const (
+	KindBearerToken    = "bearer_token"
+	KindKubeconfig     = "kubeconfig"
+	KindProvider       = "provider"
+	KindServiceAccount = "service_account"
+)
+
+// Kinds lists every kind, in documentation order.
+var Kinds = []string{KindBearerToken, KindKubeconfig, KindProvider, KindServiceAccount}
+
+// Labels and annotations kubeplay puts on the objects it owns.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "kubeplay"
+	LabelComponent     = "kubeplay.io/component"
+	ComponentValue     = "credential"
+	LabelKind          = "kubeplay.io/credential-kind"
+	LabelCredential    = "kubeplay.io/credential"
+	AnnotationDesc     = "kubeplay.io/description"
+	AnnotationDigest   = "kubeplay.io/secret-digest"
+	AnnotationVersion  = "kubeplay.io/server-version"
+	AnnotationIdentity = "kubeplay.io/identity"
+
+	AnnotationSecretVersion = "kubeplay.io/secret-version"
+	AnnotationExport        = "kubeplay.io/export-kubeconfig"
+)
+
+// Keys of the catalog Secret's data.
+const (
+	keyKind           = "kind"
+	keyHost           = "host"
+	keyCACert         = "ca.crt"
+	keyVerifySSL      = "verify-ssl"
+	keyToken          = "token"
+	keyKubeconfig     = "kubeconfig"
+	keyContext        = "context"
+	keyNamespace      = "namespace"
+	keyServiceAccount = "service-account"
+)
+
+// Spec is one credential as kubeplay stores it.
+type Spec struct {
+	Name        string
+	Kind        string
+	Description string
+
+	// bearer_token and service_account
+	Host        string
+	BearerToken string
+	CACert      string
+	VerifySSL   bool
+
+	// kubeconfig
+	Kubeconfig string
+	Context    string
+
+	// Namespace whose permissions are checked; for service_account the
+	// namespace the account lives in.
+	Namespace      string
+	ServiceAccount string
+
+	// SecretVersion and ExportKubeconfig are Terraform settings kept in
+	// annotations so that import restores them.
+	SecretVersion    string
+	ExportKubeconfig bool
+}
+
+// Secret renders the catalog Secret for the spec and the report of its last
+// check at checkedAt.
+func (s Spec) Secret(catalogNamespace string, rep Report, checkedAt time.Time) *corev1.Secret {
+	data := map[string][]byte{keyKind: []byte(s.Kind)}
+	put := func(k, v string) {
+		if v != "" {
+			data[k] = []byte(v)
+		}
+	}
+	put(keyHost, s.Host)
+	put(keyCACert, s.CACert)
+	put(keyToken, s.BearerToken)
+	put(keyKubeconfig, s.Kubeconfig)
+	put(keyContext, s.Context)
+	put(keyNamespace, s.Namespace)
+	put(keyServiceAccount, s.ServiceAccount)
+	if s.Kind == KindBearerToken || s.Kind == KindServiceAccount {
+		data[keyVerifySSL] = []byte(strconv.FormatBool(s.VerifySSL))
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      s.Name,
+			Namespace: catalogNamespace,
+			Labels: map[string]string{
+				LabelManagedBy: ManagedByValue,
+				LabelComponent: ComponentValue,
+				LabelKind:      s.Kind,
+			},
+			Annotations: map[string]string{AnnotationDigest: Digest(data)},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+	maps.Copy(sec.Annotations, rep.Annotations(checkedAt))
+	if s.Description != "" {
+		sec.Annotations[AnnotationDesc] = s.Description
+	}
+	if s.SecretVersion != "" {
+		sec.Annotations[AnnotationSecretVersion] = s.SecretVersion
+	}
+	if s.ExportKubeconfig {
+		sec.Annotations[AnnotationExport] = "true"
+	}
+	return sec
+}
+
+// Digest is a stable SHA-256 over a Secret's data. It lives only in the
+// Secret's own annotations, so that a change made outside kubeplay is noticed
+// without putting anything derived from the secret into Terraform state.
+func Digest(data map[string][]byte) string {
+	h := sha256.New()
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
+		h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ErrNotCredential means a Secret exists under the name but kubeplay does not
+// own it as a credential.
+type ErrNotCredential struct{ Namespace, Name string }
+
+func (e *ErrNotCredential) Error() string {
+	return fmt.Sprintf("Secret %s/%s is not a kubeplay credential (label %s=%s missing)", e.Namespace, e.Name, LabelComponent, ComponentValue)
+}
+
+// FromSecret reads a catalog Secret back into a spec. Tampered reports
+// whether its data no longer matches the digest kubeplay wrote.
+func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
+	if sec.Labels[LabelComponent] != ComponentValue {
+		return Spec{}, false, &ErrNotCredential{Namespace: sec.Namespace, Name: sec.Name}
+	}
+	get := func(k string) string { return string(sec.Data[k]) }
+	spec = Spec{
+		Name:           sec.Name,
+		Kind:           get(keyKind),
+		Description:    sec.Annotations[AnnotationDesc],
+		Host:           get(keyHost),
+		BearerToken:    get(keyToken),
+		CACert:         get(keyCACert),
+		Kubeconfig:     get(keyKubeconfig),
+		Context:        get(keyContext),
+		Namespace:      get(keyNamespace),
+		ServiceAccount: get(keyServiceAccount),
+		VerifySSL:      true,
+
+		SecretVersion:    sec.Annotations[AnnotationSecretVersion],
+		ExportKubeconfig: sec.Annotations[AnnotationExport] == "true",
+	}
+	if v, ok := sec.Data[keyVerifySSL]; ok {
+		if spec.VerifySSL, err = strconv.ParseBool(string(v)); err != nil {
+			return Spec{}, false, fmt.Errorf("Secret %s/%s: %s is %q, not a boolean", sec.Namespace, sec.Name, keyVerifySSL, v)
+		}
+	}
+	if !slices.Contains(Kinds, spec.Kind) {
+		return Spec{}, false, fmt.Errorf("Secret %s/%s: unknown credential kind %q", sec.Namespace, sec.Name, spec.Kind)
+	}
+	tampered = sec.Annotations[AnnotationDigest] != Digest(sec.Data)
+	return spec, tampered, nil
+}
+
+// RESTConfig returns the client configuration the credential describes.
+// provider is the provider's own connection, used by kind "provider".
+func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
+	switch s.Kind {
+	case KindProvider:
+		if provider == nil {
+			return nil, fmt.Errorf("credential %q uses the provider's connection, which is not configured", s.Name)
+		}
+		return rest.CopyConfig(provider), nil
+	case KindBearerToken, KindServiceAccount:
+		return &rest.Config{
+			Host:        s.Host,
+			BearerToken: s.BearerToken,
+			TLSClientConfig: rest.TLSClientConfig{
+				CAData:   []byte(s.CACert),
+				Insecure: !s.VerifySSL,
+			},
+		}, nil
+	case KindKubeconfig:
+		raw, err := clientcmd.Load([]byte(s.Kubeconfig))
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: kubeconfig does not parse: %w", s.Name, err)
+		}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: s.Context}
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, s.Context, overrides, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: %w", s.Name, err)
+		}
+		return cfg, nil
+	default:
+		return nil, fmt.Errorf("credential %q: unknown kind %q", s.Name, s.Kind)
+	}
+}

@@ -1,0 +1,216 @@
+package credential
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Permission is one verb on one resource (with optional subresource) in the
+// core API group.
+type Permission struct {
+	Verb, Resource, Subresource string
+}
+
+func (p Permission) String() string {
+	r := p.Resource
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
+	return p.Verb + " " + r
+}
+
+// RunPermissions are what a run needs in its namespace: seed 001's
+// pod-manager Role plus reading pod logs.
+var RunPermissions = []Permission{
+	{Verb: "get", Resource: "pods"},
+	{Verb: "list", Resource: "pods"},
+	{Verb: "watch", Resource: "pods"},
+	{Verb: "create", Resource: "pods"},
+	{Verb: "update", Resource: "pods"},
+	{Verb: "patch", Resource: "pods"},
+	{Verb: "delete", Resource: "pods"},
+	{Verb: "create", Resource: "pods", Subresource: "exec"},
+	{Verb: "get", Resource: "pods", Subresource: "log"},
+}
+
+// Report is what a credential was found to be and allowed to do.
+type Report struct {
+	ServerVersion string
+	Username      string
+	Groups        []string
+	Namespace     string
+	Missing       []string
+}
+
+// CanRun reports whether every run permission was granted.
+func (r Report) CanRun() bool { return len(r.Missing) == 0 }
+
+// Verify asks the cluster who the client is (SelfSubjectReview) and whether
+// it may run pods in namespace (SelfSubjectAccessReview per permission).
+func Verify(ctx context.Context, kube kubernetes.Interface, host, namespace string) (Report, error) {
+	rep := Report{Namespace: namespace}
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return rep, Classify(err, host)
+	}
+	var v version.Info
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return rep, fmt.Errorf("%s/version answered something that is not a Kubernetes version: %w", host, err)
+	}
+	rep.ServerVersion = v.GitVersion
+	ssr, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return rep, Classify(err, host)
+	}
+	rep.Username = ssr.Status.UserInfo.Username
+	rep.Groups = ssr.Status.UserInfo.Groups
+	for _, p := range RunPermissions {
+		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{
+				Namespace: namespace, Verb: p.Verb, Resource: p.Resource, Subresource: p.Subresource,
+			},
+		}}
+		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return rep, Classify(err, host)
+		}
+		if !res.Status.Allowed {
+			rep.Missing = append(rep.Missing, p.String())
+		}
+	}
+	return rep, nil
+}
+
+// Failure classifies why a cluster could not be used.
+type Failure int
+
+// The failures Classify tells apart.
+const (
+	FailureOther Failure = iota
+	FailureUnauthorized
+	FailureForbidden
+	FailureTLS
+	FailureUnreachable
+)
+
+// CheckError is a classified connection failure.
+type CheckError struct {
+	Failure Failure
+	Host    string
+	Err     error
+}
+
+func (e *CheckError) Error() string { return e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
+
+// Classify wraps err with the kind of failure it shows.
+func Classify(err error, host string) error {
+	if err == nil {
+		return nil
+	}
+	f := FailureOther
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalidCert      x509.CertificateInvalidError
+		hostnameErr      x509.HostnameError
+		verifyErr        *tls.CertificateVerificationError
+		opErr            *net.OpError
+		dnsErr           *net.DNSError
+		urlErr           *url.Error
+	)
+	switch {
+	case apierrors.IsUnauthorized(err):
+		f = FailureUnauthorized
+	case apierrors.IsForbidden(err):
+		f = FailureForbidden
+	case errors.As(err, &unknownAuthority), errors.As(err, &invalidCert), errors.As(err, &hostnameErr), errors.As(err, &verifyErr):
+		f = FailureTLS
+	case errors.As(err, &opErr), errors.As(err, &dnsErr):
+		f = FailureUnreachable
+	case errors.As(err, &urlErr) && urlErr.Timeout():
+		f = FailureUnreachable
+	}
+	return &CheckError{Failure: f, Host: host, Err: err}
+}
+
+// ValidateKubeconfig checks that content parses and that context (or the
+// current context when empty) exists and names a cluster with a server.
+func ValidateKubeconfig(content, context string) error {
+	raw, err := clientcmd.Load([]byte(content))
+	if err != nil {
+		return fmt.Errorf("the kubeconfig does not parse: %w", err)
+	}
+	name := context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	if name == "" {
+		return errors.New("the kubeconfig has no current-context; set context to one of its contexts")
+	}
+	ctx, ok := raw.Contexts[name]
+	if !ok {
+		names := make([]string, 0, len(raw.Contexts))
+		for n := range raw.Contexts {
+			names = append(names, n)
+		}
+		return fmt.Errorf("the kubeconfig has no context %q (it has %v)", name, names)
+	}
+	cl, ok := raw.Clusters[ctx.Cluster]
+	if !ok || cl.Server == "" {
+		return fmt.Errorf("context %q names cluster %q, which the kubeconfig does not define with a server", name, ctx.Cluster)
+	}
+	return nil
+}
+
+// ValidateCACert checks that pem holds at least one certificate.
+func ValidateCACert(pem string) error {
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
+		return errors.New("no PEM-encoded certificate was found")
+	}
+	return nil
+}
+
+// Annotations of the catalog Secret that record the last check.
+const (
+	AnnotationGroups    = "kubeplay.io/groups"
+	AnnotationMissing   = "kubeplay.io/missing-permissions"
+	AnnotationNamespace = "kubeplay.io/checked-namespace"
+	AnnotationCheckedAt = "kubeplay.io/checked-at"
+)
+
+// Annotations records the report, checked at t, for the catalog Secret.
+func (r Report) Annotations(t time.Time) map[string]string {
+	groups, _ := json.Marshal(r.Groups)
+	missing, _ := json.Marshal(r.Missing)
+	return map[string]string{
+		AnnotationVersion:   r.ServerVersion,
+		AnnotationIdentity:  r.Username,
+		AnnotationGroups:    string(groups),
+		AnnotationMissing:   string(missing),
+		AnnotationNamespace: r.Namespace,
+		AnnotationCheckedAt: t.UTC().Format(time.RFC3339),
+	}
+}
+
+// ReportFromAnnotations reads back what Annotations recorded.
+func ReportFromAnnotations(a map[string]string) (r Report, checkedAt string) {
+	r = Report{ServerVersion: a[AnnotationVersion], Username: a[AnnotationIdentity], Namespace: a[AnnotationNamespace]}
+	_ = json.Unmarshal([]byte(a[AnnotationGroups]), &r.Groups)
+	_ = json.Unmarshal([]byte(a[AnnotationMissing]), &r.Missing)
+	return r, a[AnnotationCheckedAt]
+}

@@ -1,0 +1,95 @@
+// Package podexec runs commands in containers of running pods, the way
+// `kubectl exec` does: through the apiserver's pods/exec subresource, over
+// WebSocket (stream protocol v5) with a fallback to SPDY for servers or
+// proxies that refuse the WebSocket upgrade.
+package podexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// Run executes command (argv, no shell) in the given container of a running
+// pod and waits for it to finish or for ctx to end.
+//
+// stdin, if not nil, is copied to the command's standard input, which is
+// closed when stdin reaches EOF. stdout and stderr, if not nil, receive the
+// command's output; a nil writer means the stream is not requested. No TTY
+// is allocated, so stdout and stderr stay separate.
+//
+// A command that ran and exited non-zero is not an error: its exit code is
+// returned with a nil error. Any other failure (pod or container not found,
+// not running, permission denied, connection lost, ctx cancelled) is
+// returned as an error naming the pod, with exitCode -1.
+func Run(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, namespace, pod, container string,
+	command []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
+	if len(command) == 0 {
+		return -1, fmt.Errorf("exec in pod %s/%s: empty command", namespace, pod)
+	}
+	req := client.CoreV1().RESTClient().Post().
+		Namespace(namespace).
+		Resource("pods").
+		Name(pod).
+		SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container,
+			Command:   command,
+			Stdin:     stdin != nil,
+			Stdout:    stdout != nil,
+			Stderr:    stderr != nil,
+			TTY:       false,
+		}, scheme.ParameterCodec)
+
+	executor, err := newExecutor(cfg, req)
+	if err != nil {
+		return -1, fmt.Errorf("exec in pod %s/%s: %w", namespace, pod, err)
+	}
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{
+		Stdin:  stdin,
+		Stdout: stdout,
+		Stderr: stderr,
+	})
+	if err == nil {
+		return 0, nil
+	}
+	// The command ran and exited non-zero: the stream protocol reports it as
+	// a utilexec.CodeExitError.
+	var exitErr utilexec.ExitError
+	if errors.As(err, &exitErr) && exitErr.Exited() {
+		return exitErr.ExitStatus(), nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return -1, fmt.Errorf("exec in pod %s/%s: %w", namespace, pod, err)
+}
+
+// newExecutor returns an executor that tries WebSocket first and falls back
+// to SPDY when the upgrade is refused (older servers, proxies), as kubectl
+// does. The error checks must come from k8s.io/streaming: client-go returns
+// that module's UpgradeFailureError, which the deprecated copy in
+// k8s.io/apimachinery/pkg/util/httpstream does not recognise.
+func newExecutor(cfg *rest.Config, req *rest.Request) (remotecommand.Executor, error) {
+	// Note: the WebSocket executor takes GET, the SPDY one POST.
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		return nil, fmt.Errorf("websocket executor: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("spdy executor: %w", err)
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}

@@ -1,0 +1,149 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+)
+
+var (
+	_ datasource.DataSource              = (*credentialDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*credentialDataSource)(nil)
+)
+
+type credentialDataSource struct {
+	data *providerData
+}
+
+func newCredentialDataSource() datasource.DataSource { return &credentialDataSource{} }
+
+type credentialDataModel struct {
+	ID                 types.String `tfsdk:"id"`
+	Name               types.String `tfsdk:"name"`
+	Kind               types.String `tfsdk:"kind"`
+	Description        types.String `tfsdk:"description"`
+	Host               types.String `tfsdk:"host"`
+	CACert             types.String `tfsdk:"ca_cert"`
+	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
+	Context            types.String `tfsdk:"context"`
+	Namespace          types.String `tfsdk:"namespace"`
+	ServiceAccountName types.String `tfsdk:"service_account_name"`
+	ServerVersion      types.String `tfsdk:"server_version"`
+	Username           types.String `tfsdk:"username"`
+	Groups             types.List   `tfsdk:"groups"`
+	CanRunPods         types.Bool   `tfsdk:"can_run_pods"`
+	MissingPermissions types.List   `tfsdk:"missing_permissions"`
+	CheckedAt          types.String `tfsdk:"checked_at"`
+}
+
+func (d *credentialDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_credential"
+}
+
+func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{MarkdownDescription: desc, Computed: true}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Reads a `kubeplay_credential` from the catalog namespace by name, for example one that " +
+			"another workspace manages. Secret material (tokens, kubeconfigs) is never read into Terraform.",
+		Attributes: map[string]schema.Attribute{
+			"id": computed("The credential's name."),
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The name of the credential to read.",
+				Required:            true,
+				Validators:          []validator.String{dnsLabel()},
+			},
+			"kind":                 computed("The credential's kind: `bearer_token`, `kubeconfig`, `provider` or `service_account`."),
+			"description":          computed("The credential's description."),
+			"host":                 computed("The API server's URL, for `bearer_token` and `service_account`."),
+			"ca_cert":              computed("The PEM-encoded CA certificate, for `bearer_token`."),
+			"verify_ssl":           schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
+			"context":              computed("The kubeconfig context, for `kubeconfig`."),
+			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),
+			"service_account_name": computed("The provisioned ServiceAccount, for `service_account`."),
+			"server_version":       computed("The Kubernetes version reported at the last check."),
+			"username":             computed("The identity the API server authenticated the credential as."),
+			"groups": schema.ListAttribute{
+				MarkdownDescription: "The groups of that identity.", Computed: true, ElementType: types.StringType,
+			},
+			"can_run_pods": schema.BoolAttribute{
+				MarkdownDescription: "Whether the credential had every run permission in `namespace` at the last check.",
+				Computed:            true,
+			},
+			"missing_permissions": schema.ListAttribute{
+				MarkdownDescription: "The run permissions the credential lacked at the last check.", Computed: true,
+				ElementType: types.StringType,
+			},
+			"checked_at": computed("When the credential was last checked (RFC 3339)."),
+		},
+	}
+}
+
+func (d *credentialDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m credentialDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := d.data.clients()
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+		return
+	}
+	ns, name := d.data.catalogNamespace, m.Name.ValueString()
+	sec, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Credential Not Found",
+			fmt.Sprintf("No credential %q exists in catalog namespace %q. Check the name, and that the provider's "+
+				"catalog_namespace matches the workspace that created it.", name, ns))
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
+		return
+	}
+	spec, _, err := credential.FromSecret(sec)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid Credential Secret", err.Error()+".")
+		return
+	}
+	rep, checkedAt := credential.ReportFromAnnotations(sec.Annotations)
+	m.ID = types.StringValue(name)
+	m.Kind = types.StringValue(spec.Kind)
+	m.Description = stringOrNull(spec.Description)
+	m.Host = stringOrNull(spec.Host)
+	m.CACert = types.StringNull()
+	if spec.Kind == credential.KindBearerToken {
+		m.CACert = stringOrNull(spec.CACert)
+	}
+	m.VerifySSL = types.BoolValue(spec.VerifySSL)
+	m.Context = stringOrNull(spec.Context)
+	m.Namespace = stringOrNull(spec.Namespace)
+	m.ServiceAccountName = stringOrNull(spec.ServiceAccount)
+	m.ServerVersion = types.StringValue(rep.ServerVersion)
+	m.Username = types.StringValue(rep.Username)
+	groups, diags := types.ListValueFrom(ctx, types.StringType, nonNil(rep.Groups))
+	m.Groups = groups
+	resp.Diagnostics.Append(diags...)
+	m.MissingPermissions, diags = types.ListValueFrom(ctx, types.StringType, nonNil(rep.Missing))
+	resp.Diagnostics.Append(diags...)
+	m.CanRunPods = types.BoolValue(rep.CanRun())
+	m.CheckedAt = types.StringValue(checkedAt)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}

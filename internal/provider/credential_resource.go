@@ -1,0 +1,676 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+)
+
+var (
+	_ resource.Resource                   = (*credentialResource)(nil)
+	_ resource.ResourceWithConfigure      = (*credentialResource)(nil)
+	_ resource.ResourceWithImportState    = (*credentialResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*credentialResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*credentialResource)(nil)
+)
+
+// privateDriftKey marks, in private state, a catalog Secret whose content no
+// longer matches what Terraform wrote.
+const privateDriftKey = "drift"
+
+// credentialCheckTimeout bounds the reachability and permission checks, so an
+// unreachable host fails the apply instead of hanging it.
+const credentialCheckTimeout = 30 * time.Second
+
+type credentialResource struct {
+	data *providerData
+}
+
+func newCredentialResource() resource.Resource { return &credentialResource{} }
+
+type credentialModel struct {
+	ID                 types.String `tfsdk:"id"`
+	Name               types.String `tfsdk:"name"`
+	Kind               types.String `tfsdk:"kind"`
+	Description        types.String `tfsdk:"description"`
+	Host               types.String `tfsdk:"host"`
+	BearerToken        types.String `tfsdk:"bearer_token"`
+	CACert             types.String `tfsdk:"ca_cert"`
+	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
+	Kubeconfig         types.String `tfsdk:"kubeconfig"`
+	Context            types.String `tfsdk:"context"`
+	Namespace          types.String `tfsdk:"namespace"`
+	ServiceAccountName types.String `tfsdk:"service_account_name"`
+	SecretVersion      types.String `tfsdk:"secret_version"`
+	ExportKubeconfig   types.Bool   `tfsdk:"export_kubeconfig"`
+	ExportedKubeconfig types.String `tfsdk:"exported_kubeconfig"`
+	ServerVersion      types.String `tfsdk:"server_version"`
+	Username           types.String `tfsdk:"username"`
+	Groups             types.List   `tfsdk:"groups"`
+	CanRunPods         types.Bool   `tfsdk:"can_run_pods"`
+	MissingPermissions types.List   `tfsdk:"missing_permissions"`
+	CheckedAt          types.String `tfsdk:"checked_at"`
+}
+
+func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_credential"
+}
+
+func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's " +
+			"`kubernetes_bearer_token` credential does. It is stored as a Secret in the provider's `catalog_namespace`, " +
+			"so that other workspaces can use it by name. On create and update the provider connects with it, records " +
+			"the server version and the authenticated identity (SelfSubjectReview), and checks with " +
+			"SelfSubjectAccessReviews whether runs can work in `namespace`; a credential that cannot run pods is a warning, " +
+			"a credential that cannot connect is an error.\n\n" +
+			"Kinds:\n\n" +
+			"* `bearer_token`: `host`, the write-only `bearer_token`, `ca_cert` and `verify_ssl`.\n" +
+			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
+			"* `provider`: the provider's own connection.\n" +
+			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, the pod-manager " +
+			"Role (pods: get, list, watch, create, update, patch, delete; pods/exec: create; pods/log: get), its RoleBinding " +
+			"and a long-lived token: a `kubernetes.io/service-account-token` Secret named `<service_account_name>-token`, " +
+			"filled by the cluster's token controller and revoked when destroy deletes it. Set `export_kubeconfig` to get " +
+			"a kubeconfig for AWX, Zuul or a CI system.\n\n" +
+			"Write-only values (`bearer_token`, `kubeconfig`) never reach the plan or the state; change `secret_version` to " +
+			"send new ones.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The credential's name.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The credential's name, unique in the catalog namespace: a lowercase RFC 1123 label " +
+					"of at most 63 characters. Changing it replaces the credential.",
+				Required:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"kind": schema.StringAttribute{
+				MarkdownDescription: "How the credential connects: `bearer_token`, `kubeconfig`, `provider` or " +
+					"`service_account`. Changing it replaces the credential.",
+				Required:      true,
+				Validators:    []validator.String{stringvalidator.OneOf(credential.Kinds...)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"description": schema.StringAttribute{
+				MarkdownDescription: "A free-form description, stored as an annotation.",
+				Optional:            true,
+			},
+			"host": schema.StringAttribute{
+				MarkdownDescription: "The API server's https URL. Required for `bearer_token`; for the other kinds it is " +
+					"computed from the connection.",
+				Optional:      true,
+				Computed:      true,
+				Validators:    []validator.String{httpsURL()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"bearer_token": schema.StringAttribute{
+				MarkdownDescription: "The bearer token, for `bearer_token`. Write-only: it is stored in the catalog Secret, " +
+					"never in the plan or the state. Requires Terraform 1.11 or later.",
+				Optional:  true,
+				Sensitive: true,
+				WriteOnly: true,
+			},
+			"ca_cert": schema.StringAttribute{
+				MarkdownDescription: "The PEM-encoded CA certificate that signed the API server's certificate, for " +
+					"`bearer_token`. When unset, the system's roots are used.",
+				Optional:   true,
+				Validators: []validator.String{pemBlock("CERTIFICATE")},
+			},
+			"verify_ssl": schema.BoolAttribute{
+				MarkdownDescription: "Whether to verify the API server's certificate, for `bearer_token`. Defaults to " +
+					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` conflicts with `ca_cert`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(true),
+			},
+			"kubeconfig": schema.StringAttribute{
+				MarkdownDescription: "The content of a kubeconfig file, for `kubeconfig`. Write-only: it is stored in the " +
+					"catalog Secret, never in the plan or the state. Requires Terraform 1.11 or later.",
+				Optional:  true,
+				Sensitive: true,
+				WriteOnly: true,
+			},
+			"context": schema.StringAttribute{
+				MarkdownDescription: "The kubeconfig context to use, for `kubeconfig`. Defaults to the kubeconfig's " +
+					"current context.",
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"namespace": schema.StringAttribute{
+				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the " +
+					"namespace the account is provisioned in, which must exist. Defaults to `default`.",
+				Optional:      true,
+				Computed:      true,
+				Default:       stringdefault.StaticString("default"),
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIf(saNamespaceReplace, "Moving a service account replaces it.", "Moving a service account replaces it.")},
+			},
+			"service_account_name": schema.StringAttribute{
+				MarkdownDescription: "The ServiceAccount's name, for `service_account`. Defaults to `name`. " +
+					"Changing it replaces the credential.",
+				Optional:      true,
+				Computed:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"secret_version": schema.StringAttribute{
+				MarkdownDescription: "Any value; change it to make Terraform send the write-only `bearer_token` or " +
+					"`kubeconfig` again, since Terraform cannot see changes of write-only values.",
+				Optional: true,
+			},
+			"export_kubeconfig": schema.BoolAttribute{
+				MarkdownDescription: "For `service_account`: whether to put a kubeconfig with the account's token into " +
+					"`exported_kubeconfig`, and so into the state. Defaults to `false`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+			},
+			"exported_kubeconfig": schema.StringAttribute{
+				MarkdownDescription: "A kubeconfig for the provisioned service account (server, CA, token, namespace), when " +
+					"`export_kubeconfig` is `true`; otherwise null. Sensitive: it holds the token.",
+				Computed:  true,
+				Sensitive: true,
+			},
+			"server_version": schema.StringAttribute{
+				MarkdownDescription: "The Kubernetes version the API server reported at the last check.",
+				Computed:            true,
+			},
+			"username": schema.StringAttribute{
+				MarkdownDescription: "The identity the API server authenticated the credential as (SelfSubjectReview).",
+				Computed:            true,
+			},
+			"groups": schema.ListAttribute{
+				MarkdownDescription: "The groups of that identity.",
+				Computed:            true,
+				ElementType:         types.StringType,
+			},
+			"can_run_pods": schema.BoolAttribute{
+				MarkdownDescription: "Whether the credential may do everything a run needs in `namespace`: pods get, list, " +
+					"watch, create, update, patch and delete, pods/exec create and pods/log get.",
+				Computed: true,
+			},
+			"missing_permissions": schema.ListAttribute{
+				MarkdownDescription: "The run permissions the credential lacks in `namespace`, as `verb resource`.",
+				Computed:            true,
+				ElementType:         types.StringType,
+			},
+			"checked_at": schema.StringAttribute{
+				MarkdownDescription: "When the credential was last checked against its cluster (RFC 3339).",
+				Computed:            true,
+			},
+		},
+	}
+}
+
+func saNamespaceReplace(ctx context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+	var kind types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("kind"), &kind)...)
+	resp.RequiresReplace = kind.ValueString() == credential.KindServiceAccount
+}
+
+func (r *credentialResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// kindAttributes lists, per kind, the optional attributes it accepts.
+var kindAttributes = map[string][]string{
+	credential.KindBearerToken:    {"host", "bearer_token", "ca_cert", "verify_ssl"},
+	credential.KindKubeconfig:     {"kubeconfig", "context"},
+	credential.KindProvider:       {},
+	credential.KindServiceAccount: {"service_account_name", "export_kubeconfig"},
+}
+
+var kindSpecificAttributes = []string{
+	"host", "bearer_token", "ca_cert", "verify_ssl", "kubeconfig", "context", "service_account_name", "export_kubeconfig",
+}
+
+func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m credentialModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Kind.IsUnknown() || m.Kind.IsNull() {
+		return
+	}
+	kind := m.Kind.ValueString()
+	allowed, ok := kindAttributes[kind]
+	if !ok {
+		return // the OneOf validator reports it
+	}
+	for _, name := range kindSpecificAttributes {
+		var v attr.Value
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
+		if v == nil || v.IsNull() || contains(allowed, name) {
+			continue
+		}
+		resp.Diagnostics.AddAttributeError(path.Root(name), "Attribute Not Allowed For Kind",
+			fmt.Sprintf("%s does not apply to a credential of kind %q, which takes only %s. Remove it, or change kind.",
+				name, kind, listOrNone(allowed)))
+	}
+	switch kind {
+	case credential.KindBearerToken:
+		requireAttr(&resp.Diagnostics, m.Host, "host", kind, "the API server's https URL")
+		requireAttr(&resp.Diagnostics, m.BearerToken, "bearer_token", kind, "the token to authenticate with")
+		if !m.VerifySSL.IsNull() && !m.VerifySSL.IsUnknown() && !m.VerifySSL.ValueBool() && !m.CACert.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root("verify_ssl"), "Contradictory TLS Settings",
+				"verify_ssl = false skips verification of the API server's certificate, while ca_cert asks to verify it "+
+					"against that CA. Remove verify_ssl to verify the server (recommended), or remove ca_cert.")
+		}
+	case credential.KindKubeconfig:
+		requireAttr(&resp.Diagnostics, m.Kubeconfig, "kubeconfig", kind, "the content of a kubeconfig file")
+		if !m.Kubeconfig.IsNull() && !m.Kubeconfig.IsUnknown() && !m.Context.IsUnknown() {
+			if err := credential.ValidateKubeconfig(m.Kubeconfig.ValueString(), m.Context.ValueString()); err != nil {
+				p := path.Root("kubeconfig")
+				if !m.Context.IsNull() {
+					p = path.Root("context")
+				}
+				resp.Diagnostics.AddAttributeError(p, "Invalid Kubeconfig",
+					"The kubeplay credential's kubeconfig cannot be used: "+err.Error()+".")
+			}
+		}
+	}
+}
+
+func requireAttr(diags *diag.Diagnostics, v attr.Value, name, kind, what string) {
+	if v.IsNull() {
+		diags.AddAttributeError(path.Root(name), "Missing Required Attribute",
+			fmt.Sprintf("A credential of kind %q needs %s: %s. Set it.", kind, name, what))
+	}
+}
+
+func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan credentialModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	changed := false
+	if plan.Kind.ValueString() == credential.KindServiceAccount {
+		if plan.ServiceAccountName.IsUnknown() {
+			plan.ServiceAccountName = plan.Name
+			changed = true
+		}
+	} else if plan.ServiceAccountName.IsUnknown() {
+		plan.ServiceAccountName = types.StringNull()
+		changed = true
+	}
+	if !plan.ExportKubeconfig.ValueBool() && plan.ExportedKubeconfig.IsUnknown() {
+		plan.ExportedKubeconfig = types.StringNull()
+		changed = true
+	}
+	if !req.State.Raw.IsNull() {
+		drift, diags := req.Private.GetKey(ctx, privateDriftKey)
+		resp.Diagnostics.Append(diags...)
+		if len(drift) > 0 {
+			resp.Diagnostics.AddWarning("Credential Changed Outside Terraform",
+				fmt.Sprintf("The catalog Secret of credential %q, or the service account it provisioned, no longer holds "+
+					"what Terraform wrote (%s). Apply writes it again from the configuration.", plan.Name.ValueString(), drift))
+			markCheckUnknown(&plan)
+			changed = true
+		}
+	}
+	if changed {
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	}
+}
+
+func markCheckUnknown(m *credentialModel) {
+	m.ServerVersion = types.StringUnknown()
+	m.Username = types.StringUnknown()
+	m.Groups = types.ListUnknown(types.StringType)
+	m.CanRunPods = types.BoolUnknown()
+	m.MissingPermissions = types.ListUnknown(types.StringType)
+	m.CheckedAt = types.StringUnknown()
+	if m.ExportKubeconfig.ValueBool() {
+		m.ExportedKubeconfig = types.StringUnknown()
+	}
+}
+
+func (r *credentialResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.write(ctx, req.Plan.Get, req.Config.Get, true, &resp.State, &resp.Diagnostics)
+}
+
+func (r *credentialResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.write(ctx, req.Plan.Get, req.Config.Get, false, &resp.State, &resp.Diagnostics)
+	// The Secret now holds what Terraform wrote: forget the drift Read saw.
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, nil)...)
+}
+
+type getter func(context.Context, any) diag.Diagnostics
+
+type stateSetter interface {
+	Set(context.Context, any) diag.Diagnostics
+}
+
+// write provisions (for service_account), checks the credential against its
+// cluster, and only then writes the catalog Secret, so that a credential that
+// cannot connect leaves nothing behind.
+func (r *credentialResource) write(ctx context.Context, getPlan, getConfig getter, create bool, state stateSetter, diags *diag.Diagnostics) {
+	var plan, config credentialModel
+	diags.Append(getPlan(ctx, &plan)...)
+	diags.Append(getConfig(ctx, &config)...)
+	if diags.HasError() {
+		return
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		diags.AddError("Kubernetes Connection Unavailable", err.Error())
+		return
+	}
+	if err := r.data.ensureCatalog(ctx, c); err != nil {
+		diags.AddError("Catalog Namespace Unavailable", err.Error()+". The provider's identity needs to create or read "+
+			"namespaces, or create the namespace first.")
+		return
+	}
+	ns, name := r.data.catalogNamespace, plan.Name.ValueString()
+	secrets := c.Kube.CoreV1().Secrets(ns)
+	existing, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	found := err == nil
+	switch {
+	case found && create:
+		diags.AddAttributeError(path.Root("name"), "Credential Already Exists",
+			fmt.Sprintf("Secret %s/%s already exists. Import it with `terraform import <address> %s`, or choose another name.", ns, name, name))
+		return
+	case err != nil && !apierrors.IsNotFound(err):
+		diags.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
+		return
+	}
+
+	spec := specFromModel(plan, config)
+	var account credential.Account
+	if spec.Kind == credential.KindServiceAccount {
+		account = credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: name}
+		prov, err := credential.Provision(ctx, c.Kube, account)
+		if err != nil {
+			diags.AddAttributeError(path.Root("namespace"), "Service Account Provisioning Failed",
+				fmt.Sprintf("Provisioning service account %s/%s for credential %q failed: %v.", account.Namespace, account.Name, name, err))
+			r.undoProvision(ctx, c, account, create, diags)
+			return
+		}
+		spec.Host, spec.BearerToken, spec.CACert, spec.VerifySSL = c.Config.Host, prov.Token, prov.CACert, true
+		if spec.CACert == "" {
+			spec.CACert = string(c.Config.CAData)
+		}
+	}
+	rep, ok := r.check(ctx, spec, c, diags)
+	if !ok {
+		r.undoProvision(ctx, c, account, create, diags)
+		return
+	}
+	now := time.Now()
+	sec := spec.Secret(ns, rep, now)
+	if found {
+		existing.Labels, existing.Annotations, existing.Data, existing.Type = sec.Labels, sec.Annotations, sec.Data, sec.Type
+		_, err = secrets.Update(ctx, existing, metav1.UpdateOptions{FieldManager: credential.FieldManager})
+	} else {
+		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: credential.FieldManager})
+	}
+	if err != nil {
+		diags.AddError("Writing Credential Failed", fmt.Sprintf("Writing Secret %s/%s: %v.", ns, name, err))
+		r.undoProvision(ctx, c, account, create, diags)
+		return
+	}
+	if !rep.CanRun() {
+		diags.AddAttributeWarning(path.Root("namespace"), "Credential Cannot Run Pods",
+			fmt.Sprintf("Credential %q authenticates as %q but lacks, in namespace %q: %v. Runs that use it will fail; "+
+				"bind it to a Role with seed 001's pod-manager rules (or use kind = \"service_account\").",
+				name, rep.Username, rep.Namespace, rep.Missing))
+	}
+	r.fill(ctx, &plan, spec, rep, now.UTC().Format(time.RFC3339), diags)
+	diags.Append(state.Set(ctx, &plan)...)
+}
+
+// undoProvision removes a service account provisioned by a create that failed.
+func (r *credentialResource) undoProvision(ctx context.Context, c *kubeclient.Clients, a credential.Account, create bool, diags *diag.Diagnostics) {
+	if !create || a.Name == "" {
+		return
+	}
+	if err := credential.Deprovision(context.WithoutCancel(ctx), c.Kube, a); err != nil {
+		diags.AddWarning("Cleanup Failed", fmt.Sprintf("Removing service account %s/%s after the failure: %v. Delete it by hand.", a.Namespace, a.Name, err))
+	}
+}
+
+// check connects with the credential and reports failures as diagnostics
+// that say what happened and which attribute to look at.
+func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c *kubeclient.Clients, diags *diag.Diagnostics) (credential.Report, bool) {
+	cc := c
+	if spec.Kind != credential.KindProvider {
+		secret := spec.Secret("", credential.Report{}, time.Time{})
+		key := "credential/" + spec.Name + "/" + secret.Annotations[credential.AnnotationDigest]
+		var err error
+		cc, err = r.data.pool.Get(key, func() (*rest.Config, error) {
+			cfg, err := spec.RESTConfig(c.Config)
+			if err == nil {
+				kubeclient.Tune(cfg, c.Config.UserAgent)
+			}
+			return cfg, err
+		})
+		if err != nil {
+			diags.AddAttributeError(path.Root("kind"), "Invalid Credential", err.Error())
+			return credential.Report{}, false
+		}
+	}
+	host := cc.Config.Host
+	tflog.Debug(ctx, "checking credential", map[string]any{"credential": spec.Name, "kind": spec.Kind, "host": host})
+	cctx, cancel := context.WithTimeout(ctx, credentialCheckTimeout)
+	defer cancel()
+	rep, err := credential.Verify(cctx, cc.Kube, host, spec.Namespace)
+	if err == nil {
+		return rep, true
+	}
+	secretAttr := map[string]string{
+		credential.KindBearerToken: "bearer_token", credential.KindKubeconfig: "kubeconfig",
+		credential.KindServiceAccount: "service_account_name", credential.KindProvider: "kind",
+	}[spec.Kind]
+	tlsAttr, hostAttr := "ca_cert", "host"
+	if spec.Kind != credential.KindBearerToken {
+		tlsAttr, hostAttr = secretAttr, secretAttr
+	}
+	var ce *credential.CheckError
+	if !errors.As(err, &ce) {
+		ce = &credential.CheckError{Failure: credential.FailureOther, Host: host, Err: err}
+	}
+	switch ce.Failure {
+	case credential.FailureUnauthorized:
+		diags.AddAttributeError(path.Root(secretAttr), "Credential Rejected",
+			fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %q: it does not accept its %s "+
+				"(wrong, expired or revoked). Check %s.", host, spec.Name, secretAttr, secretAttr))
+	case credential.FailureTLS:
+		diags.AddAttributeError(path.Root(tlsAttr), "TLS Verification Failed",
+			fmt.Sprintf("Connecting to %s with credential %q failed TLS verification: %v. Set %s to the PEM certificate "+
+				"of the CA that signed the API server's certificate.", host, spec.Name, ce.Err, tlsAttr))
+	case credential.FailureUnreachable:
+		diags.AddAttributeError(path.Root(hostAttr), "Cluster Unreachable",
+			fmt.Sprintf("Credential %q could not connect to %s: %v. Check that the host is right and that the API "+
+				"server is running and reachable from where Terraform runs.", spec.Name, host, ce.Err))
+	case credential.FailureForbidden:
+		diags.AddAttributeError(path.Root(secretAttr), "Credential Forbidden",
+			fmt.Sprintf("The API server at %s authenticated credential %q but refused it even self-review (403): %v. "+
+				"Grant it the system:basic-user ClusterRole.", host, spec.Name, ce.Err))
+	default:
+		diags.AddError("Credential Check Failed",
+			fmt.Sprintf("Checking credential %q against %s failed: %v.", spec.Name, host, ce.Err))
+	}
+	return credential.Report{}, false
+}
+
+func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state credentialModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+		return
+	}
+	ns, name := r.data.catalogNamespace, state.Name.ValueString()
+	sec, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		tflog.Info(ctx, "credential Secret is gone; removing it from state", map[string]any{"credential": name})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
+		return
+	}
+	spec, tampered, err := credential.FromSecret(sec)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid Credential Secret", err.Error()+". Delete the Secret or fix it, then apply again.")
+		return
+	}
+	var drift string
+	if tampered {
+		drift = "its data was edited"
+	}
+	if spec.Kind == credential.KindServiceAccount {
+		a := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: name}
+		ok, err := credential.Exists(ctx, c.Kube, a)
+		if err != nil {
+			resp.Diagnostics.AddError("Reading Service Account Failed", fmt.Sprintf("Reading %s/%s: %v.", a.Namespace, a.Name, err))
+			return
+		}
+		if !ok {
+			drift = fmt.Sprintf("the ServiceAccount or token Secret %s/%s is gone", a.Namespace, a.TokenSecretName())
+		}
+	}
+	if drift != "" {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, []byte(fmt.Sprintf("%q", drift)))...)
+	} else {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, nil)...)
+	}
+	rep, checkedAt := credential.ReportFromAnnotations(sec.Annotations)
+	r.fill(ctx, &state, spec, rep, checkedAt, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state credentialModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+		return
+	}
+	if state.Kind.ValueString() == credential.KindServiceAccount {
+		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString()}
+		if err := credential.Deprovision(ctx, c.Kube, a); err != nil {
+			resp.Diagnostics.AddError("Deleting Service Account Failed", err.Error()+".")
+			return
+		}
+	}
+	ns, name := r.data.catalogNamespace, state.Name.ValueString()
+	if err := c.Kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Deleting Credential Failed", fmt.Sprintf("Deleting Secret %s/%s: %v.", ns, name, err))
+	}
+}
+
+func (r *credentialResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}
+
+// specFromModel builds the spec to store; write-only values come from config.
+func specFromModel(plan, config credentialModel) credential.Spec {
+	s := credential.Spec{
+		Name:             plan.Name.ValueString(),
+		Kind:             plan.Kind.ValueString(),
+		Description:      plan.Description.ValueString(),
+		Namespace:        plan.Namespace.ValueString(),
+		SecretVersion:    plan.SecretVersion.ValueString(),
+		ExportKubeconfig: plan.ExportKubeconfig.ValueBool(),
+	}
+	switch s.Kind {
+	case credential.KindBearerToken:
+		s.Host, s.BearerToken, s.CACert, s.VerifySSL = plan.Host.ValueString(), config.BearerToken.ValueString(), plan.CACert.ValueString(), plan.VerifySSL.ValueBool()
+	case credential.KindKubeconfig:
+		s.Kubeconfig, s.Context = config.Kubeconfig.ValueString(), plan.Context.ValueString()
+	case credential.KindServiceAccount:
+		s.ServiceAccount = plan.ServiceAccountName.ValueString()
+	}
+	return s
+}
+
+// fill sets the model from what is stored; write-only attributes stay null.
+func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec credential.Spec, rep credential.Report, checkedAt string, diags *diag.Diagnostics) {
+	m.ID = types.StringValue(spec.Name)
+	m.Name = types.StringValue(spec.Name)
+	m.Kind = types.StringValue(spec.Kind)
+	m.Description = stringOrNull(spec.Description)
+	m.Namespace = types.StringValue(spec.Namespace)
+	m.SecretVersion = stringOrNull(spec.SecretVersion)
+	m.ExportKubeconfig = types.BoolValue(spec.ExportKubeconfig)
+	m.BearerToken = types.StringNull()
+	m.Kubeconfig = types.StringNull()
+	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
+	m.ExportedKubeconfig = types.StringNull()
+	switch spec.Kind {
+	case credential.KindBearerToken:
+		m.Host, m.CACert, m.VerifySSL = types.StringValue(spec.Host), stringOrNull(spec.CACert), types.BoolValue(spec.VerifySSL)
+	case credential.KindKubeconfig:
+		m.Context = stringOrNull(spec.Context)
+		if cfg, err := spec.RESTConfig(nil); err == nil {
+			m.Host = types.StringValue(cfg.Host)
+		}
+	case credential.KindProvider:
+		if r.data.restConfig != nil {
+			m.Host = types.StringValue(r.data.restConfig.Host)
+		}
+	case credential.KindServiceAccount:
+		m.Host, m.ServiceAccountName = types.StringValue(spec.Host), types.StringValue(spec.ServiceAccount)
+		if spec.ExportKubeconfig {
+			kc, err := credential.Kubeconfig(spec.Name, spec.Host, spec.CACert, spec.ServiceAccount, spec.BearerToken, spec.Namespace)
+			if err != nil {
+				diags.AddError("Rendering Kubeconfig Failed", err.Error())
+				return
+			}
+			m.ExportedKubeconfig = types.StringValue(string(kc))
+		}
+	}
+	if m.Host.IsUnknown() {
+		m.Host = types.StringNull()
+	}
+	var d diag.Diagnostics
+	m.ServerVersion = types.StringValue(rep.ServerVersion)
+	m.Username = types.StringValue(rep.Username)
+	m.Groups, d = types.ListValueFrom(ctx, types.StringType, nonNil(rep.Groups))
+	diags.Append(d...)
+	m.MissingPermissions, d = types.ListValueFrom(ctx, types.StringType, nonNil(rep.Missing))
+	diags.Append(d...)
+	m.CanRunPods = types.BoolValue(rep.CanRun())
+	m.CheckedAt = types.StringValue(checkedAt)
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# build.sh - build everything the local test cluster needs.  Idempotent: every step is
+# skipped when its output is already there (FORCE=1 rebuilds).  Needs only Debian's apt
+# mirror and the Go module proxy.
+#
+#   1. Debian packages: containerd, runc, containernetworking-plugins, debootstrap, iproute2,
+#      openssl (apt-get update only when one is missing).
+#   2. <cache>/bin: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
+#      (k8s.io/kubernetes v1.32.4, module tools/testcluster/kubernetes; rebuilt when
+#      `--version` is not v1.32.4), kubeplay-cri, kubeplay-pause (static), etcd 3.5.17
+#      (module tools/testcluster/etcd).
+#   3. <cache>/img: docker-archive image tarballs made by mkimage.sh
+#        pause.tar  kubeplay.test/pause:v1  only /pause (kubeplay-pause); the sandbox image
+#        ee.tar     kubeplay.test/ee:v1     debootstrap --variant=minbase bookworm with python3
+#                                           and ansible-core; cmd /bin/sleep infinity
+#
+# Environment: KUBEPLAY_CACHE_DIR (default <repo>/.cache), FORCE=1,
+#              KUBEPLAY_DEBIAN_MIRROR (default http://deb.debian.org/debian).
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+FORCE=${FORCE:-0}
+MIRROR=${KUBEPLAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+WORK=$CACHE/build
+mkdir -p "$BIN" "$IMG" "$WORK"
+
+# Only one build at a time per cache dir (up.sh calls this under its own lock; people may
+# run it by hand in parallel).
+exec 8>>"$CACHE/build.lock"
+flock 8
+
+# ---------------------------------------------------------------- 1. Debian packages
+PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages:$missing (run as root to install them)"
+  log "installing Debian packages:$missing"
+  timed "apt-get update" apt-get update -qq
+  # shellcheck disable=SC2086
+  timed "apt-get install$missing" to_log "$WORK/apt.log" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# ---------------------------------------------------------------- 2. binaries
+export GOSUMDB=off GOWORK=off GOTOOLCHAIN=local
+# Without these the binaries report v0.0.0-master+$Format:%H$ (kubectl version, discovery).
+V=k8s.io/component-base/version
+CV=k8s.io/client-go/pkg/version
+LDFLAGS="-X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=32 -X $V.gitTreeState=clean"
+LDFLAGS="$LDFLAGS -X $V.buildDate=2025-04-22T00:00:00Z -X $CV.gitVersion=$K8S_VERSION -X $CV.gitMajor=1 -X $CV.gitMinor=32"
+
+# to_log file cmd...: run cmd with its output in file
+to_log() { local f=$1; shift; "$@" >"$f" 2>&1; }
+
+# stale file sources...: FORCE=1, file missing, or older than one of the sources
+stale() {
+  local f=$1 s; shift
+  if [ "$FORCE" = 1 ] || [ ! -s "$f" ]; then return 0; fi
+  for s in "$@"; do [ "$s" -nt "$f" ] && return 0; done
+  return 1
+}
+
+cd "$TC_DIR/kubernetes"
+for c in $K8S_BINARIES; do
+  if [ "$FORCE" = 1 ] || ! "$BIN/$c" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
+    timed "built $c" go build -ldflags "$LDFLAGS" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
+  fi
+done
+if stale "$BIN/kubeplay-cri" cmd/kubeplay-cri/main.go go.mod; then
+  timed "built kubeplay-cri" go build -buildvcs=false -o "$BIN/kubeplay-cri" ./cmd/kubeplay-cri
+fi
+# The pause binary is the only file of the sandbox image: static, no libc.
+if stale "$BIN/kubeplay-pause" cmd/kubeplay-pause/main.go go.mod; then
+  timed "built kubeplay-pause" env CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags '-s -w' \
+    -o "$BIN/kubeplay-pause" ./cmd/kubeplay-pause
+fi
+
+# etcd 3.5.17: `go install go.etcd.io/etcd/server/v3@v3.5.17` is refused (its go.mod has
+# replace directives), hence the wrapper module.  Debian's etcd 3.4.23 is too old: the
+# apiserver then turns off RequestWatchProgress and watches lag by seconds.
+cd "$TC_DIR/etcd"
+if [ "$FORCE" = 1 ] || ! "$BIN/etcd" --version 2>/dev/null | grep -q "^etcd Version: $ETCD_VERSION$"; then
+  timed "built etcd" go build -buildvcs=false -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+fi
+
+# ---------------------------------------------------------------- 3. images
+if stale "$IMG/pause.tar" "$BIN/kubeplay-pause" "$TC_DIR/mkimage.sh"; then
+  rm -rf "$WORK/pause-rootfs" && mkdir -p "$WORK/pause-rootfs"
+  cp "$BIN/kubeplay-pause" "$WORK/pause-rootfs/pause"
+  timed "image $PAUSE_IMAGE" "$TC_DIR/mkimage.sh" --rootfs "$WORK/pause-rootfs" --tag "$PAUSE_IMAGE" \
+    --entrypoint '["/pause"]' --out "$IMG/pause.tar"
+  rm -rf "$WORK/pause-rootfs"
+fi
+
+if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ]; then
+  [ "$(id -u)" = 0 ] || die "debootstrap needs root"
+  ROOTFS=$WORK/ee-rootfs
+  if [ "$FORCE" = 1 ] || [ ! -e "$ROOTFS/.complete" ]; then
+    rm -rf "$ROOTFS"
+    # python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
+    # (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
+    log "debootstrap bookworm (log: $WORK/debootstrap.log)"
+    if ! timed "debootstrap" to_log "$WORK/debootstrap.log" debootstrap --variant=minbase \
+        --include=python3,ansible-core,python3-cffi-backend bookworm "$ROOTFS" "$MIRROR"; then
+      tail -n 20 "$WORK/debootstrap.log" >&2
+      die "debootstrap failed"
+    fi
+    # Trim what a test image never reads.
+    rm -rf "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* \
+      "$ROOTFS"/usr/share/locale/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var/cache/apt/archives/*.deb \
+      "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log "$ROOTFS"/var/log/apt/* "$ROOTFS"/debootstrap
+    # The runtime provides these per container.
+    : > "$ROOTFS/etc/resolv.conf"; : > "$ROOTFS/etc/hostname"
+    touch "$ROOTFS/.complete"
+  fi
+  timed "image $EE_IMAGE" "$TC_DIR/mkimage.sh" --rootfs "$ROOTFS" --tag "$EE_IMAGE" \
+    --cmd '["/bin/sleep","infinity"]' --exclude ./.complete --out "$IMG/ee.tar"
+  rm -rf "$ROOTFS"
+fi
+
+log "build done: $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p')," \
+  "images: $(du -sh "$IMG"/*.tar | awk '{printf "%s (%s) ", $2, $1}')"
