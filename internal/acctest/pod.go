@@ -3,8 +3,11 @@ package acctest
 import (
 	"context"
 	"fmt"
+	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,4 +69,40 @@ func StartPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 		return name, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
 	}
 	return name, nil
+}
+
+// Namespace creates a namespace named from prefix, deleted when the test
+// ends, and waits with a watch for its default ServiceAccount: until the
+// controller creates it, admission refuses pods there.
+func Namespace(t testing.TB, kube kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace %s-*: %v", prefix, err)
+	}
+	t.Cleanup(func() {
+		err := kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	sel := fields.OneTermEqualSelector("metadata.name", "default").String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return kube.CoreV1().ServiceAccounts(ns.Name).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return kube.CoreV1().ServiceAccounts(ns.Name).Watch(ctx, o)
+		},
+	}
+	if _, err := watchtools.UntilWithSync(ctx, lw, &corev1.ServiceAccount{}, nil, func(ev watch.Event) (bool, error) {
+		return ev.Type != watch.Deleted, nil
+	}); err != nil {
+		t.Fatalf("waiting for ServiceAccount %s/default: %v", ns.Name, err)
+	}
+	return ns.Name
 }

@@ -80,17 +80,10 @@ func (e *testEnv) providerBlock() string {
 	return fmt.Sprintf("provider \"kubeplay\" {\n  config_path       = %q\n  catalog_namespace = %q\n}\n", e.kubeconfig, e.catalog)
 }
 
-// namespace creates a namespace that is deleted when the test ends.
+// namespace creates a namespace, ready for pods, deleted when the test ends.
 func (e *testEnv) namespace(prefix string) string {
 	e.t.Helper()
-	name := randName(prefix)
-	_, err := e.kube.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating namespace %s: %v", name, err)
-	}
-	e.t.Cleanup(func() { e.deleteNamespace(name) })
-	return name
+	return acctest.Namespace(e.t, e.kube, prefix)
 }
 
 func (e *testEnv) deleteNamespace(name string) {

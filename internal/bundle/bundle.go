@@ -1,0 +1,328 @@
+// Package bundle builds the tar stream a run ships into its pod over exec
+// stdin: the playbook, extra files, inventory, variables, a stats callback
+// and the script that runs it all. Secrets travel only inside the stream:
+// never in the pod spec or in an argv.
+package bundle
+
+import (
+	"archive/tar"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed kubeplay_stats.py
+var statsCallback []byte
+
+// Fixed names inside the bundle.
+const (
+	ScriptName    = "kubeplay-run.sh"
+	PlaybookName  = "playbook.yml"
+	varsName      = "extra-vars.json"
+	secretVars    = "secret-vars.json"
+	secretEnvName = "secret-env"
+	callbackDir   = "callback_plugins"
+	statsName     = "stats.json"
+)
+
+// DefaultInventory runs against localhost inside the pod.
+const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+
+// reserved names the files map may not use.
+var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, "inventory", "inventory.yml"}
+
+// Bundle is one run's payload.
+type Bundle struct {
+	// Playbook is the playbook's content; empty in command mode.
+	Playbook string
+	// Command runs instead of ansible-playbook when set.
+	Command []string
+	// Files maps relative paths to content, for roles, templates and the like.
+	Files map[string]string
+	// Inventory content; DefaultInventory when empty.
+	Inventory string
+	// ExtraVars and SecretVars are JSON objects passed with -e @file.
+	ExtraVars, SecretVars []byte
+	// Env and SecretEnv are exported before the run; SecretEnv is deleted
+	// from the pod's disk as soon as it is read.
+	Env, SecretEnv map[string]string
+
+	Limit, Tags, SkipTags string
+	Verbosity, Forks      int
+	Check, Diff           bool
+
+	// Marker prefixes the line that reports the stats on stderr; make it
+	// unguessable (a per-run nonce) so a playbook cannot forge it.
+	Marker string
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidatePath checks a key of Files: a clean relative path inside the
+// bundle that does not replace one of kubeplay's own files.
+func ValidatePath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("the path is empty")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%q is absolute; use a path relative to the playbook", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("%q is not clean; write it as %q", p, path.Clean(p))
+	case p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("%q leaves the bundle", p)
+	case strings.ContainsAny(p, "\x00\\"):
+		return fmt.Errorf("%q contains a NUL or a backslash", p)
+	}
+	top := strings.SplitN(p, "/", 2)[0]
+	if slices.Contains(reserved, top) {
+		return fmt.Errorf("%q is reserved by kubeplay (reserved: %s)", p, strings.Join(reserved, ", "))
+	}
+	return nil
+}
+
+// ValidateEnvName checks an environment variable name.
+func ValidateEnvName(n string) error {
+	if !envName.MatchString(n) {
+		return fmt.Errorf("%q is not a valid environment variable name (letters, digits and _, not starting with a digit)", n)
+	}
+	return nil
+}
+
+func (b *Bundle) validate() error {
+	if (b.Playbook == "") == (len(b.Command) == 0) {
+		return errors.New("a bundle needs exactly one of a playbook and a command")
+	}
+	for p := range b.Files {
+		if err := ValidatePath(p); err != nil {
+			return fmt.Errorf("files: %w", err)
+		}
+	}
+	for _, m := range []map[string]string{b.Env, b.SecretEnv} {
+		for k := range m {
+			if err := ValidateEnvName(k); err != nil {
+				return fmt.Errorf("env: %w", err)
+			}
+		}
+	}
+	for _, v := range [][]byte{b.ExtraVars, b.SecretVars} {
+		if len(v) == 0 {
+			continue
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(v, &obj); err != nil {
+			return fmt.Errorf("extra vars must be a JSON object: %w", err)
+		}
+	}
+	if b.Marker == "" || strings.ContainsAny(b.Marker, "\n'") {
+		return errors.New("the marker must be a non-empty single line without quotes")
+	}
+	return nil
+}
+
+// Write writes the bundle as a tar stream. Its mod times are fixed, so the
+// same bundle gives the same bytes.
+func (b *Bundle) Write(w io.Writer) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	add := func(name string, mode int64, content []byte) error {
+		hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(content)), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(content)
+		return err
+	}
+	dirs := map[string]bool{callbackDir: true}
+	for p := range b.Files {
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(b.Files)) {
+		if err := add(p, 0o644, []byte(b.Files[p])); err != nil {
+			return err
+		}
+	}
+	inv, invName := b.Inventory, "inventory"
+	if inv == "" {
+		inv = DefaultInventory
+	} else if isYAMLMap(inv) {
+		// Ansible's yaml inventory plugin only reads .yml/.yaml/.json files.
+		invName = "inventory.yml"
+	}
+	type entry struct {
+		name    string
+		mode    int64
+		content []byte
+	}
+	files := []entry{
+		{ScriptName, 0o700, []byte(b.script(invName))},
+		{invName, 0o644, []byte(inv)},
+		{callbackDir + "/kubeplay_stats.py", 0o644, statsCallback},
+	}
+	if b.Playbook != "" {
+		files = append(files, entry{PlaybookName, 0o644, []byte(b.Playbook)})
+	}
+	if len(b.ExtraVars) > 0 {
+		files = append(files, entry{varsName, 0o644, b.ExtraVars})
+	}
+	if len(b.SecretVars) > 0 {
+		files = append(files, entry{secretVars, 0o600, b.SecretVars})
+	}
+	if len(b.SecretEnv) > 0 {
+		files = append(files, entry{secretEnvName, 0o600, []byte(exports(b.SecretEnv))})
+	}
+	for _, f := range files {
+		if err := add(f.name, f.mode, f.content); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func isYAMLMap(s string) bool {
+	var m map[string]any
+	return yaml.Unmarshal([]byte(s), &m) == nil && len(m) > 0
+}
+
+// Quote quotes s for a POSIX shell.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func exports(env map[string]string) string {
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		fmt.Fprintf(&sb, "export %s=%s\n", k, Quote(env[k]))
+	}
+	return sb.String()
+}
+
+// Args returns ansible-playbook's arguments for the bundle.
+func (b *Bundle) Args(inventory string) []string {
+	args := []string{"-i", inventory}
+	if len(b.ExtraVars) > 0 {
+		args = append(args, "-e", "@"+varsName)
+	}
+	if len(b.SecretVars) > 0 {
+		args = append(args, "-e", "@"+secretVars)
+	}
+	if b.Limit != "" {
+		args = append(args, "--limit", b.Limit)
+	}
+	if b.Tags != "" {
+		args = append(args, "--tags", b.Tags)
+	}
+	if b.SkipTags != "" {
+		args = append(args, "--skip-tags", b.SkipTags)
+	}
+	if b.Forks > 0 {
+		args = append(args, "--forks", strconv.Itoa(b.Forks))
+	}
+	if b.Check {
+		args = append(args, "--check")
+	}
+	if b.Diff {
+		args = append(args, "--diff")
+	}
+	if b.Verbosity > 0 {
+		args = append(args, "-"+strings.Repeat("v", min(b.Verbosity, 6)))
+	}
+	return append(args, PlaybookName)
+}
+
+// script is the runner: it reads secrets into its environment and deletes
+// them from disk, runs the playbook (or command) with its output on stdout,
+// and reports the exit code and stats on stderr behind the marker.
+func (b *Bundle) script(inventory string) string {
+	var sb strings.Builder
+	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod.\nset -u\ncd \"$(dirname \"$0\")\" || exit 125\n")
+	if len(b.SecretEnv) > 0 {
+		sb.WriteString(". ./" + secretEnvName + " && rm -f ./" + secretEnvName + "\n")
+	}
+	if len(b.Env) > 0 {
+		sb.WriteString(exports(b.Env))
+	}
+	var cmd []string
+	if len(b.Command) > 0 {
+		cmd = b.Command
+	} else {
+		sb.WriteString(`export ANSIBLE_CALLBACK_PLUGINS="$PWD/` + callbackDir + `" ANSIBLE_CALLBACKS_ENABLED=kubeplay_stats` +
+			` KUBEPLAY_STATS_FILE="$PWD/` + statsName + `" ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0` +
+			` ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_HOST_KEY_CHECKING=0 PYTHONUNBUFFERED=1` + "\n")
+		cmd = append([]string{"ansible-playbook"}, b.Args(inventory)...)
+	}
+	quoted := make([]string, len(cmd))
+	for i, a := range cmd {
+		quoted[i] = Quote(a)
+	}
+	sb.WriteString(strings.Join(quoted, " ") + " 2>&1\nrc=$?\n")
+	if len(b.SecretVars) > 0 {
+		sb.WriteString("rm -f ./" + secretVars + "\n")
+	}
+	fmt.Fprintf(&sb, "printf '%%s{\"rc\":%%d,\"stats\":%%s}\\n' %s \"$rc\" \"$(cat ./%s 2>/dev/null || echo null)\" >&2\nexit $rc\n",
+		Quote(b.Marker), statsName)
+	return sb.String()
+}
+
+// HostStats is one host's line of the play recap.
+type HostStats struct {
+	OK          int64 `json:"ok"`
+	Changed     int64 `json:"changed"`
+	Unreachable int64 `json:"unreachable"`
+	Failed      int64 `json:"failures"`
+	Skipped     int64 `json:"skipped"`
+	Rescued     int64 `json:"rescued"`
+	Ignored     int64 `json:"ignored"`
+}
+
+// Result is what the runner reports behind the marker.
+type Result struct {
+	ExitCode int                  `json:"rc"`
+	Hosts    map[string]HostStats `json:"-"`
+}
+
+// ParseResult reads the payload of the runner's marker line.
+func ParseResult(payload string) (Result, error) {
+	var raw struct {
+		RC    *int `json:"rc"`
+		Stats *struct {
+			Hosts map[string]HostStats `json:"hosts"`
+		} `json:"stats"`
+	}
+	if err := json.Unmarshal([]byte(payload), &raw); err != nil {
+		return Result{}, fmt.Errorf("the runner's report is not JSON: %w", err)
+	}
+	if raw.RC == nil {
+		return Result{}, errors.New("the runner's report has no exit code")
+	}
+	r := Result{ExitCode: *raw.RC}
+	if raw.Stats != nil {
+		r.Hosts = raw.Stats.Hosts
+	}
+	return r, nil
+}
+
+// Command returns the exec command that unpacks the stream from stdin into
+// a fresh directory and runs the script there.
+func Command() []string {
+	return []string{"sh", "-c", `d=$(mktemp -d /tmp/kubeplay.XXXXXX) && tar -xf - -C "$d" && exec "$d/` + ScriptName + `"`}
+}

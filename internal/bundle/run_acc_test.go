@@ -1,0 +1,112 @@
+package bundle_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
+)
+
+const marker = "\x1ekubeplay-test-7f3a "
+
+// TestAccBundleRunsInPod ships bundles into a real pod of the test image over
+// exec stdin and checks what the runner reports: exit codes, the play recap
+// read from the stats callback, secrets delivered only through the stream and
+// redacted from the output.
+func TestAccBundleRunsInPod(t *testing.T) {
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 to run it against a Kubernetes cluster")
+	}
+	cfg := acctest.RESTConfig(t)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := acctest.Namespace(t, kube, "kp-bundle")
+	pod, err := acctest.StartPod(ctx, kube, ns, "bundle", acctest.TestImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, b bundle.Bundle, secrets ...string) (bundle.Result, string) {
+		t.Helper()
+		b.Marker = marker
+		var payload string
+		out := outputtail.New(outputtail.Options{Limit: 64 << 10, Secrets: secrets})
+		errs := outputtail.New(outputtail.Options{Limit: 4 << 10, Marker: marker, OnMarker: func(p string) { payload = p }})
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(b.Write(pw)) }()
+		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(), pr, out, errs)
+		_ = out.Close()
+		_ = errs.Close()
+		if err != nil {
+			t.Fatalf("exec: %v", err)
+		}
+		res, err := bundle.ParseResult(payload)
+		if err != nil {
+			t.Fatalf("%v (stderr %q, output %q)", err, errs.String(), out.String())
+		}
+		if res.ExitCode != code {
+			t.Fatalf("the runner reported rc %d but exec returned %d", res.ExitCode, code)
+		}
+		return res, out.String()
+	}
+
+	t.Run("two tasks with secrets", func(t *testing.T) {
+		const secretEnv, secretVar = "env-s3cr3t-9f2c", "var-s3cr3t-41d0"
+		res, out := run(t, bundle.Bundle{
+			Playbook: `- hosts: all
+  gather_facts: false
+  tasks:
+    - name: write
+      copy: {dest: "/tmp/out.txt", content: "{{ greeting }} {{ lookup('env', 'API_KEY') }} {{ token }}"}
+    - name: show
+      debug: {msg: "{{ lookup('file', '/tmp/out.txt') }}"}
+`,
+			ExtraVars:  []byte(`{"greeting":"hello"}`),
+			SecretVars: []byte(`{"token":"` + secretVar + `"}`),
+			SecretEnv:  map[string]string{"API_KEY": secretEnv},
+		}, secretEnv, secretVar)
+		if res.ExitCode != 0 {
+			t.Fatalf("rc %d, output:\n%s", res.ExitCode, out)
+		}
+		h := res.Hosts["localhost"]
+		if h.OK != 2 || h.Changed != 1 || h.Failed != 0 {
+			t.Fatalf("stats %+v, want ok=2 changed=1 failed=0; output:\n%s", h, out)
+		}
+		if !strings.Contains(out, "hello "+outputtail.Redacted+" "+outputtail.Redacted) {
+			t.Fatalf("the secrets did not reach the playbook, or were not redacted:\n%s", out)
+		}
+		if strings.Contains(out, secretEnv) || strings.Contains(out, secretVar) {
+			t.Fatalf("a secret reached the output:\n%s", out)
+		}
+	})
+
+	t.Run("failing playbook", func(t *testing.T) {
+		res, out := run(t, bundle.Bundle{Playbook: `- hosts: all
+  gather_facts: false
+  tasks:
+    - command: /bin/false
+`})
+		if res.ExitCode != 2 || res.Hosts["localhost"].Failed != 1 {
+			t.Fatalf("rc %d stats %+v, want rc 2 and one failure; output:\n%s", res.ExitCode, res.Hosts, out)
+		}
+	})
+
+	t.Run("command mode keeps its exit code", func(t *testing.T) {
+		res, out := run(t, bundle.Bundle{Command: []string{"sh", "-c", "echo from-command; exit 42"}})
+		if res.ExitCode != 42 || res.Hosts != nil || !strings.Contains(out, "from-command") {
+			t.Fatalf("rc %d hosts %v output %q", res.ExitCode, res.Hosts, out)
+		}
+	})
+}
