@@ -1,0 +1,375 @@
+// Package runner runs one bundle in one ephemeral pod: it creates the pod
+// (waiting, watching, while the namespace's quota is full), waits with a
+// watch until it runs (failing fast on image and configuration errors),
+// streams the bundle in over exec stdin, collects the result, and deletes
+// the pod whatever happened, waiting until it is gone.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
+)
+
+// The statuses of a run.
+const (
+	StatusSuccessful = "successful"
+	StatusFailed     = "failed"
+	StatusError      = "error"
+	StatusCanceled   = "canceled"
+)
+
+// Labels and annotations on run pods.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "kubeplay"
+	LabelRun           = "kubeplay.io/run"
+	AnnotationDeadline = "kubeplay.io/deadline"
+)
+
+// failFastReasons end a run at once: waiting longer cannot fix them.
+var failFastReasons = []string{
+	"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+	"CreateContainerConfigError", "CreateContainerError",
+}
+
+// Runner runs bundles with one cluster's clients.
+type Runner struct {
+	Config *rest.Config
+	Kube   kubernetes.Interface
+	// Log receives progress messages; nil discards them.
+	Log func(msg string, fields map[string]any)
+}
+
+// Spec is one run.
+type Spec struct {
+	// Pod is the rendered pod; its namespace must be set, and its name or
+	// generateName.
+	Pod *corev1.Pod
+	// Container hosts the shell the bundle runs in.
+	Container string
+	Bundle    bundle.Bundle
+	// Secrets are redacted from the output.
+	Secrets []string
+	// OutputLimit bounds the kept output tail in bytes.
+	OutputLimit int
+	// PendingTimeout bounds waiting for quota and for the pod to start.
+	PendingTimeout time.Duration
+	// KeepPodOnFailure leaves a failed or errored run's pod for inspection.
+	KeepPodOnFailure bool
+	// OnLine receives each output line, redacted, as it arrives.
+	OnLine func(line string)
+}
+
+// Result is what a run recorded.
+type Result struct {
+	Status     string
+	ExitCode   int
+	Hosts      map[string]bundle.HostStats
+	Output     string
+	PodName    string
+	NodeName   string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// Message explains an error or canceled status.
+	Message string
+	// Events are the pod's last warning events, for error diagnostics.
+	Events []string
+	// PodKept is set when the pod was left in place.
+	PodKept bool
+}
+
+// Run runs s. Every outcome is a Result: status successful or failed for a
+// playbook that ran, error when the run could not happen, canceled when ctx
+// ended first.
+func (r *Runner) Run(ctx context.Context, s Spec) Result {
+	res := Result{StartedAt: time.Now().UTC(), ExitCode: -1}
+	pod, err := r.create(ctx, s)
+	if err != nil {
+		return r.finish(ctx, s, res, nil, err)
+	}
+	res.PodName = pod.Name
+	r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name})
+	pod, err = r.waitRunning(ctx, s, pod)
+	if err != nil {
+		return r.finish(ctx, s, res, pod, err)
+	}
+	res.NodeName = pod.Spec.NodeName
+	r.log("run pod running", map[string]any{"pod": pod.Name, "node": pod.Spec.NodeName})
+
+	var payload string
+	marker := s.Bundle.Marker
+	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
+	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
+		OnMarker: func(p string) { payload = p }, OnLine: s.OnLine})
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(s.Bundle.Write(pw)) }()
+	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(), pr, out, errs)
+	_ = pr.Close()
+	_ = out.Close()
+	_ = errs.Close()
+	res.Output = out.String()
+	if execErr != nil {
+		return r.finish(ctx, s, res, pod, execErr)
+	}
+	result, perr := bundle.ParseResult(payload)
+	switch {
+	case perr != nil && code == 0:
+		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod.Name, perr, errs.String()))
+	case perr != nil:
+		res.ExitCode = code
+		if gone := r.vanished(ctx, pod); gone != "" {
+			return r.finish(ctx, s, res, pod, fmt.Errorf("pod %s %s during the run (exit %d)", pod.Name, gone, code))
+		}
+		// The runner never started (no tar or sh in the image, unpack failed): stderr says why.
+		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
+	}
+	res.ExitCode, res.Hosts = result.ExitCode, result.Hosts
+	if res.ExitCode == 0 {
+		res.Status = StatusSuccessful
+	} else {
+		res.Status = StatusFailed
+	}
+	return r.finish(ctx, s, res, pod, nil)
+}
+
+// finish classifies err, then deletes the pod with a context of its own so
+// that a canceled apply still cleans up.
+func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod, err error) Result {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		res.Status, res.Message = StatusCanceled, "the run was canceled: "+context.Cause(ctx).Error()
+	case err != nil:
+		res.Status, res.Message = StatusError, err.Error()
+	}
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if pod != nil && res.Status == StatusError {
+		res.Events = warningEvents(cleanup, r.Kube, pod)
+	}
+	if pod != nil {
+		if s.KeepPodOnFailure && (res.Status == StatusFailed || res.Status == StatusError) {
+			res.PodKept = true
+		} else if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+			res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
+			if res.Status == StatusSuccessful || res.Status == StatusFailed {
+				res.Status = StatusError
+			}
+		}
+	}
+	res.FinishedAt = time.Now().UTC()
+	return res
+}
+
+// vanished says how the pod disappeared, or "" when it is still there.
+func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod) string {
+	p, err := r.Kube.CoreV1().Pods(pod.Namespace).Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "was deleted"
+	case err == nil && p.DeletionTimestamp != nil:
+		return "was deleted (terminating)"
+	case err == nil && p.Status.Phase == corev1.PodFailed:
+		return "failed (" + p.Status.Reason + ")"
+	}
+	return ""
+}
+
+func (r *Runner) log(msg string, f map[string]any) {
+	if r.Log != nil {
+		r.Log(msg, f)
+	}
+}
+
+// IsQuotaExceeded reports the API server's ResourceQuota refusal.
+func IsQuotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// create creates the pod; while the namespace's quota refuses it, it waits
+// for a change of the quotas, watching, up to the pending timeout.
+func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
+	ns := s.Pod.Namespace
+	pending, cancel := context.WithTimeout(ctx, s.PendingTimeout)
+	defer cancel()
+	for {
+		pod, err := r.Kube.CoreV1().Pods(ns).Create(ctx, s.Pod, metav1.CreateOptions{})
+		if err == nil {
+			return pod, nil
+		}
+		if !IsQuotaExceeded(err) {
+			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
+		}
+		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
+		if werr := waitQuotaChange(pending, r.Kube, ns); werr != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err)
+		}
+	}
+}
+
+// waitQuotaChange blocks until a ResourceQuota of ns changes its status.
+func waitQuotaChange(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	list, err := kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := kube.CoreV1().ResourceQuotas(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil // the watch ended: try again, which re-lists
+			}
+			if ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				return nil
+			}
+		}
+	}
+}
+
+func podListWatch(kube kubernetes.Interface, ns, name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return kube.CoreV1().Pods(ns).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return kube.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	}
+}
+
+// waitRunning watches the pod until its container runs; image and
+// configuration errors and an unschedulable pod end the wait at once.
+func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*corev1.Pod, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
+	defer cancel()
+	var last *corev1.Pod
+	_, err := watchtools.UntilWithSync(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{}, nil,
+		func(ev watch.Event) (bool, error) {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				return false, nil
+			}
+			last = p
+			if ev.Type == watch.Deleted {
+				return false, fmt.Errorf("pod %s was deleted before it ran", p.Name)
+			}
+			return runningOrFailed(p, s.Container)
+		})
+	if last == nil {
+		last = pod
+	}
+	if err != nil {
+		if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() == nil {
+				return last, fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last))
+			}
+		}
+		return last, err
+	}
+	return last, nil
+}
+
+func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
+	switch p.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return false, fmt.Errorf("pod %s cannot be scheduled: %s", p.Name, c.Message)
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(failFastReasons, w.Reason) {
+			return false, fmt.Errorf("container %s of pod %s cannot start: %s: %s", cs.Name, p.Name, w.Reason, w.Message)
+		}
+		if t := cs.State.Terminated; t != nil && cs.Name == container {
+			return false, fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
+		}
+		if cs.Name == container && cs.State.Running != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func describe(p *corev1.Pod) string {
+	parts := []string{"phase " + string(p.Status.Phase)}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", cs.Name, w.Reason, w.Message))
+		}
+	}
+	if p.Status.Reason != "" {
+		parts = append(parts, p.Status.Reason+": "+p.Status.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func warningEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod) []string {
+	list, err := kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.name", pod.Name),
+			fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+		).String(),
+	})
+	if err != nil {
+		return nil
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+	var out []string
+	for _, e := range items[max(0, len(items)-3):] {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
+}
+
+// DeletePod deletes a pod and waits, watching, until it is gone, so that
+// the quota it held is free when this returns.
+func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	err := kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = watchtools.UntilWithSync(ctx, podListWatch(kube, ns, name), &corev1.Pod{},
+		func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil },
+		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	return err
+}

@@ -1,0 +1,237 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+const twoTasks = `- hosts: all
+  gather_facts: false
+  tasks:
+    - command: "true"
+    - debug: {msg: done}
+`
+
+type env struct {
+	t    *testing.T
+	r    *runner.Runner
+	kube kubernetes.Interface
+	ns   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 to run it against a Kubernetes cluster")
+	}
+	cfg := acctest.RESTConfig(t)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: acctest.Namespace(t, kube, "kp-runner")}
+}
+
+func (e *env) pod(image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "run-", Namespace: e.ns,
+			Labels: map[string]string{runner.LabelManagedBy: runner.ManagedByValue}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			AutomountServiceAccountToken:  ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "worker", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"sleep", "infinity"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+				}},
+			}},
+		},
+	}
+}
+
+func (e *env) spec(b bundle.Bundle) runner.Spec {
+	b.Marker = "\x1ekubeplay-runner-test "
+	return runner.Spec{Pod: e.pod(acctest.TestImage()), Container: "worker", Bundle: b, OutputLimit: 64 << 10, PendingTimeout: time.Minute}
+}
+
+// gone fails the test unless the run's pod no longer exists.
+func (e *env) gone(res runner.Result) {
+	e.t.Helper()
+	if res.PodName == "" {
+		return
+	}
+	_, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), res.PodName, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		e.t.Fatalf("pod %s still exists after the run (err=%v)", res.PodName, err)
+	}
+}
+
+func TestAccRunSuccessfulAndFailed(t *testing.T) {
+	e := newEnv(t)
+	var lines []string
+	s := e.spec(bundle.Bundle{Playbook: twoTasks})
+	s.OnLine = func(l string) { lines = append(lines, l) }
+	res := e.r.Run(context.Background(), s)
+	if res.Status != runner.StatusSuccessful || res.ExitCode != 0 || res.Hosts["localhost"].OK != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.NodeName == "" || !res.FinishedAt.After(res.StartedAt) || !strings.Contains(res.Output, "PLAY RECAP") {
+		t.Fatalf("record incomplete: node %q, %s..%s, output %q", res.NodeName, res.StartedAt, res.FinishedAt, res.Output)
+	}
+	if len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "PLAY RECAP") {
+		t.Fatalf("output lines were not streamed: %q", lines)
+	}
+	e.gone(res)
+
+	res = e.r.Run(context.Background(), e.spec(bundle.Bundle{Playbook: "- hosts: all\n  gather_facts: false\n  tasks:\n    - fail: {msg: boom}\n"}))
+	if res.Status != runner.StatusFailed || res.ExitCode != 2 || res.Hosts["localhost"].Failed != 1 || !strings.Contains(res.Output, "boom") {
+		t.Fatalf("failed run: %+v", res)
+	}
+	e.gone(res)
+}
+
+func TestAccRunBadImageFailsFast(t *testing.T) {
+	e := newEnv(t)
+	s := e.spec(bundle.Bundle{Command: []string{"true"}})
+	s.Pod = e.pod("kubeplay.test/does-not-exist:v1")
+	start := time.Now()
+	res := e.r.Run(context.Background(), s)
+	took := time.Since(start)
+	if res.Status != runner.StatusError || !strings.Contains(res.Message, "ErrImagePull") && !strings.Contains(res.Message, "ImagePullBackOff") {
+		t.Fatalf("result %+v", res)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("a missing image took %s to fail; it must fail fast, not at the pending timeout", took)
+	}
+	t.Logf("missing image: error after %s: %s; events %q", took.Round(time.Millisecond), res.Message, res.Events)
+	e.gone(res)
+}
+
+func TestAccRunCanceled(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "echo started; sleep 300"}})
+	s.OnLine = func(l string) {
+		if l == "started" {
+			cancel()
+		}
+	}
+	start := time.Now()
+	res := e.r.Run(ctx, s)
+	if res.Status != runner.StatusCanceled {
+		t.Fatalf("result %+v", res)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("cancel took %s", took)
+	}
+	e.gone(res)
+}
+
+func TestAccRunPodDeletedDuringRun(t *testing.T) {
+	e := newEnv(t)
+	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "echo started; sleep 300"}})
+	var once sync.Once
+	s.OnLine = func(l string) {
+		if l != "started" {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				pods, err := e.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+				if err != nil || len(pods.Items) != 1 {
+					t.Errorf("listing the run pod: %v (%d pods)", err, len(pods.Items))
+					return
+				}
+				_ = e.kube.CoreV1().Pods(e.ns).Delete(context.Background(), pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			}()
+		})
+	}
+	done := make(chan runner.Result, 1)
+	go func() { done <- e.r.Run(context.Background(), s) }()
+	select {
+	case res := <-done:
+		if res.Status != runner.StatusError || !strings.Contains(res.Message, "was deleted") {
+			t.Fatalf("a vanished pod must end the run as error saying so: %+v", res)
+		}
+		t.Logf("pod deleted during the run: %s (exit %d): %s", res.Status, res.ExitCode, res.Message)
+		e.gone(res)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the run hung after its pod was deleted")
+	}
+}
+
+// TestAccRunWaitsForQuota: a run that meets a full namespace quota waits,
+// watching, and starts as soon as capacity frees; with no capacity it ends
+// as error after its pending timeout.
+func TestAccRunWaitsForQuota(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "runs"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}
+	if _, err := e.kube.CoreV1().ResourceQuotas(e.ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := acctest.StartPod(ctx, e.kube, e.ns, "blocker", acctest.TestImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := e.spec(bundle.Bundle{Command: []string{"true"}})
+	s.PendingTimeout = 3 * time.Second
+	res := e.r.Run(ctx, s)
+	if res.Status != runner.StatusError || !strings.Contains(res.Message, "exceeded quota") || !strings.Contains(res.Message, "pending timeout") {
+		t.Fatalf("a full group past its pending timeout: %+v", res)
+	}
+
+	s.PendingTimeout = 2 * time.Minute
+	freed := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		if err := runner.DeletePod(ctx, e.kube, e.ns, blocker); err != nil {
+			t.Error(err)
+		}
+		freed <- time.Now()
+	}()
+	res = e.r.Run(ctx, s)
+	if res.Status != runner.StatusSuccessful {
+		t.Fatalf("the run did not start once capacity freed: %+v", res)
+	}
+	freedAt := <-freed
+	if res.FinishedAt.Before(freedAt) {
+		t.Fatalf("the run finished before the blocker left: it did not wait for the quota")
+	}
+	t.Logf("run finished %s after capacity freed", res.FinishedAt.Sub(freedAt).Round(time.Millisecond))
+	e.gone(res)
+}
+
+func TestAccRunKeepPodOnFailure(t *testing.T) {
+	e := newEnv(t)
+	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "exit 3"}})
+	s.KeepPodOnFailure = true
+	res := e.r.Run(context.Background(), s)
+	if res.Status != runner.StatusFailed || res.ExitCode != 3 || !res.PodKept {
+		t.Fatalf("result %+v", res)
+	}
+	if _, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), res.PodName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the failed run's pod was not kept: %v", err)
+	}
+}
