@@ -1,0 +1,82 @@
+package runner_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// The run-path benchmarks compare kubeplay's runner with the least a
+// client-go program can do for the same 2-task playbook: create the pod,
+// watch it to Running, exec ansible-playbook, delete it and wait until it is
+// gone. Both count a run as finished when its pod is gone.
+//
+//	TF_ACC=1 go test ./internal/runner -run '^$' -bench 'RunPath' -benchtime 10x -count 3
+func benchEnv(b *testing.B) (*rest.Config, kubernetes.Interface, string) {
+	b.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		b.Skip("benchmark against the test cluster: set TF_ACC=1")
+	}
+	cfg := acctest.RESTConfig(b)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg, kube, acctest.Namespace(b, kube, "kp-bench")
+}
+
+func BenchmarkRunPathKubeplay(b *testing.B) {
+	cfg, kube, ns := benchEnv(b)
+	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
+	for b.Loop() {
+		res := e.r.Run(context.Background(), e.spec(bundle.Bundle{Playbook: twoTasks}))
+		if res.Status != runner.StatusSuccessful || res.Hosts["localhost"].OK != 2 {
+			b.Fatalf("run: %+v", res)
+		}
+	}
+}
+
+func BenchmarkRunPathDirectClientGo(b *testing.B) {
+	cfg, kube, ns := benchEnv(b)
+	e := &env{kube: kube, ns: ns}
+	ctx := context.Background()
+	for b.Loop() {
+		pod, err := kube.CoreV1().Pods(ns).Create(ctx, e.pod(acctest.TestImage()), metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+			p, ok := ev.Object.(*corev1.Pod)
+			return ok && p.Status.Phase == corev1.PodRunning, nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		cmd := []string{"sh", "-c", "cat > /tmp/p.yml && ansible-playbook -i localhost, -c local /tmp/p.yml"}
+		var out strings.Builder
+		code, err := podexec.Run(ctx, cfg, kube, ns, pod.Name, "worker", cmd, strings.NewReader(twoTasks), &out, io.Discard)
+		if err != nil || code != 0 || !strings.Contains(out.String(), "ok=2") {
+			b.Fatalf("exec: code %d err %v output %q", code, err, out.String())
+		}
+		if err := runner.DeletePod(ctx, kube, ns, pod.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
