@@ -24,10 +24,13 @@ const (
 	KindKubeconfig     = "kubeconfig"
 	KindProvider       = "provider"
 	KindServiceAccount = "service_account"
+	// KindClusterAPI reads its kubeconfig from a parent cluster, from the
+	// Secret Cluster API writes for each cluster (airship's dynamic kubeconfig).
+	KindClusterAPI = "cluster_api"
 )
 
 // Kinds lists every kind, in documentation order.
-var Kinds = []string{KindBearerToken, KindKubeconfig, KindProvider, KindServiceAccount}
+var Kinds = []string{KindBearerToken, KindClusterAPI, KindKubeconfig, KindProvider, KindServiceAccount}
 
 // Labels and annotations kubeplay puts on the objects it owns.
 const (
@@ -57,6 +60,10 @@ const (
 	keyContext        = "context"
 	keyNamespace      = "namespace"
 	keyServiceAccount = "service-account"
+	keyParent         = "parent"
+	keyClusterName    = "cluster-name"
+	keyClusterNS      = "cluster-namespace"
+	keyWaitTimeout    = "kubeconfig-timeout"
 )
 
 // Spec is one credential as kubeplay stores it.
@@ -84,7 +91,18 @@ type Spec struct {
 	// annotations so that import restores them.
 	SecretVersion    string
 	ExportKubeconfig bool
+
+	// cluster_api: the parent credential, and the Cluster API cluster whose
+	// <ClusterName>-kubeconfig Secret in ClusterNamespace holds the kubeconfig.
+	Parent            string
+	ClusterName       string
+	ClusterNamespace  string
+	KubeconfigTimeout string
 }
+
+// KubeconfigSecretName is the Secret Cluster API writes a cluster's
+// kubeconfig to, under key "value".
+func (s Spec) KubeconfigSecretName() string { return s.ClusterName + "-kubeconfig" }
 
 // Secret renders the catalog Secret for the spec and the report of its last
 // check at checkedAt.
@@ -102,6 +120,10 @@ func (s Spec) Secret(catalogNamespace string, rep Report, checkedAt time.Time) *
 	put(keyContext, s.Context)
 	put(keyNamespace, s.Namespace)
 	put(keyServiceAccount, s.ServiceAccount)
+	put(keyParent, s.Parent)
+	put(keyClusterName, s.ClusterName)
+	put(keyClusterNS, s.ClusterNamespace)
+	put(keyWaitTimeout, s.KubeconfigTimeout)
 	if s.Kind == KindBearerToken || s.Kind == KindServiceAccount {
 		data[keyVerifySSL] = []byte(strconv.FormatBool(s.VerifySSL))
 	}
@@ -177,6 +199,11 @@ func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
 		ServiceAccount: get(keyServiceAccount),
 		VerifySSL:      true,
 
+		Parent:            get(keyParent),
+		ClusterName:       get(keyClusterName),
+		ClusterNamespace:  get(keyClusterNS),
+		KubeconfigTimeout: get(keyWaitTimeout),
+
 		SecretVersion:    sec.Annotations[AnnotationSecretVersion],
 		ExportKubeconfig: sec.Annotations[AnnotationExport] == "true",
 	}
@@ -221,6 +248,8 @@ func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
 			return nil, fmt.Errorf("credential %q: %w", s.Name, err)
 		}
 		return cfg, nil
+	case KindClusterAPI:
+		return nil, fmt.Errorf("credential %q reads its kubeconfig from its parent's cluster; it has no static configuration", s.Name)
 	default:
 		return nil, fmt.Errorf("credential %q: unknown kind %q", s.Name, s.Kind)
 	}

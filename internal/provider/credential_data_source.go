@@ -39,6 +39,9 @@ type credentialDataModel struct {
 	Context            types.String `tfsdk:"context"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
+	Parent             types.String `tfsdk:"parent"`
+	ClusterName        types.String `tfsdk:"cluster_name"`
+	ClusterNamespace   types.String `tfsdk:"cluster_namespace"`
 	ServerVersion      types.String `tfsdk:"server_version"`
 	Username           types.String `tfsdk:"username"`
 	Groups             types.List   `tfsdk:"groups"`
@@ -65,7 +68,7 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 				Required:            true,
 				Validators:          []validator.String{dnsLabel()},
 			},
-			"kind":                 computed("The credential's kind: `bearer_token`, `kubeconfig`, `provider` or `service_account`."),
+			"kind":                 computed("The credential's kind: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or `service_account`."),
 			"description":          computed("The credential's description."),
 			"host":                 computed("The API server's URL, for `bearer_token` and `service_account`."),
 			"ca_cert":              computed("The PEM-encoded CA certificate, for `bearer_token`."),
@@ -73,6 +76,9 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 			"context":              computed("The kubeconfig context, for `kubeconfig`."),
 			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),
 			"service_account_name": computed("The provisioned ServiceAccount, for `service_account`."),
+			"parent":               computed("The credential of the parent (management) cluster, for `cluster_api`."),
+			"cluster_name":         computed("The Cluster API cluster whose `<cluster_name>-kubeconfig` Secret holds the kubeconfig, for `cluster_api`."),
+			"cluster_namespace":    computed("The namespace of that Secret on the parent cluster, for `cluster_api`."),
 			"server_version":       computed("The Kubernetes version reported at the last check."),
 			"username":             computed("The identity the API server authenticated the credential as."),
 			"groups": schema.ListAttribute{
@@ -136,6 +142,9 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	m.Context = stringOrNull(spec.Context)
 	m.Namespace = stringOrNull(spec.Namespace)
 	m.ServiceAccountName = stringOrNull(spec.ServiceAccount)
+	m.Parent = stringOrNull(spec.Parent)
+	m.ClusterName = stringOrNull(spec.ClusterName)
+	m.ClusterNamespace = stringOrNull(spec.ClusterNamespace)
 	m.ServerVersion = types.StringValue(rep.ServerVersion)
 	m.Username = types.StringValue(rep.Username)
 	groups, diags := types.ListValueFrom(ctx, types.StringType, nonNil(rep.Groups))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -24,7 +25,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -74,6 +74,10 @@ type credentialModel struct {
 	CanRunPods         types.Bool   `tfsdk:"can_run_pods"`
 	MissingPermissions types.List   `tfsdk:"missing_permissions"`
 	CheckedAt          types.String `tfsdk:"checked_at"`
+	Parent             types.String `tfsdk:"parent"`
+	ClusterName        types.String `tfsdk:"cluster_name"`
+	ClusterNamespace   types.String `tfsdk:"cluster_namespace"`
+	KubeconfigTimeout  types.String `tfsdk:"kubeconfig_timeout"`
 }
 
 func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -90,6 +94,10 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"a credential that cannot connect is an error.\n\n" +
 			"Kinds:\n\n" +
 			"* `bearer_token`: `host`, the write-only `bearer_token`, `ca_cert` and `verify_ssl`.\n" +
+			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
+			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
+			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
+			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored.\n" +
 			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, the pod-manager " +
@@ -113,7 +121,7 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"kind": schema.StringAttribute{
-				MarkdownDescription: "How the credential connects: `bearer_token`, `kubeconfig`, `provider` or " +
+				MarkdownDescription: "How the credential connects: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or " +
 					"`service_account`. Changing it replaces the credential.",
 				Required:      true,
 				Validators:    []validator.String{stringvalidator.OneOf(credential.Kinds...)},
@@ -226,6 +234,30 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "When the credential was last checked against its cluster (RFC 3339).",
 				Computed:            true,
 			},
+			"parent": schema.StringAttribute{
+				MarkdownDescription: "For `cluster_api`: the name of the credential of the management cluster that holds " +
+					"the kubeconfig Secret, as airship's cluster map names a parent. A chain of parents must not loop back.",
+				Optional:   true,
+				Validators: []validator.String{dnsLabel()},
+			},
+			"cluster_name": schema.StringAttribute{
+				MarkdownDescription: "For `cluster_api`: the name of the Cluster API `Cluster`; its kubeconfig is read from " +
+					"the Secret `<cluster_name>-kubeconfig`, key `value`.",
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 242)},
+			},
+			"cluster_namespace": schema.StringAttribute{
+				MarkdownDescription: "For `cluster_api`: the namespace of the `Cluster` and its kubeconfig Secret. " +
+					"Defaults to `default`.",
+				Optional:   true,
+				Validators: []validator.String{dnsLabel()},
+			},
+			"kubeconfig_timeout": schema.StringAttribute{
+				MarkdownDescription: "For `cluster_api`: how long to wait for the kubeconfig Secret while Cluster API is " +
+					"still provisioning the cluster, as a duration such as `10m`. Defaults to `10m`; `0s` does not wait.",
+				Optional:   true,
+				Validators: []validator.String{duration()},
+			},
 		},
 	}
 }
@@ -246,10 +278,12 @@ var kindAttributes = map[string][]string{
 	credential.KindKubeconfig:     {"kubeconfig", "context"},
 	credential.KindProvider:       {},
 	credential.KindServiceAccount: {"service_account_name", "export_kubeconfig"},
+	credential.KindClusterAPI:     {"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout"},
 }
 
 var kindSpecificAttributes = []string{
 	"host", "bearer_token", "ca_cert", "verify_ssl", "kubeconfig", "context", "service_account_name", "export_kubeconfig",
+	"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout",
 }
 
 func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
@@ -282,6 +316,14 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 				"verify_ssl = false skips verification of the API server's certificate, while ca_cert asks to verify it "+
 					"against that CA. Remove verify_ssl to verify the server (recommended), or remove ca_cert.")
 		}
+	case credential.KindClusterAPI:
+		requireAttr(&resp.Diagnostics, m.Parent, "parent", kind, "the credential of the cluster that holds the kubeconfig Secret")
+		requireAttr(&resp.Diagnostics, m.ClusterName, "cluster_name", kind, "the name of the Cluster API cluster")
+		if !m.Parent.IsUnknown() && !m.Name.IsUnknown() && m.Parent.ValueString() == m.Name.ValueString() && !m.Parent.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root("parent"), "Credential Parent Cycle",
+				fmt.Sprintf("Credential %q names itself as parent. The parent is the credential of the management cluster "+
+					"that holds this cluster's kubeconfig Secret; set it to that credential.", m.Name.ValueString()))
+		}
 	case credential.KindKubeconfig:
 		requireAttr(&resp.Diagnostics, m.Kubeconfig, "kubeconfig", kind, "the content of a kubeconfig file")
 		if !m.Kubeconfig.IsNull() && !m.Kubeconfig.IsUnknown() && !m.Context.IsUnknown() {
@@ -313,6 +355,7 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	r.checkParentCycle(ctx, plan, &resp.Diagnostics)
 	changed := false
 	if plan.Kind.ValueString() == credential.KindServiceAccount {
 		if plan.ServiceAccountName.IsUnknown() {
@@ -381,14 +424,8 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	if diags.HasError() {
 		return
 	}
-	c, err := r.data.clients()
-	if err != nil {
-		diags.AddError("Kubernetes Connection Unavailable", err.Error())
-		return
-	}
-	if err := r.data.ensureCatalog(ctx, c); err != nil {
-		diags.AddError("Catalog Namespace Unavailable", err.Error()+". The provider's identity needs to create or read "+
-			"namespaces, or create the namespace first.")
+	c := r.data.catalogClients(ctx, diags)
+	if c == nil {
 		return
 	}
 	ns, name := r.data.catalogNamespace, plan.Name.ValueString()
@@ -462,22 +499,21 @@ func (r *credentialResource) undoProvision(ctx context.Context, c *kubeclient.Cl
 // check connects with the credential and reports failures as diagnostics
 // that say what happened and which attribute to look at.
 func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c *kubeclient.Clients, diags *diag.Diagnostics) (credential.Report, bool) {
-	cc := c
-	if spec.Kind != credential.KindProvider {
-		secret := spec.Secret("", credential.Report{}, time.Time{})
-		key := "credential/" + spec.Name + "/" + secret.Annotations[credential.AnnotationDigest]
-		var err error
-		cc, err = r.data.pool.Get(key, func() (*rest.Config, error) {
-			cfg, err := spec.RESTConfig(c.Config)
-			if err == nil {
-				kubeclient.Tune(cfg, c.Config.UserAgent)
-			}
-			return cfg, err
-		})
-		if err != nil {
-			diags.AddAttributeError(path.Root("kind"), "Invalid Credential", err.Error())
-			return credential.Report{}, false
+	// The Secret is not written yet: key the clients by the content to be written.
+	var cc *kubeclient.Clients
+	var err error
+	if spec.Kind == credential.KindClusterAPI {
+		cc, err = r.data.clusterAPIClients(ctx, spec)
+	} else {
+		cc, err = r.data.specClients(spec, credential.Digest(spec.Secret("", credential.Report{}, time.Time{}).Data), c)
+	}
+	if err != nil {
+		attr := "kind"
+		if spec.Kind == credential.KindClusterAPI {
+			attr = "cluster_name"
 		}
+		diags.AddAttributeError(path.Root(attr), "Invalid Credential", err.Error()+".")
+		return credential.Report{}, false
 	}
 	host := cc.Config.Host
 	tflog.Debug(ctx, "checking credential", map[string]any{"credential": spec.Name, "kind": spec.Kind, "host": host})
@@ -490,6 +526,7 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c 
 	secretAttr := map[string]string{
 		credential.KindBearerToken: "bearer_token", credential.KindKubeconfig: "kubeconfig",
 		credential.KindServiceAccount: "service_account_name", credential.KindProvider: "kind",
+		credential.KindClusterAPI: "cluster_name",
 	}[spec.Kind]
 	tlsAttr, hostAttr := "ca_cert", "host"
 	if spec.Kind != credential.KindBearerToken {
@@ -621,6 +658,9 @@ func specFromModel(plan, config credentialModel) credential.Spec {
 		s.Kubeconfig, s.Context = config.Kubeconfig.ValueString(), plan.Context.ValueString()
 	case credential.KindServiceAccount:
 		s.ServiceAccount = plan.ServiceAccountName.ValueString()
+	case credential.KindClusterAPI:
+		s.Parent, s.ClusterName = plan.Parent.ValueString(), plan.ClusterName.ValueString()
+		s.ClusterNamespace, s.KubeconfigTimeout = plan.ClusterNamespace.ValueString(), plan.KubeconfigTimeout.ValueString()
 	}
 	return s
 }
@@ -638,6 +678,8 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	m.Kubeconfig = types.StringNull()
 	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
 	m.ExportedKubeconfig = types.StringNull()
+	m.Parent, m.ClusterName = stringOrNull(spec.Parent), stringOrNull(spec.ClusterName)
+	m.ClusterNamespace, m.KubeconfigTimeout = stringOrNull(spec.ClusterNamespace), stringOrNull(spec.KubeconfigTimeout)
 	switch spec.Kind {
 	case credential.KindBearerToken:
 		m.Host, m.CACert, m.VerifySSL = types.StringValue(spec.Host), stringOrNull(spec.CACert), types.BoolValue(spec.VerifySSL)
@@ -673,4 +715,40 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	diags.Append(d...)
 	m.CanRunPods = types.BoolValue(rep.CanRun())
 	m.CheckedAt = types.StringValue(checkedAt)
+}
+
+// checkParentCycle follows the stored parents of a cluster_api credential and
+// fails the plan when the chain comes back to it. Parents not stored yet end
+// the walk: they are checked when they are planned.
+func (r *credentialResource) checkParentCycle(ctx context.Context, plan credentialModel, diags *diag.Diagnostics) {
+	if plan.Kind.ValueString() != credential.KindClusterAPI || plan.Parent.IsUnknown() || plan.Parent.IsNull() || r.data == nil {
+		return
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		return
+	}
+	name := plan.Name.ValueString()
+	chain := []string{name}
+	for next := plan.Parent.ValueString(); next != ""; {
+		chain = append(chain, next)
+		if next == name {
+			diags.AddAttributeError(path.Root("parent"), "Credential Parent Cycle",
+				fmt.Sprintf("The parents of credential %q loop back to it: %s. Each cluster_api credential's parent must "+
+					"be the credential of the cluster that provisioned it.", name, strings.Join(chain, " -> ")))
+			return
+		}
+		if len(chain) > 16 {
+			return
+		}
+		sec, err := c.Kube.CoreV1().Secrets(r.data.catalogNamespace).Get(ctx, next, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		spec, _, err := credential.FromSecret(sec)
+		if err != nil || spec.Kind != credential.KindClusterAPI {
+			return
+		}
+		next = spec.Parent
+	}
 }

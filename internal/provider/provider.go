@@ -326,11 +326,18 @@ func (m *providerModel) settings(ctx context.Context) (kubeclient.Settings, diag
 func (p *kubeplayProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		newCredentialResource,
+		newContainerGroupResource,
+		newNodeLabelResource,
+		newPhaseResource,
+		newRunResource,
 	}
 }
 
 func (p *kubeplayProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{
 		newCredentialDataSource,
+		newContainerGroupDataSource,
+		newNodeLabelDataSource,
+		newPhaseDataSource,
 	}
 }

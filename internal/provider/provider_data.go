@@ -5,8 +5,12 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -14,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -44,6 +49,22 @@ func (d *providerData) clients() (*kubeclient.Clients, error) {
 		return nil, errors.New("the provider has no Kubernetes connection")
 	}
 	return d.pool.Get(providerPoolKey, func() (*rest.Config, error) { return d.restConfig, nil })
+}
+
+// catalogClients returns the provider's clients with the catalog namespace
+// in place, or nil after adding a diagnostic that says why not.
+func (d *providerData) catalogClients(ctx context.Context, diags *diag.Diagnostics) *kubeclient.Clients {
+	c, err := d.clients()
+	if err != nil {
+		diags.AddError("Kubernetes Connection Unavailable", err.Error())
+		return nil
+	}
+	if err := d.ensureCatalog(ctx, c); err != nil {
+		diags.AddError("Catalog Namespace Unavailable", err.Error()+". The provider's identity needs to create or read "+
+			"namespaces, or create the namespace first.")
+		return nil
+	}
+	return c
 }
 
 // ensureCatalog creates the catalog namespace once per provider process.
@@ -78,4 +99,79 @@ func providerDataFrom(v any, diags *diag.Diagnostics) *providerData {
 		return nil
 	}
 	return d
+}
+
+// credentialClients returns the clients of the cluster a kubeplay_credential
+// names, or the provider's own when name is empty. Clients are cached per
+// credential and content, so an edited credential gets new clients.
+func (d *providerData) credentialClients(ctx context.Context, name string) (*kubeclient.Clients, error) {
+	c, err := d.clients()
+	if err != nil || name == "" {
+		return c, err
+	}
+	sec, err := c.Kube.CoreV1().Secrets(d.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("credential %q does not exist in catalog namespace %q; create it with a "+
+			"kubeplay_credential resource or check the name", name, d.catalogNamespace)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading credential %q: %w", name, err)
+	}
+	spec, _, err := credential.FromSecret(sec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind == credential.KindClusterAPI {
+		return d.clusterAPIClients(ctx, spec)
+	}
+	return d.specClients(spec, credential.Digest(sec.Data), c)
+}
+
+// specClients returns the pooled clients of a credential whose stored data
+// has the given digest; base is the provider's own clients.
+func (d *providerData) specClients(spec credential.Spec, digest string, base *kubeclient.Clients) (*kubeclient.Clients, error) {
+	if spec.Kind == credential.KindProvider {
+		return base, nil
+	}
+	return d.pool.Get("credential/"+spec.Name+"/"+digest, func() (*rest.Config, error) {
+		cfg, err := spec.RESTConfig(base.Config)
+		if err == nil {
+			kubeclient.Tune(cfg, base.Config.UserAgent)
+		}
+		return cfg, err
+	})
+}
+
+// credentialChainKey carries, in a context, the cluster_api credentials being
+// resolved, so a parent cycle is an error instead of endless recursion.
+type credentialChainKey struct{}
+
+// clusterAPIClients returns the clients of a cluster_api credential: its
+// kubeconfig is read from the parent credential's cluster each time, so a
+// rotated kubeconfig gets new clients.
+func (d *providerData) clusterAPIClients(ctx context.Context, spec credential.Spec) (*kubeclient.Clients, error) {
+	chain, _ := ctx.Value(credentialChainKey{}).([]string)
+	if slices.Contains(chain, spec.Name) {
+		return nil, fmt.Errorf("credential %q is its own ancestor (%s -> %s): cluster_api parents must not form a cycle",
+			spec.Name, strings.Join(chain, " -> "), spec.Name)
+	}
+	ctx = context.WithValue(ctx, credentialChainKey{}, append(slices.Clone(chain), spec.Name))
+	parent, err := d.credentialClients(ctx, spec.Parent)
+	if err != nil {
+		return nil, fmt.Errorf("credential %q: its parent: %w", spec.Name, err)
+	}
+	kc, err := credential.ClusterAPIKubeconfig(ctx, parent.Kube, spec)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(kc)
+	return d.pool.Get("credential/"+spec.Name+"/cluster-api/"+hex.EncodeToString(sum[:]), func() (*rest.Config, error) {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: the kubeconfig in Secret %s/%s does not parse: %w",
+				spec.Name, spec.ClusterNamespaceOrDefault(), spec.KubeconfigSecretName(), err)
+		}
+		kubeclient.Tune(cfg, parent.Config.UserAgent)
+		return cfg, nil
+	})
 }

@@ -44,7 +44,7 @@ var writeOnlyVersions = []tfversion.TerraformVersionCheck{tfversion.RequireAbove
 // testEnv is one acceptance test's view of the test cluster: an admin client,
 // a catalog namespace of its own and the provider block that uses them.
 type testEnv struct {
-	t          *testing.T
+	t          testing.TB
 	kubeconfig string
 	kube       kubernetes.Interface
 	catalog    string
@@ -249,7 +249,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 	}
 	return script
 }
-func bindClusterRole(t *testing.T, kube kubernetes.Interface, ns, sa, role string) {
+func bindClusterRole(t testing.TB, kube kubernetes.Interface, ns, sa, role string) {
 	t.Helper()
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + role},
@@ -261,7 +261,7 @@ func bindClusterRole(t *testing.T, kube kubernetes.Interface, ns, sa, role strin
 	}
 }
 
-func createToken(t *testing.T, kube kubernetes.Interface, ns, sa string) string {
+func createToken(t testing.TB, kube kubernetes.Interface, ns, sa string) string {
 	t.Helper()
 	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa,
 		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})

@@ -2,10 +2,14 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,5 +82,56 @@ func BenchmarkRunPathDirectClientGo(b *testing.B) {
 		if err := runner.DeletePod(ctx, kube, ns, pod.Name); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRunLargeOutput runs a command that prints 200 MB and reports the
+// peak of the Go heap above its level before the run (sampled every 10 ms)
+// and the size of the kept tail: output memory must stay bounded.
+//
+//	TF_ACC=1 go test ./internal/runner -run '^$' -bench 'LargeOutput' -benchtime 1x
+func BenchmarkRunLargeOutput(b *testing.B) {
+	cfg, kube, ns := benchEnv(b)
+	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
+	const size = 200 << 20
+	for b.Loop() {
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		var peak atomic.Uint64
+		done := make(chan struct{})
+		go func() {
+			t := time.NewTicker(10 * time.Millisecond)
+			defer t.Stop()
+			var m runtime.MemStats
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					runtime.ReadMemStats(&m)
+					if m.HeapInuse > peak.Load() {
+						peak.Store(m.HeapInuse)
+					}
+				}
+			}
+		}()
+		var lines atomic.Int64
+		s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x | fold -w 99", size)}})
+		s.OnLine = func(string) { lines.Add(1) }
+		res := e.r.Run(context.Background(), s)
+		close(done)
+		if res.Status != runner.StatusSuccessful || len(res.Output) > 64<<10 {
+			b.Fatalf("status %s (%s), tail %d bytes", res.Status, res.Message, len(res.Output))
+		}
+		if !strings.HasSuffix(res.Output, strings.Repeat("x", 99)+"\n") {
+			b.Fatalf("the tail is not the command's last output: %q", res.Output[max(0, len(res.Output)-200):])
+		}
+		if n := lines.Load(); n < size/100 {
+			b.Fatalf("only %d lines streamed", n)
+		}
+		above := float64(peak.Load()-min(peak.Load(), base.HeapInuse)) / (1 << 20)
+		b.ReportMetric(above, "peak-heap-MiB-above-idle")
+		b.ReportMetric(float64(len(res.Output)), "tail-bytes")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -57,7 +58,7 @@ func (e *env) pod(image string) *corev1.Pod {
 			AutomountServiceAccountToken:  ptr.To(false),
 			Containers: []corev1.Container{{
 				Name: "worker", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"sleep", "infinity"},
+				Args: podspec.WorkerArgs,
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
 				}},

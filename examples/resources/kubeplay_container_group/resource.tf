@@ -1,0 +1,47 @@
+# An AWX-style container group with a namespace of its own and a capacity
+# the cluster enforces for every Terraform process.
+resource "kubeplay_container_group" "awx" {
+  name             = "awx"
+  credential       = kubeplay_credential.awx.name
+  namespace        = "awx-runs"
+  manage_namespace = true
+  image            = "quay.io/ansible/awx-ee:24.6.1"
+
+  max_concurrent_runs = 10
+  max_cores           = "8"
+  max_ram             = 16384
+  max_forks           = 50
+
+  # Merged over the default pod: the first container is "worker".
+  pod_spec_override = yamlencode({
+    spec = {
+      serviceAccountName = "awx-runner"
+      containers = [{
+        name = "worker"
+        env  = [{ name = "ANSIBLE_FORCE_COLOR", value = "0" }]
+      }]
+    }
+  })
+
+  labels = { team = "platform" }
+}
+
+# A Nodepool-style pool: node labels that set no resources get these.
+resource "kubeplay_container_group" "pool" {
+  name      = "main"
+  namespace = "ci-runs"
+
+  default_label_cpu          = "500m"
+  default_label_memory       = 1024
+  default_label_cpu_limit    = "2"
+  default_label_memory_limit = 2048
+  max_resources              = { "requests.nvidia.com/gpu" = "2" }
+  pod_pending_timeout        = "10m"
+  launch_retries             = 5
+  priority                   = 10
+}
+
+resource "kubeplay_credential" "awx" {
+  name = "awx"
+  kind = "provider"
+}

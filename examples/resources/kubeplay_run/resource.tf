@@ -1,0 +1,69 @@
+# A service account with the pod-manager Role runs the playbooks.
+resource "kubeplay_credential" "runner" {
+  name      = "runner"
+  kind      = "service_account"
+  namespace = "ansible-runs"
+}
+
+resource "kubeplay_container_group" "default" {
+  name       = "default"
+  namespace  = "ansible-runs"
+  credential = kubeplay_credential.runner.name
+  image      = "quay.io/ansible/awx-ee:latest"
+}
+
+# Runs the playbook in an ephemeral pod of the group, records the result and
+# deletes the pod. Changing any input, or a trigger, runs it again.
+resource "kubeplay_run" "site" {
+  container_group = kubeplay_container_group.default.name
+
+  playbook = file("${path.module}/site.yml")
+  files = {
+    "roles/web/tasks/main.yml" = file("${path.module}/roles/web/tasks/main.yml")
+  }
+  inventory  = file("${path.module}/inventory.ini")
+  extra_vars = jsonencode({ release = "2026.11" })
+
+  # Secrets: delivered inside the exec stream, never in the pod spec, an argv,
+  # the plan or the state, and redacted from the recorded output.
+  extra_vars_wo = jsonencode({ db_password = var.db_password })
+  env_wo        = { API_TOKEN = var.api_token }
+
+  limit = "web"
+  forks = 10
+
+  triggers = {
+    release = "2026.11"
+  }
+
+  timeouts = {
+    create = "20m"
+  }
+}
+
+# A plain command, for images without Ansible.
+resource "kubeplay_run" "smoke" {
+  container_group = kubeplay_container_group.default.name
+  command         = ["sh", "-c", "curl -fsS https://example.com/healthz"]
+  ignore_failure  = true
+}
+
+output "site_status" {
+  value = kubeplay_run.site.status
+}
+
+output "site_recap" {
+  value = kubeplay_run.site.host_stats
+}
+
+variable "db_password" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+variable "api_token" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}

@@ -1,0 +1,323 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+)
+
+// AnnotationMaxForks holds the group's max_forks on its ledger.
+const AnnotationMaxForks = "kubeplay.io/max-forks"
+
+// LedgerName is the name of a group's forks ledger ConfigMap.
+func LedgerName(group string) string { return "kubeplay-forks-" + group }
+
+// Ledger coordinates max_forks across every process that runs in a group.
+// It is a ConfigMap in the group's namespace whose data maps a run id to the
+// forks it holds and a deadline. A run acquires by adding its entry with an
+// update conditioned on the resourceVersion it read (a 409 Conflict means
+// another process wrote first: read again); when the entries leave no room
+// it watches the ConfigMap until a release or a deadline frees some. Entries
+// past their deadline belong to runs that died without releasing and are
+// reaped by the next writer; live runs extend theirs with Renew.
+type Ledger struct {
+	Kube      kubernetes.Interface
+	Namespace string
+	Group     string
+	// Kind is Forks (the default) or Runs: max_concurrent_runs gets a ledger
+	// of its own, each run holding 1, because the ResourceQuota alone can let
+	// one pod too many in while its controller recounts after deletions.
+	Kind string
+}
+
+// The kinds of ledger.
+const (
+	Forks = "forks"
+	Runs  = "runs"
+)
+
+// ConfigMapName is the ConfigMap of the ledger.
+func (l Ledger) ConfigMapName() string { return l.name() }
+
+func (l Ledger) name() string {
+	if l.Kind == Runs {
+		return "kubeplay-runs-" + l.Group
+	}
+	return LedgerName(l.Group)
+}
+
+// Entry is one run's claim.
+type Entry struct {
+	Forks   int64     `json:"forks"`
+	Expires time.Time `json:"expires"`
+}
+
+// Grant describes how an acquisition went.
+type Grant struct {
+	// Waited: the run had to wait for capacity.
+	Waited bool
+	// Conflicts counts writes lost to another writer (409).
+	Conflicts int
+	// Reaped lists expired entries this acquisition removed.
+	Reaped []string
+}
+
+// ErrNoLedger: the group has no ledger (max_forks is unset, or the group was
+// deleted).
+var ErrNoLedger = errors.New("the container group has no such ledger")
+
+var runKey = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
+
+// Ensure creates the ledger or sets its limit; entries are kept.
+func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
+	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	for {
+		cm, err := cms.Get(ctx, l.name(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Name:        l.name(),
+				Namespace:   l.Namespace,
+				Labels:      map[string]string{labelManagedBy: managedByValue, labelContainerGroup: l.Group},
+				Annotations: map[string]string{AnnotationMaxForks: strconv.FormatInt(maxForks, 10)},
+			}}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managedByValue})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[AnnotationMaxForks] = strconv.FormatInt(maxForks, 10)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return err
+	}
+}
+
+// Delete removes the ledger.
+func (l Ledger) Delete(ctx context.Context) error {
+	err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Delete(ctx, l.name(), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Acquire claims forks for run, waiting until the sum of live claims plus
+// forks fits the ledger's max_forks. The claim lasts ttl unless renewed.
+func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.Duration) (Grant, error) {
+	var g Grant
+	if !runKey.MatchString(run) {
+		return g, fmt.Errorf("run id %q is not a valid ConfigMap key", run)
+	}
+	if forks < 1 {
+		return g, fmt.Errorf("forks must be at least 1, got %d", forks)
+	}
+	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	for {
+		cm, entries, maxForks, err := l.read(ctx)
+		if err != nil {
+			return g, err
+		}
+		if forks > maxForks {
+			return g, fmt.Errorf("the run asks for %d forks but container group %q allows at most %d (max_forks)", forks, l.Group, maxForks)
+		}
+		now := time.Now()
+		reaped := reap(entries, now)
+		delete(entries, run) // acquiring again replaces the run's claim
+		var used int64
+		for _, e := range entries {
+			used += e.Forks
+		}
+		fits := used+forks <= maxForks
+		if fits {
+			entries[run] = Entry{Forks: forks, Expires: now.Add(ttl)}
+		}
+		if fits || len(reaped) > 0 {
+			if err := encode(cm, entries); err != nil {
+				return g, err
+			}
+			_, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+			switch {
+			case apierrors.IsConflict(err):
+				g.Conflicts++
+				continue
+			case err != nil:
+				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
+			}
+			g.Reaped = append(g.Reaped, reaped...)
+			if fits {
+				return g, nil
+			}
+			continue
+		}
+		g.Waited = true
+		if err := l.waitChange(ctx, cm.ResourceVersion, earliest(entries)); err != nil {
+			return g, err
+		}
+	}
+}
+
+// Renew extends run's claim to ttl from now.
+func (l Ledger) Renew(ctx context.Context, run string, ttl time.Duration) error {
+	return l.modify(ctx, func(entries map[string]Entry) (bool, error) {
+		e, ok := entries[run]
+		if !ok {
+			return false, fmt.Errorf("run %q holds no forks in container group %q (its claim expired and was reaped)", run, l.Group)
+		}
+		e.Expires = time.Now().Add(ttl)
+		entries[run] = e
+		return true, nil
+	})
+}
+
+// Release removes run's claim; releasing twice is harmless.
+func (l Ledger) Release(ctx context.Context, run string) error {
+	err := l.modify(ctx, func(entries map[string]Entry) (bool, error) {
+		_, ok := entries[run]
+		delete(entries, run)
+		return ok, nil
+	})
+	if errors.Is(err, ErrNoLedger) {
+		return nil
+	}
+	return err
+}
+
+// Claims returns the live claims.
+func (l Ledger) Claims(ctx context.Context) (map[string]Entry, int64, error) {
+	_, entries, maxForks, err := l.read(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	reap(entries, time.Now())
+	return entries, maxForks, nil
+}
+
+func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool, error)) error {
+	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	for {
+		cm, entries, _, err := l.read(ctx)
+		if err != nil {
+			return err
+		}
+		changed, err := change(entries)
+		if err != nil || !changed {
+			return err
+		}
+		if err := encode(cm, entries); err != nil {
+			return err
+		}
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return err
+	}
+}
+
+func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, int64, error) {
+	cm, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Get(ctx, l.name(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, 0, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("reading ledger %s/%s: %w", l.Namespace, l.name(), err)
+	}
+	maxForks, err := strconv.ParseInt(cm.Annotations[AnnotationMaxForks], 10, 64)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("ledger %s/%s has no valid %s annotation", l.Namespace, cm.Name, AnnotationMaxForks)
+	}
+	entries := make(map[string]Entry, len(cm.Data))
+	for k, v := range cm.Data {
+		var e Entry
+		if json.Unmarshal([]byte(v), &e) != nil {
+			continue // an unreadable entry holds nothing
+		}
+		entries[k] = e
+	}
+	return cm, entries, maxForks, nil
+}
+
+func encode(cm *corev1.ConfigMap, entries map[string]Entry) error {
+	cm.Data = make(map[string]string, len(entries))
+	for k, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		cm.Data[k] = string(b)
+	}
+	return nil
+}
+
+func reap(entries map[string]Entry, now time.Time) []string {
+	var out []string
+	for k, e := range entries {
+		if !e.Expires.After(now) {
+			delete(entries, k)
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func earliest(entries map[string]Entry) time.Time {
+	var t time.Time
+	for _, e := range entries {
+		if t.IsZero() || e.Expires.Before(t) {
+			t = e.Expires
+		}
+	}
+	return t
+}
+
+// waitChange returns when the ledger changes after resourceVersion, when
+// deadline passes (an entry expires and can be reaped), or when ctx ends.
+func (l Ledger) waitChange(ctx context.Context, resourceVersion string, deadline time.Time) error {
+	w, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", l.name()).String(),
+		ResourceVersion: resourceVersion,
+	})
+	if err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return nil // the version is compacted away: read again
+		}
+		return fmt.Errorf("watching ledger %s/%s: %w", l.Namespace, l.name(), err)
+	}
+	defer w.Stop()
+	var expire <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expire = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for forks in container group %q: %w", l.Group, ctx.Err())
+	case <-w.ResultChan():
+		return nil // any event, an error or a closed watch: read again
+	case <-expire:
+		return nil
+	}
+}

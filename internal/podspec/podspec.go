@@ -1,0 +1,187 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package podspec renders the pods kubeplay runs: a container group's default
+// run pod with its override merged in, and node label pod templates.
+package podspec
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// WorkerContainer is the container a run execs into.
+	WorkerContainer = "worker"
+	// DefaultImage is AWX's default execution environment.
+	DefaultImage = "quay.io/ansible/awx-ee:latest"
+
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByValue      = "kubeplay"
+	LabelContainerGroup = "kubeplay.io/container-group"
+	LabelNodeLabel      = "kubeplay.io/node-label"
+)
+
+// WorkerArgs keep the worker alive for the run to exec into. As PID 1 a
+// plain "sleep infinity" ignores SIGTERM, which doubles the time a deleted
+// run pod holds its quota (4 s against 2 s with a 1 s grace period here).
+var WorkerArgs = []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"}
+
+// Group is what a container group contributes to its run pods.
+type Group struct {
+	Name        string
+	Namespace   string
+	Image       string
+	Labels      map[string]string
+	Annotations map[string]string
+	// Override is pod_spec_override, YAML or JSON; empty for none.
+	Override string
+}
+
+// DefaultPod is the run pod before any override: one container, "worker",
+// kept alive by WorkerArgs (as args, so that an image's entrypoint still
+// runs, as with AWX's execution environments) for the run to exec into.
+func DefaultPod(namespace, image string) *corev1.Pod {
+	if image == "" {
+		image = DefaultImage
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Labels:    map[string]string{LabelManagedBy: ManagedByValue},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name:            WorkerContainer,
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Args:            WorkerArgs,
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("250m"),
+					corev1.ResourceMemory: resource.MustParse("100Mi"),
+				}},
+			}},
+		},
+	}
+}
+
+// RenderGroup returns the group's default run pod: DefaultPod with the
+// group's image, labels and annotations, then its override merged in by
+// strategic merge patch. Containers merge by name and "worker" stays first.
+func RenderGroup(g Group) (*corev1.Pod, error) {
+	pod := DefaultPod(g.Namespace, g.Image)
+	maps.Copy(pod.Labels, g.Labels)
+	if g.Name != "" {
+		pod.Labels[LabelContainerGroup] = g.Name
+	}
+	if len(g.Annotations) > 0 {
+		pod.Annotations = maps.Clone(g.Annotations)
+	}
+	doc, err := ParseOverride(g.Override)
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return pod, nil
+	}
+	if doc.Namespace != "" && doc.Namespace != g.Namespace {
+		return nil, &NamespaceConflictError{Override: doc.Namespace, Group: g.Namespace}
+	}
+	return Merge(pod, doc.Patch)
+}
+
+// NamespaceConflictError: the override names another namespace than the group.
+type NamespaceConflictError struct{ Override, Group string }
+
+func (e *NamespaceConflictError) Error() string {
+	return fmt.Sprintf("the override's metadata.namespace is %q but the group's namespace is %q", e.Override, e.Group)
+}
+
+// OverrideNamespace returns the metadata.namespace of an override, if any.
+func OverrideNamespace(text string) (string, error) {
+	doc, err := ParseOverride(text)
+	if err != nil || doc == nil {
+		return "", err
+	}
+	return doc.Namespace, nil
+}
+
+// Merge applies a strategic merge patch of a Pod to pod and puts the worker
+// container first.
+func Merge(pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	base, err := json.Marshal(pod)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := strategicpatch.StrategicMergePatch(base, patch, corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("merging the override into the default pod: %w", err)
+	}
+	out := &corev1.Pod{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return nil, err
+	}
+	workerFirst(out.Spec.Containers)
+	return out, nil
+}
+
+// workerFirst moves the worker container to the front, keeping the order of
+// the others.
+func workerFirst(cs []corev1.Container) {
+	for i, c := range cs {
+		if c.Name == WorkerContainer && i > 0 {
+			copy(cs[1:i+1], cs[:i])
+			cs[0] = c
+			return
+		}
+	}
+}
+
+// ToYAML renders an object as YAML without the fields the cluster sets
+// (status, creationTimestamp), with sorted keys so it is stable.
+func ToYAML(obj any) (string, error) {
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return "", err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(j, &m); err != nil {
+		return "", err
+	}
+	strip(m)
+	out, err := yaml.Marshal(m)
+	return string(out), err
+}
+
+func strip(m map[string]any) {
+	delete(m, "status")
+	for k, v := range m {
+		switch t := v.(type) {
+		case map[string]any:
+			if k == "metadata" {
+				delete(t, "creationTimestamp")
+			}
+			strip(t)
+			if len(t) == 0 && (k == "metadata" || k == "resources" || k == "securityContext") {
+				delete(m, k)
+			}
+		case []any:
+			for _, x := range t {
+				if xm, ok := x.(map[string]any); ok {
+					strip(xm)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,103 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+)
+
+var (
+	_ datasource.DataSource              = (*containerGroupDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*containerGroupDataSource)(nil)
+)
+
+type containerGroupDataSource struct {
+	data *providerData
+}
+
+func newContainerGroupDataSource() datasource.DataSource { return &containerGroupDataSource{} }
+
+func (d *containerGroupDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_container_group"
+}
+
+func (d *containerGroupDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = dataSchemaFrom(ctx, newContainerGroupResource(),
+		"Reads a `kubeplay_container_group` from the catalog namespace by name, for example one that another "+
+			"workspace manages, with its rendered default run pod.",
+		"The name of the container group to read.")
+}
+
+func (d *containerGroupDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m containerGroupModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := m.Name.ValueString()
+	g, rendered, err := readGroup(ctx, d.data, name)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Container Group Failed", err.Error()+".")
+		return
+	}
+	if g == nil {
+		resp.Diagnostics.AddAttributeError(path.Root("name"), "Container Group Not Found",
+			fmt.Sprintf("No container group %q in catalog namespace %q. Check the name and the provider's catalog_namespace.",
+				name, d.data.catalogNamespace))
+		return
+	}
+	g.fill(ctx, &m, rendered, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// dataSchemaFrom derives a data source schema from a resource's: every
+// attribute computed with the same description, except name, which is the
+// required lookup key.
+func dataSchemaFrom(ctx context.Context, r resource.Resource, desc, nameDesc string) dschema.Schema {
+	var rs resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &rs)
+	attrs := map[string]dschema.Attribute{}
+	for k, a := range rs.Schema.Attributes {
+		if k == "name" {
+			attrs[k] = dschema.StringAttribute{MarkdownDescription: nameDesc, Required: true, Validators: []validator.String{dnsLabel()}}
+			continue
+		}
+		attrs[k] = computedAttr(a)
+	}
+	return dschema.Schema{MarkdownDescription: desc, Attributes: attrs}
+}
+
+func computedAttr(a rschema.Attribute) dschema.Attribute {
+	d := a.GetMarkdownDescription()
+	switch t := a.(type) {
+	case rschema.StringAttribute:
+		return dschema.StringAttribute{MarkdownDescription: d, Computed: true, Sensitive: t.Sensitive}
+	case rschema.Int64Attribute:
+		return dschema.Int64Attribute{MarkdownDescription: d, Computed: true}
+	case rschema.BoolAttribute:
+		return dschema.BoolAttribute{MarkdownDescription: d, Computed: true}
+	case rschema.MapAttribute:
+		return dschema.MapAttribute{MarkdownDescription: d, Computed: true, ElementType: t.ElementType}
+	case rschema.ListNestedAttribute:
+		nested := map[string]dschema.Attribute{}
+		for k, na := range t.NestedObject.Attributes {
+			nested[k] = computedAttr(na)
+		}
+		return dschema.ListNestedAttribute{MarkdownDescription: d, Computed: true,
+			NestedObject: dschema.NestedAttributeObject{Attributes: nested}}
+	}
+	panic(fmt.Sprintf("dataSchemaFrom: unsupported attribute type %T", a))
+}

@@ -1,0 +1,172 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+// Validators shared by kubeplay_container_group and kubeplay_node_label.
+
+type k8sQuantityValidator struct{}
+
+// quantity accepts a non-negative Kubernetes quantity ("500m", "2", "1Gi").
+func k8sQuantity() validator.String { return k8sQuantityValidator{} }
+
+func (k8sQuantityValidator) Description(context.Context) string {
+	return "value must be a non-negative Kubernetes quantity"
+}
+
+func (v k8sQuantityValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (k8sQuantityValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := podspec.ParseQuantity(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Quantity",
+			fmt.Sprintf("%s: %s. Write a non-negative Kubernetes quantity.", req.Path, err))
+	}
+}
+
+type k8sQuantityMapValidator struct{ keys string }
+
+// quantityMap accepts a map of resource names to non-negative quantities;
+// keys is "quota" for ResourceQuota names, "resource" for container resources.
+func k8sQuantityMap(keys string) validator.Map { return k8sQuantityMapValidator{keys: keys} }
+
+func (v k8sQuantityMapValidator) Description(context.Context) string {
+	return "keys must be " + v.keys + " resource names and values non-negative Kubernetes quantities"
+}
+
+func (v k8sQuantityMapValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v k8sQuantityMapValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for k, e := range req.ConfigValue.Elements() {
+		p := req.Path.AtMapKey(k)
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Resource Name",
+				fmt.Sprintf("%q is not a valid %s resource name: %s.", k, v.keys, strings.Join(errs, "; ")))
+		}
+		s, ok := e.(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if _, err := podspec.ParseQuantity(s.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Quantity",
+				fmt.Sprintf("%s: %s. Write a non-negative Kubernetes quantity.", p, err))
+		}
+	}
+}
+
+type k8sMetadataMapValidator struct{ annotations bool }
+
+// labelMap checks Kubernetes label keys and values; annotationMap only keys.
+func k8sLabelMap() validator.Map      { return k8sMetadataMapValidator{} }
+func k8sAnnotationMap() validator.Map { return k8sMetadataMapValidator{annotations: true} }
+
+func (v k8sMetadataMapValidator) Description(context.Context) string {
+	if v.annotations {
+		return "keys must be valid Kubernetes annotation keys"
+	}
+	return "keys and values must be valid Kubernetes label keys and values"
+}
+
+func (v k8sMetadataMapValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v k8sMetadataMapValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for k, e := range req.ConfigValue.Elements() {
+		p := req.Path.AtMapKey(k)
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Metadata Key",
+				fmt.Sprintf("%q is not a valid Kubernetes label or annotation key: %s.", k, strings.Join(errs, "; ")))
+		}
+		s, ok := e.(types.String)
+		if v.annotations || !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if errs := validation.IsValidLabelValue(s.ValueString()); len(errs) > 0 {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Label Value",
+				fmt.Sprintf("%q is not a valid Kubernetes label value: %s.", s.ValueString(), strings.Join(errs, "; ")))
+		}
+	}
+}
+
+type pendingDurationValidator struct{}
+
+// positiveDuration accepts a Go duration greater than zero ("5m", "90s").
+func groupDuration() validator.String { return pendingDurationValidator{} }
+
+func (pendingDurationValidator) Description(context.Context) string {
+	return "value must be a positive duration such as 90s or 5m"
+}
+
+func (v pendingDurationValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (pendingDurationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	d, err := time.ParseDuration(req.ConfigValue.ValueString())
+	if err != nil || d <= 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration",
+			fmt.Sprintf("%q is not a positive duration. Write it as a number with a unit: 90s, 5m, 1h30m.", req.ConfigValue.ValueString()))
+	}
+}
+
+type labelTemplateMapValidator struct{}
+
+// templateMap checks dynamic label templates' placeholders.
+func labelTemplateMap() validator.Map { return labelTemplateMapValidator{} }
+
+func (labelTemplateMapValidator) Description(context.Context) string {
+	return "values must be templates whose placeholders are {" + strings.Join(podspec.Placeholders, "}, {") + "}"
+}
+
+func (v labelTemplateMapValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (labelTemplateMapValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for k, e := range req.ConfigValue.Elements() {
+		p := req.Path.AtMapKey(k)
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Metadata Key",
+				fmt.Sprintf("%q is not a valid Kubernetes label key: %s.", k, strings.Join(errs, "; ")))
+		}
+		s, ok := e.(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if err := podspec.ValidateTemplate(s.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(p, "Invalid Label Template", err.Error()+".")
+		}
+	}
+}

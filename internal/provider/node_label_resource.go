@@ -1,0 +1,704 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+var (
+	_ resource.Resource                   = (*nodeLabelResource)(nil)
+	_ resource.ResourceWithConfigure      = (*nodeLabelResource)(nil)
+	_ resource.ResourceWithImportState    = (*nodeLabelResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*nodeLabelResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*nodeLabelResource)(nil)
+)
+
+const (
+	componentNodeLabel = "node-label"
+	// Annotations of a node label's PodTemplate: its non-pod attributes.
+	annotationLabelSpec     = "kubeplay.io/label-spec"
+	annotationLabelType     = "kubeplay.io/label-type"
+	annotationPythonPath    = "kubeplay.io/python-path"
+	annotationShellType     = "kubeplay.io/shell-type"
+	annotationDynamicLabels = "kubeplay.io/dynamic-labels"
+	// privateVersionKey holds, in private state, the resourceVersion of the
+	// PodTemplate Terraform wrote; another version means someone edited it.
+	privateVersionKey = "resource_version"
+	// namespacePlaceholderImage fills the container a PodTemplate must have
+	// for a namespace label, which has no pod.
+	namespacePlaceholderImage = "kubeplay.invalid/namespace-label"
+)
+
+type nodeLabelResource struct {
+	data *providerData
+}
+
+func newNodeLabelResource() resource.Resource { return &nodeLabelResource{} }
+
+type nodeLabelModel struct {
+	ID               types.String `tfsdk:"id"`
+	Name             types.String `tfsdk:"name"`
+	Type             types.String `tfsdk:"type"`
+	Image            types.String `tfsdk:"image"`
+	ImagePullPolicy  types.String `tfsdk:"image_pull_policy"`
+	CPU              types.String `tfsdk:"cpu"`
+	Memory           types.Int64  `tfsdk:"memory"`
+	Storage          types.Int64  `tfsdk:"storage"`
+	CPULimit         types.String `tfsdk:"cpu_limit"`
+	MemoryLimit      types.Int64  `tfsdk:"memory_limit"`
+	StorageLimit     types.Int64  `tfsdk:"storage_limit"`
+	GPU              types.String `tfsdk:"gpu"`
+	GPUResource      types.String `tfsdk:"gpu_resource"`
+	ExtraResources   types.Map    `tfsdk:"extra_resources"`
+	Env              types.List   `tfsdk:"env"`
+	NodeSelector     types.Map    `tfsdk:"node_selector"`
+	SchedulerName    types.String `tfsdk:"scheduler_name"`
+	Privileged       types.Bool   `tfsdk:"privileged"`
+	Volumes          types.String `tfsdk:"volumes"`
+	VolumeMounts     types.String `tfsdk:"volume_mounts"`
+	Labels           types.Map    `tfsdk:"labels"`
+	DynamicLabels    types.Map    `tfsdk:"dynamic_labels"`
+	Annotations      types.Map    `tfsdk:"annotations"`
+	PythonPath       types.String `tfsdk:"python_path"`
+	ShellType        types.String `tfsdk:"shell_type"`
+	Spec             types.String `tfsdk:"spec"`
+	RenderedTemplate types.String `tfsdk:"rendered_template"`
+}
+
+type envModel struct {
+	Name  types.String `tfsdk:"name"`
+	Value types.String `tfsdk:"value"`
+}
+
+var envAttrTypes = map[string]attr.Type{"name": types.StringType, "value": types.StringType}
+
+// podAttributes are the attributes that shape a pod: a namespace label has
+// none, and a label with spec only name, type, labels, dynamic_labels and
+// annotations.
+var podAttributes = []string{"image", "image_pull_policy", "cpu", "memory", "storage", "cpu_limit", "memory_limit",
+	"storage_limit", "gpu", "gpu_resource", "extra_resources", "env", "node_selector", "scheduler_name", "privileged",
+	"volumes", "volume_mounts", "python_path", "shell_type"}
+
+func (r *nodeLabelResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_node_label"
+}
+
+var resourceNameRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	forPod := func(s string) string { return s + " Only for `type = \"pod\"`, and not with `spec`." }
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A node label says what a run's pod looks like, as a Nodepool label does. It is stored as " +
+			"a PodTemplate in the provider's `catalog_namespace`, its non-pod attributes (type, python path, shell type, " +
+			"dynamic labels) as annotations, so other workspaces can use it by name.\n\n" +
+			"A run's pod is its container group's default pod, then the group's `pod_spec_override`, then the label, " +
+			"merged with a strategic merge patch: the label's settings go to the `worker` container. Requests the label " +
+			"leaves unset come from the group's `default_label_*` attributes; a missing limit falls back, as in Nodepool, " +
+			"to the label's limit, the group's default limit, the label's request, then the group's default request. " +
+			"`rendered_template` shows the label alone, without a group's defaults.\n\n" +
+			"With `spec`, the pod spec is used verbatim (Nodepool's rule): no other pod attribute and no group default " +
+			"applies, and the first container must host the run's shell.\n\n" +
+			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
+			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
+			"removed when the run ends. Its PodTemplate holds a placeholder container the API requires; " +
+			"`rendered_template` shows the namespace's objects instead.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The label's name.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The label's name, unique in the catalog namespace: a lowercase RFC 1123 label of at " +
+					"most 63 characters. Changing it replaces the label.",
+				Required:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"type": schema.StringAttribute{
+				MarkdownDescription: "`pod` (a run executes in a pod shaped by the label) or `namespace` (a run gets a fresh " +
+					"namespace with a service account). Defaults to `pod`. Changing it replaces the label.",
+				Optional:      true,
+				Computed:      true,
+				Default:       stringdefault.StaticString(podspec.TypePod),
+				Validators:    []validator.String{stringvalidator.OneOf(podspec.TypePod, podspec.TypeNamespace)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"image": schema.StringAttribute{
+				MarkdownDescription: forPod("The run image. Unset keeps the container group's `image`."),
+				Optional:            true,
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"image_pull_policy": schema.StringAttribute{
+				MarkdownDescription: forPod("The image pull policy: `IfNotPresent`, `Always` or `Never`. Unset keeps the " +
+					"group's (`IfNotPresent`)."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.OneOf(podspec.PullPolicies...)},
+			},
+			"cpu": schema.StringAttribute{
+				MarkdownDescription: forPod("The CPU request, a quantity such as `500m` or `2`; also the limit when no " +
+					"limit is set."),
+				Optional:   true,
+				Validators: []validator.String{k8sQuantity()},
+			},
+			"memory": schema.Int64Attribute{
+				MarkdownDescription: forPod("The memory request in MiB; also the limit when no limit is set."),
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"storage": schema.Int64Attribute{
+				MarkdownDescription: forPod("The ephemeral-storage request in MB; also the limit when no limit is set."),
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"cpu_limit": schema.StringAttribute{
+				MarkdownDescription: forPod("The CPU limit, a quantity; not below `cpu`."),
+				Optional:            true,
+				Validators:          []validator.String{k8sQuantity()},
+			},
+			"memory_limit": schema.Int64Attribute{
+				MarkdownDescription: forPod("The memory limit in MiB; not below `memory`."),
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"storage_limit": schema.Int64Attribute{
+				MarkdownDescription: forPod("The ephemeral-storage limit in MB; not below `storage`."),
+				Optional:            true,
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			},
+			"gpu": schema.StringAttribute{
+				MarkdownDescription: forPod("The GPUs to allocate, a quantity, set as both request and limit of " +
+					"`gpu_resource`, as Kubernetes schedules GPUs. Requires `gpu_resource`."),
+				Optional:   true,
+				Validators: []validator.String{k8sQuantity()},
+			},
+			"gpu_resource": schema.StringAttribute{
+				MarkdownDescription: forPod("The extended resource of the cluster's GPUs, such as `nvidia.com/gpu`. " +
+					"Requires `gpu`."),
+				Optional: true,
+				Validators: []validator.String{stringvalidator.RegexMatches(resourceNameRE, "must be a resource name such as nvidia.com/gpu"),
+					stringvalidator.AlsoRequires(path.MatchRoot("gpu"))},
+			},
+			"extra_resources": schema.MapAttribute{
+				MarkdownDescription: forPod("Other resources to request and limit alike, from resource names to quantities."),
+				Optional:            true,
+				ElementType:         types.StringType,
+				Validators:          []validator.Map{k8sQuantityMap("container")},
+			},
+			"env": schema.ListNestedAttribute{
+				MarkdownDescription: forPod("Environment variables of the `worker` container, in order."),
+				Optional:            true,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{
+						MarkdownDescription: "The variable's name.",
+						Required:            true,
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"value": schema.StringAttribute{MarkdownDescription: "The variable's value.", Required: true},
+				}},
+			},
+			"node_selector": schema.MapAttribute{
+				MarkdownDescription: forPod("Node labels the pod's node must have."),
+				Optional:            true,
+				ElementType:         types.StringType,
+				Validators:          []validator.Map{k8sLabelMap()},
+			},
+			"scheduler_name": schema.StringAttribute{
+				MarkdownDescription: forPod("The pod's scheduler; unset is the cluster's default scheduler."),
+				Optional:            true,
+				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"privileged": schema.BoolAttribute{
+				MarkdownDescription: forPod("Whether the `worker` container runs privileged."),
+				Optional:            true,
+			},
+			"volumes": schema.StringAttribute{
+				MarkdownDescription: forPod("The pod's volumes: a YAML or JSON list of Kubernetes Volumes, for example " +
+					"`yamlencode([{ name = \"cache\", emptyDir = {} }])`."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"volume_mounts": schema.StringAttribute{
+				MarkdownDescription: forPod("The `worker` container's volume mounts: a YAML or JSON list of Kubernetes " +
+					"VolumeMounts."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"labels": schema.MapAttribute{
+				MarkdownDescription: "Labels put on the run's pod (or namespace).",
+				Optional:            true,
+				ElementType:         types.StringType,
+				Validators:          []validator.Map{k8sLabelMap()},
+			},
+			"dynamic_labels": schema.MapAttribute{
+				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
+					"`{run.id}`, `{run.name}`, `{run.group}`, `{run.label}` and `{run.workspace}` (the Terraform " +
+					"workspace); `{{` and `}}` are literal braces. Unknown placeholders are plan-time errors.",
+				Optional:    true,
+				ElementType: types.StringType,
+				Validators:  []validator.Map{labelTemplateMap()},
+			},
+			"annotations": schema.MapAttribute{
+				MarkdownDescription: "Annotations put on the run's pod (or namespace).",
+				Optional:            true,
+				ElementType:         types.StringType,
+				Validators:          []validator.Map{k8sAnnotationMap()},
+			},
+			"python_path": schema.StringAttribute{
+				MarkdownDescription: forPod("The Python interpreter for Ansible (`ansible_python_interpreter`), or " +
+					"`auto` for Ansible's discovery."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"shell_type": schema.StringAttribute{
+				MarkdownDescription: forPod("The shell type for Ansible (`ansible_shell_type`), when the default shell is " +
+					"not Bourne compatible, such as `csh` or `fish`."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"spec": schema.StringAttribute{
+				MarkdownDescription: "A verbatim PodSpec as YAML or JSON, for pods the other attributes cannot describe " +
+					"(sidecars, several containers). Exclusive with every attribute but `name`, `type`, `labels`, " +
+					"`dynamic_labels` and `annotations`; the first container must host the run's shell. Only for " +
+					"`type = \"pod\"`.",
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"rendered_template": schema.StringAttribute{
+				MarkdownDescription: "The label's pod template as YAML (for `namespace`, the namespace's objects), " +
+					"known at plan time when its inputs are.",
+				Computed: true,
+			},
+		},
+	}
+}
+
+func (r *nodeLabelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// setAttributes returns the configured (non-null) attributes among names.
+func setAttributes(raw tftypes.Value, names []string) []string {
+	var obj map[string]tftypes.Value
+	if err := raw.As(&obj); err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if v, ok := obj[n]; ok && !v.IsNull() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *nodeLabelResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m nodeLabelModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	set := setAttributes(req.Config.Raw, append(append([]string{}, podAttributes...), "spec"))
+	if m.Type.ValueString() == podspec.TypeNamespace {
+		for _, a := range set {
+			resp.Diagnostics.AddAttributeError(path.Root(a), "Attribute Not Allowed For Namespace Labels",
+				fmt.Sprintf("A node label of type \"namespace\" gives runs a namespace, not a pod, so %s does not apply. "+
+					"Remove it, or use type = \"pod\".", a))
+		}
+		return
+	}
+	if !m.Spec.IsNull() {
+		for _, a := range set {
+			if a != "spec" {
+				resp.Diagnostics.AddAttributeError(path.Root(a), "Conflicting Attributes",
+					fmt.Sprintf("spec is used verbatim and is exclusive with every attribute but %s; %s is set too. "+
+						"Move %s into spec, or remove spec.", strings.Join(podspec.SpecCompatible, ", "), a, a))
+			}
+		}
+		if !m.Spec.IsUnknown() {
+			if _, err := podspec.ParsePodSpec(m.Spec.ValueString()); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("spec"), "Invalid Spec", "spec must be a PodSpec as YAML or JSON: "+err.Error()+".")
+			}
+		}
+		return
+	}
+	if m.Image.IsNull() {
+		// Nodepool requires it too, and a PodTemplate without an image is refused by the API server.
+		resp.Diagnostics.AddAttributeError(path.Root("image"), "Missing Image",
+			"A node label of type \"pod\" needs image, the image of its worker container. Set image, or use spec.")
+	}
+	if !m.GPU.IsNull() && m.GPUResource.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("gpu"), "Missing GPU Resource",
+			"gpu is set but gpu_resource is not: Kubernetes needs the name of the extended resource the cluster's GPUs are "+
+				"advertised as. Set gpu_resource, for example to \"nvidia.com/gpu\".")
+	}
+	checkList := func(attrName string, v types.String, out any, what string) {
+		if v.IsNull() || v.IsUnknown() {
+			return
+		}
+		if err := podspec.ParseList(v.ValueString(), out, what); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root(attrName), "Invalid "+strings.ToUpper(what[:1])+what[1:],
+				fmt.Sprintf("%s must be a YAML or JSON list of Kubernetes %s: %v.", attrName, what, err))
+		}
+	}
+	checkList("volumes", m.Volumes, &[]corev1.Volume{}, "volumes")
+	checkList("volume_mounts", m.VolumeMounts, &[]corev1.VolumeMount{}, "volume mounts")
+	checkLimit := func(limAttr, reqAttr string, lim, req string) {
+		if lim == "" || req == "" {
+			return
+		}
+		l, errL := podspec.ParseQuantity(lim)
+		q, errQ := podspec.ParseQuantity(req)
+		if errL == nil && errQ == nil && l.Cmp(q) < 0 {
+			resp.Diagnostics.AddAttributeError(path.Root(limAttr), "Limit Below Request",
+				fmt.Sprintf("%s (%s) is below %s (%s); Kubernetes refuses such a pod. Raise %s or lower %s.",
+					limAttr, lim, reqAttr, req, limAttr, reqAttr))
+		}
+	}
+	intQ := func(v types.Int64, unit string) string {
+		if v.IsNull() || v.IsUnknown() {
+			return ""
+		}
+		return fmt.Sprintf("%d%s", v.ValueInt64(), unit)
+	}
+	known := func(v types.String) string {
+		if v.IsUnknown() {
+			return ""
+		}
+		return v.ValueString()
+	}
+	checkLimit("cpu_limit", "cpu", known(m.CPULimit), known(m.CPU))
+	checkLimit("memory_limit", "memory", intQ(m.MemoryLimit, "Mi"), intQ(m.Memory, "Mi"))
+	checkLimit("storage_limit", "storage", intQ(m.StorageLimit, "M"), intQ(m.Storage, "M"))
+}
+
+// labelFromModel builds the stored form; ok is false while inputs are unknown.
+func labelFromModel(ctx context.Context, m nodeLabelModel, diags *diag.Diagnostics) (podspec.Label, bool) {
+	for _, v := range []attr.Value{m.Name, m.Type, m.Image, m.ImagePullPolicy, m.CPU, m.CPULimit, m.Memory, m.MemoryLimit,
+		m.Storage, m.StorageLimit, m.GPU, m.GPUResource, m.ExtraResources, m.Env, m.NodeSelector, m.SchedulerName,
+		m.Privileged, m.Volumes, m.VolumeMounts, m.Labels, m.DynamicLabels, m.Annotations, m.PythonPath, m.ShellType, m.Spec} {
+		if v.IsUnknown() {
+			return podspec.Label{}, false
+		}
+	}
+	var env []podspec.EnvVar
+	if !m.Env.IsNull() {
+		var em []envModel
+		diags.Append(m.Env.ElementsAs(ctx, &em, false)...)
+		env = []podspec.EnvVar{}
+		for _, e := range em {
+			if e.Name.IsUnknown() || e.Value.IsUnknown() {
+				return podspec.Label{}, false
+			}
+			env = append(env, podspec.EnvVar{Name: e.Name.ValueString(), Value: e.Value.ValueString()})
+		}
+	}
+	return podspec.Label{
+		Name:            m.Name.ValueString(),
+		Type:            m.Type.ValueString(),
+		Image:           m.Image.ValueString(),
+		ImagePullPolicy: m.ImagePullPolicy.ValueString(),
+		Resources: podspec.Resources{
+			CPU: m.CPU.ValueString(), CPULimit: m.CPULimit.ValueString(),
+			Memory: ptrInt64(m.Memory), MemoryLimit: ptrInt64(m.MemoryLimit),
+			Storage: ptrInt64(m.Storage), StorageLimit: ptrInt64(m.StorageLimit),
+			ExtraResources: goStringMap(ctx, m.ExtraResources, diags),
+		},
+		GPU:           m.GPU.ValueString(),
+		GPUResource:   m.GPUResource.ValueString(),
+		Env:           env,
+		NodeSelector:  goStringMap(ctx, m.NodeSelector, diags),
+		SchedulerName: m.SchedulerName.ValueString(),
+		Privileged:    ptrBool(m.Privileged),
+		Volumes:       m.Volumes.ValueString(),
+		VolumeMounts:  m.VolumeMounts.ValueString(),
+		Labels:        goStringMap(ctx, m.Labels, diags),
+		DynamicLabels: goStringMap(ctx, m.DynamicLabels, diags),
+		Annotations:   goStringMap(ctx, m.Annotations, diags),
+		PythonPath:    m.PythonPath.ValueString(),
+		ShellType:     m.ShellType.ValueString(),
+		Spec:          m.Spec.ValueString(),
+	}, true
+}
+
+func fillLabel(ctx context.Context, l podspec.Label, m *nodeLabelModel, rendered string, diags *diag.Diagnostics) {
+	m.ID, m.Name, m.Type = types.StringValue(l.Name), types.StringValue(l.Name), types.StringValue(l.Type)
+	m.Image, m.ImagePullPolicy = stringOrNull(l.Image), stringOrNull(l.ImagePullPolicy)
+	m.CPU, m.CPULimit = stringOrNull(l.CPU), stringOrNull(l.CPULimit)
+	m.Memory, m.MemoryLimit = nullableInt64(l.Memory), nullableInt64(l.MemoryLimit)
+	m.Storage, m.StorageLimit = nullableInt64(l.Storage), nullableInt64(l.StorageLimit)
+	m.GPU, m.GPUResource = stringOrNull(l.GPU), stringOrNull(l.GPUResource)
+	m.ExtraResources = nullableStringMap(ctx, l.ExtraResources, diags)
+	m.Env = types.ListNull(types.ObjectType{AttrTypes: envAttrTypes})
+	if l.Env != nil {
+		em := make([]envModel, 0, len(l.Env))
+		for _, e := range l.Env {
+			em = append(em, envModel{Name: types.StringValue(e.Name), Value: types.StringValue(e.Value)})
+		}
+		v, d := types.ListValueFrom(ctx, types.ObjectType{AttrTypes: envAttrTypes}, em)
+		diags.Append(d...)
+		m.Env = v
+	}
+	m.NodeSelector = nullableStringMap(ctx, l.NodeSelector, diags)
+	m.SchedulerName = stringOrNull(l.SchedulerName)
+	m.Privileged = nullableBool(l.Privileged)
+	m.Volumes, m.VolumeMounts = stringOrNull(l.Volumes), stringOrNull(l.VolumeMounts)
+	m.Labels = nullableStringMap(ctx, l.Labels, diags)
+	m.DynamicLabels = nullableStringMap(ctx, l.DynamicLabels, diags)
+	m.Annotations = nullableStringMap(ctx, l.Annotations, diags)
+	m.PythonPath, m.ShellType, m.Spec = stringOrNull(l.PythonPath), stringOrNull(l.ShellType), stringOrNull(l.Spec)
+	m.RenderedTemplate = types.StringValue(rendered)
+}
+
+// renderLabel returns the PodTemplate to store and the YAML to show.
+func renderLabel(l podspec.Label, catalog string) (*corev1.PodTemplate, string, error) {
+	pt := &corev1.PodTemplate{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodTemplate"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      l.Name,
+			Namespace: catalog,
+			Labels: map[string]string{podspec.LabelManagedBy: podspec.ManagedByValue, catalogComponentLabel: componentNodeLabel,
+				podspec.LabelNodeLabel: l.Name},
+			Annotations: map[string]string{annotationLabelType: l.Type},
+		},
+	}
+	spec, err := json.Marshal(l)
+	if err != nil {
+		return nil, "", err
+	}
+	pt.Annotations[annotationLabelSpec] = string(spec)
+	if l.PythonPath != "" {
+		pt.Annotations[annotationPythonPath] = l.PythonPath
+	}
+	if l.ShellType != "" {
+		pt.Annotations[annotationShellType] = l.ShellType
+	}
+	if l.DynamicLabels != nil {
+		dl, _ := json.Marshal(l.DynamicLabels)
+		pt.Annotations[annotationDynamicLabels] = string(dl)
+	}
+	if l.Type == podspec.TypeNamespace {
+		pt.Template = corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{podspec.LabelNodeLabel: l.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "namespace", Image: namespacePlaceholderImage}},
+				RestartPolicy: corev1.RestartPolicyNever},
+		}
+		var docs []string
+		ns, sa, role, rb := podspec.NamespaceObjects(l.Name+"-{run.id}", l.Name)
+		ns.Labels, ns.Annotations = mergedLabels(ns.Labels, l.Labels), l.Annotations
+		for _, o := range []any{ns, sa, role, rb} {
+			y, err := podspec.ToYAML(o)
+			if err != nil {
+				return nil, "", err
+			}
+			docs = append(docs, y)
+		}
+		return pt, strings.Join(docs, "---\n"), nil
+	}
+	tpl, err := podspec.RenderLabel(l, podspec.Resources{})
+	if err != nil {
+		return nil, "", err
+	}
+	pt.Template = *tpl
+	y, err := podspec.ToYAML(tpl)
+	return pt, y, err
+}
+
+func mergedLabels(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan nodeLabelModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.RenderedTemplate = types.StringUnknown()
+	if l, ok := labelFromModel(ctx, plan, &resp.Diagnostics); ok {
+		_, y, err := renderLabel(l, "")
+		if err != nil {
+			resp.Diagnostics.AddError("Invalid Node Label", err.Error()+".")
+			return
+		}
+		plan.RenderedTemplate = types.StringValue(y)
+	}
+	if !req.State.Raw.IsNull() {
+		raw, d := req.Private.GetKey(ctx, privateDriftKey)
+		resp.Diagnostics.Append(d...)
+		if len(raw) > 0 && string(raw) != "null" {
+			resp.Diagnostics.AddWarning("Node Label Changed Outside Terraform",
+				fmt.Sprintf("The PodTemplate of node label %q was edited outside Terraform since Terraform wrote it. Apply "+
+					"writes it again from the configuration.", plan.Name.ValueString()))
+			plan.RenderedTemplate = types.StringUnknown() // forces an update
+		}
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.write(ctx, req.Plan.Get, true, &resp.State, resp.Private, &resp.Diagnostics)
+}
+
+func (r *nodeLabelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.write(ctx, req.Plan.Get, false, &resp.State, resp.Private, &resp.Diagnostics)
+}
+
+type privateSetter interface {
+	SetKey(context.Context, string, []byte) diag.Diagnostics
+}
+
+func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bool, state stateSetter, private privateSetter, diags *diag.Diagnostics) {
+	var plan nodeLabelModel
+	diags.Append(getPlan(ctx, &plan)...)
+	if diags.HasError() {
+		return
+	}
+	l, _ := labelFromModel(ctx, plan, diags)
+	pt, rendered, err := renderLabel(l, r.data.catalogNamespace)
+	if err != nil {
+		diags.AddError("Invalid Node Label", err.Error()+".")
+		return
+	}
+	c := r.data.catalogClients(ctx, diags)
+	if c == nil {
+		return
+	}
+	pts := c.Kube.CoreV1().PodTemplates(r.data.catalogNamespace)
+	existing, err := pts.Get(ctx, l.Name, metav1.GetOptions{})
+	found := err == nil
+	switch {
+	case found && create:
+		diags.AddAttributeError(path.Root("name"), "Node Label Already Exists",
+			fmt.Sprintf("PodTemplate %s/%s already exists. Import it with `terraform import <address> %s`, or choose another name.",
+				r.data.catalogNamespace, l.Name, l.Name))
+		return
+	case err != nil && !apierrors.IsNotFound(err):
+		diags.AddError("Reading Node Label Failed", fmt.Sprintf("Reading PodTemplate %s/%s on %s: %v.", r.data.catalogNamespace, l.Name, c.Config.Host, err))
+		return
+	}
+	var written *corev1.PodTemplate
+	if found {
+		existing.Labels, existing.Annotations, existing.Template = pt.Labels, pt.Annotations, pt.Template
+		written, err = pts.Update(ctx, existing, metav1.UpdateOptions{FieldManager: podspec.ManagedByValue})
+	} else {
+		written, err = pts.Create(ctx, pt, metav1.CreateOptions{FieldManager: podspec.ManagedByValue})
+	}
+	if err != nil {
+		diags.AddError("Writing Node Label Failed", fmt.Sprintf("Writing PodTemplate %s/%s on %s: %v.", r.data.catalogNamespace, l.Name, c.Config.Host, err))
+		return
+	}
+	rv, _ := json.Marshal(written.ResourceVersion)
+	diags.Append(private.SetKey(ctx, privateVersionKey, rv)...)
+	diags.Append(private.SetKey(ctx, privateDriftKey, nil)...)
+	fillLabel(ctx, l, &plan, rendered, diags)
+	diags.Append(state.Set(ctx, &plan)...)
+}
+
+// readLabel reads a node label from the catalog; nil when it does not exist.
+func readLabel(ctx context.Context, data *providerData, name string) (*podspec.Label, *corev1.PodTemplate, string, error) {
+	c, err := data.clients()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	pt, err := c.Kube.CoreV1().PodTemplates(data.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, "", nil
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("reading PodTemplate %s/%s: %w", data.catalogNamespace, name, err)
+	}
+	var l podspec.Label
+	if err := json.Unmarshal([]byte(pt.Annotations[annotationLabelSpec]), &l); err != nil || l.Name == "" {
+		return nil, nil, "", fmt.Errorf("PodTemplate %s/%s is not a kubeplay node label (its %s annotation is missing or "+
+			"invalid); delete it or fix it", data.catalogNamespace, name, annotationLabelSpec)
+	}
+	_, rendered, err := renderLabel(l, data.catalogNamespace)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("PodTemplate %s/%s holds an invalid node label: %w", data.catalogNamespace, name, err)
+	}
+	return &l, pt, rendered, nil
+}
+
+func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state nodeLabelModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	l, pt, rendered, err := readLabel(ctx, r.data, name)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Node Label Failed", err.Error()+".")
+		return
+	}
+	if l == nil {
+		tflog.Info(ctx, "node label PodTemplate is gone; removing it from state", map[string]any{"node_label": name})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	// Attributes come from the stored label; an edit anywhere else in the
+	// PodTemplate shows as a new resourceVersion.
+	raw, d := req.Private.GetKey(ctx, privateVersionKey)
+	resp.Diagnostics.Append(d...)
+	var written string
+	if len(raw) > 0 && json.Unmarshal(raw, &written) == nil && written != pt.ResourceVersion {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, []byte(`true`))...)
+	}
+	fillLabel(ctx, *l, &state, rendered, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state nodeLabelModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+		return
+	}
+	ns, name := r.data.catalogNamespace, state.Name.ValueString()
+	if err := c.Kube.CoreV1().PodTemplates(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddError("Deleting Node Label Failed", fmt.Sprintf("Deleting PodTemplate %s/%s: %v.", ns, name, err))
+	}
+}
+
+func (r *nodeLabelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}

@@ -1,0 +1,766 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
+)
+
+var (
+	_ resource.Resource                   = (*phaseResource)(nil)
+	_ resource.ResourceWithConfigure      = (*phaseResource)(nil)
+	_ resource.ResourceWithImportState    = (*phaseResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*phaseResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*phaseResource)(nil)
+)
+
+// privateMembersKey holds, in private state, the resolved members and the
+// digest of the fields kubeplay owns in each, which Read compares.
+const privateMembersKey = "members"
+
+// driftedDigest replaces an object's digest in state when its live fields
+// were changed by another writer, so that plan shows the change.
+const driftedDigest = "changed-outside-terraform"
+
+// phaseDryRunTimeout bounds the plan-time dry run.
+const phaseDryRunTimeout = 30 * time.Second
+
+// phaseDestroyMinTimeout bounds destroy when wait_timeout is shorter.
+const phaseDestroyMinTimeout = 5 * time.Minute
+
+type phaseResource struct {
+	data *providerData
+}
+
+func newPhaseResource() resource.Resource { return &phaseResource{} }
+
+type phaseModel struct {
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	Cluster         types.String `tfsdk:"cluster"`
+	Documents       types.List   `tfsdk:"documents"`
+	Kustomization   types.String `tfsdk:"kustomization"`
+	WaitTimeout     types.String `tfsdk:"wait_timeout"`
+	WaitConditions  types.List   `tfsdk:"wait_conditions"`
+	Prune           types.Bool   `tfsdk:"prune"`
+	InventoryPolicy types.String `tfsdk:"inventory_policy"`
+	ForceConflicts  types.Bool   `tfsdk:"force_conflicts"`
+	InventoryID     types.String `tfsdk:"inventory_id"`
+	Objects         types.List   `tfsdk:"objects"`
+}
+
+type waitConditionModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Kind       types.String `tfsdk:"kind"`
+	JSONPath   types.String `tfsdk:"jsonpath"`
+	Value      types.String `tfsdk:"value"`
+}
+
+var phaseObjectType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"api_version": types.StringType,
+	"kind":        types.StringType,
+	"namespace":   types.StringType,
+	"name":        types.StringType,
+	"digest":      types.StringType,
+}}
+
+func (r *phaseResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_phase"
+}
+
+func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of " +
+			"Kubernetes documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
+			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\n" +
+			"Apply is a server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
+			"then, once the CRDs are established and the REST mapping is refreshed, everything else, so a CRD and its " +
+			"custom resources can share a phase. Readiness is judged by kstatus (from `github.com/fluxcd/cli-utils`, the " +
+			"maintained fork of `sigs.k8s.io/cli-utils`), watching the objects rather than polling; a resource that " +
+			"reaches a failed status ends the wait at once with its message.\n\n" +
+			"The set of applied objects is an ApplySet (the convention `kubectl apply --prune --applyset` understands): " +
+			"its parent is a ConfigMap named `kubeplay-phase-<name>` in the provider's `catalog_namespace` on the target " +
+			"cluster, labelled `applyset.kubernetes.io/id`, which also lists the members; every member carries the label " +
+			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed after a " +
+			"failure, so a partial failure orphans nothing. Destroy deletes custom resources and other objects first, " +
+			"then CRDs, then namespaces, and waits until they are gone.\n\n" +
+			"When the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
+			"schema errors, admission refusals and missing permissions show in `terraform plan` with the document's kind " +
+			"and name. Objects deleted or changed outside Terraform show as a diff of `objects`.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The phase's name.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The phase's name, unique per cluster: a lowercase RFC 1123 label of at most 48 " +
+					"characters, since it names the inventory ConfigMap `kubeplay-phase-<name>`. Changing it replaces the phase.",
+				Required:      true,
+				Validators:    []validator.String{dnsLabel(), stringvalidator.LengthAtMost(48)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"cluster": schema.StringAttribute{
+				MarkdownDescription: "The name of the `kubeplay_credential` to apply with, as airship's `clusterName` picks " +
+					"a kubeconfig context. Unset means the provider's own cluster. Changing it replaces the phase.",
+				Optional:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"documents": schema.ListAttribute{
+				MarkdownDescription: "The bundle: one or more strings of YAML or JSON, each holding one or more documents " +
+					"separated by `---`. Documents labelled `kubeplay.io/apply: \"false\"` or airship's " +
+					"`airshipit.org/deploy-k8s: \"false\"` are skipped. Exactly one of `documents` and `kustomization` is required.",
+				Optional:    true,
+				ElementType: types.StringType,
+				Validators: []validator.List{
+					listvalidator.SizeAtLeast(1),
+					listvalidator.ExactlyOneOf(path.MatchRoot("documents"), path.MatchRoot("kustomization")),
+				},
+			},
+			"kustomization": schema.StringAttribute{
+				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize " +
+					"library as airshipctl renders its executor bundles. The same opt-out labels apply. Exactly one of " +
+					"`documents` and `kustomization` is required.",
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"wait_timeout": schema.StringAttribute{
+				MarkdownDescription: "How long apply waits for the objects to be ready, as a duration such as `90s` or `5m`. " +
+					"`0s` means do not wait (CRDs are still waited for, so that their custom resources can be applied). " +
+					"Defaults to `5m`. Destroy waits at least 5 minutes for objects to be gone.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString("5m"),
+				Validators: []validator.String{duration()},
+			},
+			"wait_conditions": schema.ListNestedAttribute{
+				MarkdownDescription: "Readiness rules per kind, used instead of kstatus's `Current` for objects of that " +
+					"apiVersion and kind; a kstatus `Failed` status still ends the wait. Every rule of a kind must hold.",
+				Optional: true,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{
+						MarkdownDescription: "The apiVersion of the objects the rule applies to, for example `batch/v1`.",
+						Required:            true,
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"kind": schema.StringAttribute{
+						MarkdownDescription: "The kind of the objects the rule applies to, for example `Job`.",
+						Required:            true,
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+					},
+					"jsonpath": schema.StringAttribute{
+						MarkdownDescription: "A JSONPath expression, as `kubectl wait --for=jsonpath` takes, for example " +
+							"`{.status.succeeded}`.",
+						Required:   true,
+						Validators: []validator.String{jsonPath()},
+					},
+					"value": schema.StringAttribute{
+						MarkdownDescription: "The value the expression must yield, compared as a string.",
+						Required:            true,
+					},
+				}},
+			},
+			"prune": schema.BoolAttribute{
+				MarkdownDescription: "Whether apply deletes the objects that left the bundle. When `false` they are " +
+					"released instead: they stay in the cluster without the phase's membership label. Defaults to `true`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(true),
+			},
+			"inventory_policy": schema.StringAttribute{
+				MarkdownDescription: "Which existing objects the phase may take over, as in airshipctl: `strict` takes over " +
+					"none (an object that exists outside this phase is an error), `adopt` takes over objects no inventory owns, " +
+					"`force_adopt` takes over any, even another phase's. Defaults to `strict`.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(string(phase.PolicyStrict)),
+				Validators: []validator.String{stringvalidator.OneOf(phase.Policies...)},
+			},
+			"force_conflicts": schema.BoolAttribute{
+				MarkdownDescription: "Whether server-side apply takes over fields that another field manager owns " +
+					"(`kubectl apply --server-side --force-conflicts`). When `false`, such a conflict fails the apply. " +
+					"Defaults to `false`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+			},
+			"inventory_id": schema.StringAttribute{
+				MarkdownDescription: "The ApplySet id of the phase, the value of the `applyset.kubernetes.io/part-of` label " +
+					"on every member.",
+				Computed: true,
+			},
+			"objects": schema.ListNestedAttribute{
+				MarkdownDescription: "The objects of the bundle in document order, known at plan time whenever the " +
+					"documents are. `digest` summarizes each document's content; it reads `" + driftedDigest + "` when " +
+					"another writer changed fields the phase applied, and `" + notReadyDigest + "` when the last apply's wait " +
+					"ended before the object was ready; an object deleted outside Terraform is missing from the list. Each " +
+					"shows as a diff, and the next apply applies the object again.",
+				Computed: true,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{MarkdownDescription: "The object's apiVersion.", Computed: true},
+					"kind":        schema.StringAttribute{MarkdownDescription: "The object's kind.", Computed: true},
+					"namespace": schema.StringAttribute{
+						MarkdownDescription: "The object's namespace as the document gives it; empty for cluster-scoped " +
+							"objects and for namespaced ones that go to `default`.",
+						Computed: true,
+					},
+					"name":   schema.StringAttribute{MarkdownDescription: "The object's name.", Computed: true},
+					"digest": schema.StringAttribute{MarkdownDescription: "A hash of the document's content.", Computed: true},
+				}},
+			},
+		},
+	}
+}
+
+func (r *phaseResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *phaseResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m phaseModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	// Parse documents already known, so YAML errors point at their element.
+	if objs, known := r.bundle(ctx, m, &resp.Diagnostics); known && len(objs) == 0 && !resp.Diagnostics.HasError() {
+		resp.Diagnostics.AddAttributeError(bundlePath(m), "Empty Bundle",
+			"The phase's bundle holds no document to apply (all are empty or opted out with kubeplay.io/apply or "+
+				"airshipit.org/deploy-k8s set to \"false\"). Add a document, or remove the phase.")
+	}
+}
+
+func bundlePath(m phaseModel) path.Path {
+	if !m.Kustomization.IsNull() {
+		return path.Root("kustomization")
+	}
+	return path.Root("documents")
+}
+
+// docPath is the attribute a document came from.
+func docPath(m phaseModel, doc int) path.Path {
+	if !m.Kustomization.IsNull() {
+		return path.Root("kustomization")
+	}
+	return path.Root("documents").AtListIndex(doc)
+}
+
+// bundle parses the documents or renders the kustomization; known is false
+// while any input is unknown.
+func (r *phaseResource) bundle(ctx context.Context, m phaseModel, diags *diag.Diagnostics) ([]phase.Object, bool) {
+	var docs []string
+	switch {
+	case !m.Kustomization.IsNull():
+		if m.Kustomization.IsUnknown() {
+			return nil, false
+		}
+		y, err := phase.Render(m.Kustomization.ValueString())
+		if err != nil {
+			diags.AddAttributeError(path.Root("kustomization"), "Invalid Kustomization", err.Error()+".")
+			return nil, true
+		}
+		docs = []string{y}
+	case m.Documents.IsUnknown():
+		return nil, false
+	case !m.Documents.IsNull():
+		var elems []types.String
+		diags.Append(m.Documents.ElementsAs(ctx, &elems, false)...)
+		for _, e := range elems {
+			if e.IsUnknown() {
+				return nil, false
+			}
+			docs = append(docs, e.ValueString())
+		}
+	default:
+		return nil, false
+	}
+	objs, err := phase.Parse(docs)
+	if err != nil {
+		diags.AddAttributeError(bundlePath(m), "Invalid Document", "The phase's bundle cannot be read: "+err.Error()+".")
+		return nil, true
+	}
+	return objs, true
+}
+
+func objectsValue(objs []phase.Object) (types.List, diag.Diagnostics) {
+	vals := make([]attr.Value, 0, len(objs))
+	for _, o := range objs {
+		vals = append(vals, objectValue(o.APIVersion(), o.Kind, o.Namespace, o.Name, o.Digest))
+	}
+	return types.ListValue(phaseObjectType, vals)
+}
+
+func objectValue(apiVersion, kind, ns, name, digest string) attr.Value {
+	return types.ObjectValueMust(phaseObjectType.AttrTypes, map[string]attr.Value{
+		"api_version": types.StringValue(apiVersion),
+		"kind":        types.StringValue(kind),
+		"namespace":   types.StringValue(ns),
+		"name":        types.StringValue(name),
+		"digest":      types.StringValue(digest),
+	})
+}
+
+// objectKeys reads the objects list as key -> digest.
+func objectKeys(l types.List) map[string]string {
+	out := map[string]string{}
+	if l.IsNull() || l.IsUnknown() {
+		return out
+	}
+	for _, v := range l.Elements() {
+		o, ok := v.(types.Object)
+		if !ok {
+			continue
+		}
+		a := o.Attributes()
+		str := func(k string) string {
+			s, _ := a[k].(types.String)
+			return s.ValueString()
+		}
+		out[str("api_version")+"|"+str("kind")+"|"+str("namespace")+"|"+str("name")] = str("digest")
+	}
+	return out
+}
+
+func objKey(o phase.Object) string {
+	return o.APIVersion() + "|" + o.Kind + "|" + o.Namespace + "|" + o.Name
+}
+
+func (r *phaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan phaseModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !plan.Name.IsUnknown() {
+		plan.ID = plan.Name
+		if r.data != nil {
+			plan.InventoryID = types.StringValue(phase.ApplySetID(phase.InventoryName(plan.Name.ValueString()), r.data.catalogNamespace))
+		}
+	}
+	objs, known := r.bundle(ctx, plan, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if known {
+		var d diag.Diagnostics
+		plan.Objects, d = objectsValue(objs)
+		resp.Diagnostics.Append(d...)
+	} else {
+		plan.Objects = types.ListUnknown(phaseObjectType)
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	if !known || r.data == nil || plan.Cluster.IsUnknown() || plan.Name.IsUnknown() {
+		return
+	}
+	// Dry-run only what is new or changed, so an unchanged phase plans
+	// without a single write request.
+	var state phaseModel
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	}
+	had := objectKeys(state.Objects)
+	var changed []phase.Object
+	for _, o := range objs {
+		if d, ok := had[objKey(o)]; !ok || d != o.Digest {
+			changed = append(changed, o)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	r.dryRun(ctx, plan, changed, &resp.Diagnostics)
+}
+
+// dryRun reports the documents the API server refuses. A cluster that
+// cannot be reached, or a credential not created yet, skips the check.
+func (r *phaseResource) dryRun(ctx context.Context, plan phaseModel, objs []phase.Object, diags *diag.Diagnostics) {
+	ctx, cancel := context.WithTimeout(ctx, phaseDryRunTimeout)
+	defer cancel()
+	c, err := r.data.credentialClients(ctx, plan.Cluster.ValueString())
+	if err != nil {
+		tflog.Info(ctx, "phase dry run skipped: cluster not available at plan", map[string]any{"phase": plan.Name.ValueString(), "error": err.Error()})
+		return
+	}
+	e, err := phase.NewEngine(c, plan.Name.ValueString(), r.data.catalogNamespace)
+	if err != nil {
+		tflog.Info(ctx, "phase dry run skipped", map[string]any{"error": err.Error()})
+		return
+	}
+	for _, de := range e.DryRun(ctx, objs, plan.ForceConflicts.ValueBool()) {
+		if de.Unchecked {
+			tflog.Info(ctx, "document not checked at plan", map[string]any{"object": de.Obj.String(), "reason": de.Err.Error()})
+			continue
+		}
+		diags.AddAttributeError(docPath(plan, de.Obj.Doc), "Document Refused By The Cluster",
+			fmt.Sprintf("The API server refused %s (documents[%d]) in a server-side dry-run apply: %v. Fix the document, "+
+				"or give the credential the permissions it lacks.", de.Obj.Ref, de.Obj.Doc, de.Err))
+	}
+}
+
+// memberState is what private state keeps between apply and Read.
+type memberState struct {
+	Members []phase.Ref       `json:"members"`
+	Fields  map[string]string `json:"fields"`
+}
+
+type phasePrivateGetter interface {
+	GetKey(context.Context, string) ([]byte, diag.Diagnostics)
+}
+
+type phasePrivateSetter interface {
+	SetKey(context.Context, string, []byte) diag.Diagnostics
+}
+
+func loadMembers(ctx context.Context, p phasePrivateGetter, diags *diag.Diagnostics) memberState {
+	var ms memberState
+	b, d := p.GetKey(ctx, privateMembersKey)
+	diags.Append(d...)
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &ms); err != nil {
+			tflog.Warn(ctx, "ignoring unreadable private phase state", map[string]any{"error": err.Error()})
+		}
+	}
+	if ms.Fields == nil {
+		ms.Fields = map[string]string{}
+	}
+	return ms
+}
+
+func saveMembers(ctx context.Context, p phasePrivateSetter, ms memberState, diags *diag.Diagnostics) {
+	b, err := json.Marshal(ms)
+	if err != nil {
+		diags.AddError("Saving Phase State Failed", err.Error())
+		return
+	}
+	diags.Append(p.SetKey(ctx, privateMembersKey, b)...)
+}
+
+func (r *phaseResource) options(ctx context.Context, m phaseModel, diags *diag.Diagnostics) phase.Options {
+	wait, _ := time.ParseDuration(m.WaitTimeout.ValueString())
+	var conds []waitConditionModel
+	if !m.WaitConditions.IsNull() && !m.WaitConditions.IsUnknown() {
+		diags.Append(m.WaitConditions.ElementsAs(ctx, &conds, false)...)
+	}
+	opts := phase.Options{
+		Policy:      phase.Policy(m.InventoryPolicy.ValueString()),
+		Force:       m.ForceConflicts.ValueBool(),
+		Prune:       m.Prune.ValueBool(),
+		WaitTimeout: wait,
+	}
+	for _, c := range conds {
+		opts.Conditions = append(opts.Conditions, phase.Condition{
+			APIVersion: c.APIVersion.ValueString(), Kind: c.Kind.ValueString(),
+			JSONPath: c.JSONPath.ValueString(), Value: c.Value.ValueString(),
+		})
+	}
+	return opts
+}
+
+func (r *phaseResource) engine(ctx context.Context, m phaseModel, diags *diag.Diagnostics) *phase.Engine {
+	c, err := r.data.credentialClients(ctx, m.Cluster.ValueString())
+	if err != nil {
+		diags.AddAttributeError(path.Root("cluster"), "Cluster Unavailable",
+			fmt.Sprintf("Phase %q cannot reach its cluster: %v.", m.Name.ValueString(), err))
+		return nil
+	}
+	e, err := phase.NewEngine(c, m.Name.ValueString(), r.data.catalogNamespace)
+	if err != nil {
+		diags.AddError("Kubernetes Client Failed", err.Error())
+		return nil
+	}
+	return e
+}
+
+func (r *phaseResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan phaseModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, plan, memberState{}, &resp.State, resp.Private, &resp.Diagnostics)
+}
+
+func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state phaseModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	prev := loadMembers(ctx, req.Private, &resp.Diagnostics)
+	r.apply(ctx, plan, prev, &resp.State, resp.Private, &resp.Diagnostics)
+}
+
+// apply runs the phase and records what it applied, also when it failed
+// part-way, so that the next apply continues and destroy finds everything.
+func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberState, state stateSetter, priv phasePrivateSetter, diags *diag.Diagnostics) {
+	objs, known := r.bundle(ctx, plan, diags)
+	if diags.HasError() {
+		return
+	}
+	if !known {
+		diags.AddError("Bundle Unknown", "The phase's documents are still unknown at apply time. This is a bug in the provider; please report it.")
+		return
+	}
+	e := r.engine(ctx, plan, diags)
+	if e == nil {
+		return
+	}
+	opts := r.options(ctx, plan, diags)
+	start := time.Now()
+	res, err := e.Apply(ctx, objs, prev.Members, opts)
+	tflog.Info(ctx, "phase applied", map[string]any{"phase": plan.Name.ValueString(), "objects": len(objs),
+		"members": len(res.Members), "seconds": time.Since(start).Seconds(), "failed": err != nil})
+	fields := map[string]string{}
+	for _, m := range res.Members {
+		if v, ok := res.Fields[m.Key()]; ok {
+			fields[m.Key()] = v
+		} else if v, ok := prev.Fields[m.Key()]; ok {
+			fields[m.Key()] = v
+		}
+	}
+	saveMembers(ctx, priv, memberState{Members: res.Members, Fields: fields}, diags)
+	plan.ID = plan.Name
+	plan.InventoryID = types.StringValue(e.Inv.ID)
+	if err != nil {
+		// State keeps only the objects that are members now; those that did
+		// not become ready keep a digest that makes the next plan apply and
+		// wait for them again.
+		var we *phase.WaitError
+		errors.As(err, &we)
+		plan.Objects = r.membersOnly(objs, res.Members, we, diags)
+		addApplyErrors(plan, err, diags)
+	}
+	diags.Append(state.Set(ctx, &plan)...)
+}
+
+// notReadyDigest replaces the digest of an object that did not become ready.
+const notReadyDigest = "not-ready"
+
+// membersOnly lists the objects of objs that are members, marking those a
+// wait left not ready.
+func (r *phaseResource) membersOnly(objs []phase.Object, members []phase.Ref, we *phase.WaitError, diags *diag.Diagnostics) types.List {
+	idx := newMemberIndex(members)
+	notReady := map[string]bool{}
+	if we != nil {
+		for _, n := range we.NotReady {
+			notReady[n.Key()] = true
+		}
+	}
+	var keep []phase.Object
+	for _, o := range objs {
+		m, ok := idx.find(o.Ref)
+		if !ok {
+			continue
+		}
+		if notReady[m.Key()] {
+			o.Digest = notReadyDigest
+		}
+		keep = append(keep, o)
+	}
+	l, d := objectsValue(keep)
+	diags.Append(d...)
+	return l
+}
+
+// addApplyErrors reports each refused document on its attribute.
+func addApplyErrors(m phaseModel, err error, diags *diag.Diagnostics) {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var de *phase.DocError
+		if errors.As(e, &de) {
+			diags.AddAttributeError(docPath(m, de.Obj.Doc), "Phase Apply Failed",
+				fmt.Sprintf("Phase %q could not apply %s (documents[%d]): %v. The objects applied so far are recorded in "+
+					"the phase's inventory and state; fix the cause and apply again.", m.Name.ValueString(), de.Obj.Ref, de.Obj.Doc, de.Err))
+			continue
+		}
+		diags.AddError("Phase Apply Failed", fmt.Sprintf("Phase %q: %v. The objects applied so far are recorded in the "+
+			"phase's inventory and state; fix the cause and apply again.", m.Name.ValueString(), e))
+	}
+}
+
+// memberIndex finds the member a document's ref became: a namespaced
+// document without a namespace went to "default".
+type memberIndex struct {
+	byKey  map[string]phase.Ref
+	byName map[string][]phase.Ref
+}
+
+func newMemberIndex(members []phase.Ref) memberIndex {
+	idx := memberIndex{byKey: map[string]phase.Ref{}, byName: map[string][]phase.Ref{}}
+	for _, m := range members {
+		idx.byKey[m.Key()] = m
+		k := m.Group + "/" + m.Kind + "/" + m.Name
+		idx.byName[k] = append(idx.byName[k], m)
+	}
+	return idx
+}
+
+func (idx memberIndex) find(r phase.Ref) (phase.Ref, bool) {
+	if m, ok := idx.byKey[r.Key()]; ok {
+		return m, true
+	}
+	if r.Namespace == "" {
+		for _, m := range idx.byName[r.Group+"/"+r.Kind+"/"+r.Name] {
+			if m.Namespace == "default" || m.Namespace == "" {
+				return m, true
+			}
+		}
+	}
+	return phase.Ref{}, false
+}
+
+func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state phaseModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	e := r.engine(ctx, state, &resp.Diagnostics)
+	if e == nil {
+		return
+	}
+	recorded, found, err := e.Inv.Load(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Phase Inventory Failed", err.Error()+".")
+		return
+	}
+	if !found {
+		tflog.Info(ctx, "phase inventory is gone; removing the phase from state", map[string]any{"phase": state.Name.ValueString()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	ms := loadMembers(ctx, req.Private, &resp.Diagnostics)
+	members := phase.Union(recorded, ms.Members)
+	live, err := e.Inspect(ctx, members)
+	if err != nil {
+		resp.Diagnostics.AddError("Reading Phase Objects Failed", fmt.Sprintf("Phase %q: %v.", state.Name.ValueString(), err))
+		return
+	}
+	idx := newMemberIndex(members)
+	var vals []attr.Value
+	if state.Objects.IsNull() {
+		// Imported: the documents are unknown, the inventory is not.
+		for _, m := range recorded {
+			if live[m.Key()].Exists {
+				vals = append(vals, objectValue(m.APIVersion(), m.Kind, m.Namespace, m.Name, "imported"))
+			}
+		}
+	}
+	for _, v := range state.Objects.Elements() {
+		o, ok := v.(types.Object)
+		if !ok {
+			continue
+		}
+		a := o.Attributes()
+		str := func(k string) string {
+			s, _ := a[k].(types.String)
+			return s.ValueString()
+		}
+		ref := refFromAPIVersion(str("api_version"), str("kind"), str("namespace"), str("name"))
+		m, ok := idx.find(ref)
+		if !ok || !live[m.Key()].Exists {
+			continue // deleted outside Terraform: plan adds it back
+		}
+		digest := str("digest")
+		if want := ms.Fields[m.Key()]; want != "" && live[m.Key()].Fields != want {
+			digest = driftedDigest
+		}
+		vals = append(vals, objectValue(str("api_version"), ref.Kind, ref.Namespace, ref.Name, digest))
+	}
+	l, d := types.ListValue(phaseObjectType, nonNilValues(vals))
+	resp.Diagnostics.Append(d...)
+	state.Objects = l
+	state.ID = state.Name
+	state.InventoryID = types.StringValue(e.Inv.ID)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func nonNilValues(v []attr.Value) []attr.Value {
+	if v == nil {
+		return []attr.Value{}
+	}
+	return v
+}
+
+func refFromAPIVersion(apiVersion, kind, ns, name string) phase.Ref {
+	g, v, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		g, v = "", apiVersion
+	}
+	return phase.Ref{Group: g, Version: v, Kind: kind, Namespace: ns, Name: name}
+}
+
+func (r *phaseResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state phaseModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	e := r.engine(ctx, state, &resp.Diagnostics)
+	if e == nil {
+		return
+	}
+	ms := loadMembers(ctx, req.Private, &resp.Diagnostics)
+	timeout := phaseDestroyMinTimeout
+	if d, err := time.ParseDuration(state.WaitTimeout.ValueString()); err == nil && d > timeout {
+		timeout = d
+	}
+	start := time.Now()
+	if err := e.Destroy(ctx, ms.Members, timeout); err != nil {
+		resp.Diagnostics.AddError("Phase Destroy Failed", fmt.Sprintf("Phase %q: %v. Destroy again to delete what is left.", state.Name.ValueString(), err))
+		return
+	}
+	tflog.Info(ctx, "phase destroyed", map[string]any{"phase": state.Name.ValueString(), "members": len(ms.Members), "seconds": time.Since(start).Seconds()})
+}
+
+// ImportState takes `<name>` (the provider's cluster) or `<cluster>/<name>`.
+func (r *phaseResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	name, cluster := req.ID, ""
+	if c, n, ok := strings.Cut(req.ID, "/"); ok {
+		cluster, name = c, n
+	}
+	if name == "" {
+		resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Expected <name> or <cluster>/<name>, got %q.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), stringOrNull(cluster))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_timeout"), "5m")...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("prune"), true)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("inventory_policy"), string(phase.PolicyStrict))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_conflicts"), false)...)
+}

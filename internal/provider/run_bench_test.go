@@ -1,0 +1,180 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+)
+
+// BenchmarkRun100 applies 100 runs of a command that sleeps 2 seconds in one
+// terraform apply (-parallelism=20) in a group with max_concurrent_runs = 10,
+// against the ideal of 10 waves of one such run applied alone. It records the
+// peak of live run pods, checks that none is left, and counts the API
+// server's requests per run from its metrics (every client's, kubelet and
+// scheduler included).
+//
+//	TF_ACC=1 go test ./internal/provider -run '^$' -bench Run100 -benchtime 1x -timeout 30m
+func BenchmarkRun100(b *testing.B) {
+	if os.Getenv("TF_ACC") == "" {
+		b.Skip("benchmark against the test cluster: set TF_ACC=1")
+	}
+	e := benchTestEnv(b)
+	ns := acctest.Namespace(b, e.kube, "kp-scale")
+	terraformBin, cliConfig, err := providerCLI(b)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	write := func(n int) {
+		cfg := fmt.Sprintf(`terraform {
+  required_providers {
+    kubeplay = { source = "kubeplay/kubeplay" }
+  }
+}
+
+provider "kubeplay" {
+  config_path       = %q
+  catalog_namespace = %q
+}
+
+resource "kubeplay_container_group" "g" {
+  name                = "scale"
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 10
+  pod_pending_timeout = "10m"
+  # 10 pods of the default 250m request would not fit this 2-core node.
+  pod_spec_override = yamlencode({ spec = { containers = [{ name = "worker", resources = { requests = { cpu = "10m", memory = "16Mi" } } }] } })
+}
+
+resource "kubeplay_run" "r" {
+  count           = %d
+  container_group = kubeplay_container_group.g.name
+  command         = ["sleep", "2"]
+}
+`, e.kubeconfig, e.catalog, ns, acctest.TestImage(), n)
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply := func(n int, args ...string) time.Duration {
+		write(n)
+		start := time.Now()
+		if err := terraformCLI(terraformBin, cliConfig, dir, append([]string{"apply", "-auto-approve", "-input=false", "-no-color"}, args...)...); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	defer func() {
+		if err := terraformCLI(terraformBin, cliConfig, dir, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+			b.Error(err)
+		}
+	}()
+	apply(0)
+	for b.Loop() {
+		one := apply(1)
+		apply(0)
+		before := e.apiRequests(b)
+		ctx, stop := context.WithCancel(context.Background())
+		peak := e.observeForks(ctx, "scale", ns)
+		hundred := apply(100, "-parallelism=20")
+		stop()
+		after := e.apiRequests(b)
+		peaks := peak()
+		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(pods.Items) != 0 {
+			b.Fatalf("%d run pods left after the apply", len(pods.Items))
+		}
+		// The quota stops counting a pod once its grace period is over, while
+		// the kubelet may still be removing it: only live pods are limited.
+		if peaks.Live > 10 {
+			b.Fatalf("%d live run pods at once; max_concurrent_runs is 10", peaks.Live)
+		}
+		ideal := 10 * one
+		b.ReportMetric(hundred.Seconds(), "s-100-runs")
+		b.ReportMetric(one.Seconds(), "s-1-run")
+		b.ReportMetric(hundred.Seconds()/ideal.Seconds(), "x-ideal")
+		b.ReportMetric(float64(peaks.Live), "peak-live-pods")
+		b.ReportMetric(float64(peaks.Objects), "peak-pod-objects")
+		var total float64
+		keys := make([]string, 0, len(after))
+		for k, v := range after {
+			if d := v - before[k]; d > 0 {
+				total += d
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		var per []string
+		for _, k := range keys {
+			per = append(per, fmt.Sprintf("%s %.2f", k, (after[k]-before[k])/100))
+		}
+		b.Logf("API requests per run, by verb and resource: %s", strings.Join(per, "; "))
+		b.ReportMetric(total/100, "api-requests/run")
+		apply(0)
+	}
+}
+
+// benchTestEnv is newTestEnv for benchmarks.
+func benchTestEnv(b *testing.B) *testEnv {
+	b.Helper()
+	e := &testEnv{t: b, kubeconfig: acctest.Kubeconfig(b), catalog: randName("kp-catalog")}
+	var err error
+	if e.kube, err = kubernetes.NewForConfig(acctest.RESTConfig(b)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.catalog, metav1.DeleteOptions{})
+	})
+	return e
+}
+
+var requestMetric = regexp.MustCompile(`^apiserver_request_total\{(.*)\} ([0-9.e+]+)$`)
+var metricLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// apiRequests reads apiserver_request_total, summed by verb and resource.
+func (e *testEnv) apiRequests(b testing.TB) map[string]float64 {
+	raw, err := e.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading the API server's metrics: %v", err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := requestMetric.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range metricLabel.FindAllStringSubmatch(m[1], -1) {
+			labels[l[1]] = l[2]
+		}
+		res := labels["resource"]
+		if labels["subresource"] != "" {
+			res += "/" + labels["subresource"]
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[labels["verb"]+" "+res] += v
+	}
+	return out
+}

@@ -1,0 +1,238 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+)
+
+// TestAccRun_maxForksAcrossProcesses applies runs from two Terraform
+// processes with separate states at once, in a group with max_forks = 4 and
+// runs of 2 forks each: the group's forks ledger must never hold more than 4,
+// and never more than 2 run pods may live at once, while without the ledger
+// all 6 runs would overlap.
+func TestAccRun_maxForksAcrossProcesses(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-forks")
+	group := randName("forks")
+	groupCfg := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+  max_forks = 4
+}
+`, group, ns, acctest.TestImage())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: groupCfg},
+			{
+				// The group stays; meanwhile two separate Terraform processes run against it.
+				Config:    groupCfg,
+				PreConfig: func() { e.applyFromTwoProcesses(group, ns) },
+			},
+		},
+	})
+}
+
+// providerCLI builds the provider from this tree and returns the terraform
+// CLI and a CLI configuration whose dev_overrides point at the build, for
+// tests and benchmarks that run Terraform as separate processes.
+func providerCLI(t testing.TB) (terraformBin, cliConfig string, err error) {
+	terraformBin, err = exec.LookPath("terraform")
+	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
+		terraformBin, err = p, nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("no terraform CLI: %w", err)
+	}
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	binDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "terraform-provider-kubeplay"), ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("building the provider: %w\n%s", err, out)
+	}
+	cliConfig = filepath.Join(binDir, "terraformrc")
+	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"kubeplay/kubeplay\" = %q\n  }\n  direct {}\n}\n", binDir)
+	return terraformBin, cliConfig, os.WriteFile(cliConfig, []byte(rc), 0o600)
+}
+
+// terraformCLI runs terraform in dir with the dev_overrides configuration.
+func terraformCLI(terraformBin, cliConfig, dir string, args ...string) error {
+	cmd := exec.Command(terraformBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (e *testEnv) applyFromTwoProcesses(group, ns string) {
+	t := e.t
+	terraformBin, cliConfig, err := providerCLI(t)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	obs := e.observeForks(ctx, group, ns)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.terraformProcess(terraformBin, cliConfig, group)
+		}()
+	}
+	wg.Wait()
+	stop()
+	peaks := obs()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("process %d: %v", i, err)
+		}
+	}
+	t.Logf("two processes, 6 runs of 2 forks, max_forks 4: peak forks held %d, peak run pods %d", peaks.Forks, peaks.Objects)
+	// A run holds its forks until its pod is gone, so pod objects count here.
+	if peaks.Forks > 4 || peaks.Objects > 2 {
+		t.Errorf("max_forks exceeded: peak forks %d (limit 4), peak run pods %d (limit 2)", peaks.Forks, peaks.Objects)
+	}
+	if peaks.Objects < 2 {
+		t.Errorf("the runs never overlapped (peak %d pods): the test did not exercise concurrency", peaks.Objects)
+	}
+}
+
+// terraformProcess applies then destroys three runs of 2 forks from a working
+// directory and state of its own.
+func (e *testEnv) terraformProcess(terraformBin, cliConfig, group string) error {
+	dir := e.t.TempDir()
+	cfg := fmt.Sprintf(`terraform {
+  required_providers {
+    kubeplay = { source = "kubeplay/kubeplay" }
+  }
+}
+
+provider "kubeplay" {
+  config_path       = %q
+  catalog_namespace = %q
+}
+
+resource "kubeplay_run" "r" {
+  count           = 3
+  container_group = %q
+  forks           = 2
+  command         = ["sh", "-c", "sleep 3"]
+}
+`, e.kubeconfig, e.catalog, group)
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	run := func(args ...string) error { return terraformCLI(terraformBin, cliConfig, dir, args...) }
+	if err := run("apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		return err
+	}
+	return run("destroy", "-auto-approve", "-input=false", "-no-color")
+}
+
+// runPeaks are the peaks observeForks saw.
+type runPeaks struct {
+	// Forks is the largest sum of unexpired claims in the group's ledger.
+	Forks int64
+	// Live is the most run pods at once that were neither terminating nor
+	// finished: what the group's quota counts.
+	Live int
+	// Objects is the most run pod objects at once, terminating ones included.
+	Objects int
+}
+
+// observeForks watches the group's ledger and its run pods until ctx ends;
+// the returned function waits for the watches and gives the peaks seen.
+func (e *testEnv) observeForks(ctx context.Context, group, ns string) func() runPeaks {
+	var (
+		wg    sync.WaitGroup
+		peaks runPeaks
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		w, err := e.kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + capacity.LedgerName(group)})
+		if err != nil {
+			e.t.Errorf("watching the ledger: %v", err)
+			return
+		}
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			var sum int64
+			for _, v := range cm.Data {
+				var entry capacity.Entry
+				if json.Unmarshal([]byte(v), &entry) == nil && entry.Expires.After(time.Now()) {
+					sum += entry.Forks
+				}
+			}
+			peaks.Forks = max(peaks.Forks, sum)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		w, err := e.kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+		if err != nil {
+			e.t.Errorf("watching run pods: %v", err)
+			return
+		}
+		defer w.Stop()
+		objects, live := map[string]bool{}, map[string]bool{}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			delete(live, p.Name)
+			if ev.Type == watch.Deleted {
+				delete(objects, p.Name)
+			} else {
+				objects[p.Name] = true
+				if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					live[p.Name] = true
+				}
+			}
+			peaks.Objects = max(peaks.Objects, len(objects))
+			peaks.Live = max(peaks.Live, len(live))
+		}
+	}()
+	return func() runPeaks {
+		wg.Wait()
+		return peaks
+	}
+}

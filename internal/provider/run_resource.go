@@ -1,0 +1,712 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+var (
+	_ resource.Resource                   = (*runResource)(nil)
+	_ resource.ResourceWithConfigure      = (*runResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*runResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*runResource)(nil)
+)
+
+const (
+	defaultRunTimeout  = 30 * time.Minute
+	defaultOutputLimit = 64 << 10
+	runPodGracePeriod  = 1
+)
+
+type runResource struct {
+	data *providerData
+}
+
+func newRunResource() resource.Resource { return &runResource{} }
+
+type runModel struct {
+	ID               types.String   `tfsdk:"id"`
+	Name             types.String   `tfsdk:"name"`
+	ContainerGroup   types.String   `tfsdk:"container_group"`
+	NodeLabel        types.String   `tfsdk:"node_label"`
+	Playbook         types.String   `tfsdk:"playbook"`
+	Command          types.List     `tfsdk:"command"`
+	Files            types.Map      `tfsdk:"files"`
+	Inventory        types.String   `tfsdk:"inventory"`
+	ExtraVars        types.String   `tfsdk:"extra_vars"`
+	ExtraVarsWO      types.String   `tfsdk:"extra_vars_wo"`
+	Env              types.Map      `tfsdk:"env"`
+	EnvWO            types.Map      `tfsdk:"env_wo"`
+	Limit            types.String   `tfsdk:"limit"`
+	Tags             types.String   `tfsdk:"tags"`
+	SkipTags         types.String   `tfsdk:"skip_tags"`
+	Verbosity        types.Int64    `tfsdk:"verbosity"`
+	Forks            types.Int64    `tfsdk:"forks"`
+	CheckMode        types.Bool     `tfsdk:"check_mode"`
+	DiffMode         types.Bool     `tfsdk:"diff_mode"`
+	Triggers         types.Map      `tfsdk:"triggers"`
+	DestroyPlaybook  types.String   `tfsdk:"destroy_playbook"`
+	KeepPodOnFailure types.Bool     `tfsdk:"keep_pod_on_failure"`
+	IgnoreFailure    types.Bool     `tfsdk:"ignore_failure"`
+	OutputLimit      types.Int64    `tfsdk:"output_limit"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+
+	Status      types.String `tfsdk:"status"`
+	ExitCode    types.Int64  `tfsdk:"exit_code"`
+	HostStats   types.Map    `tfsdk:"host_stats"`
+	Output      types.String `tfsdk:"output"`
+	PodName     types.String `tfsdk:"pod_name"`
+	NodeName    types.String `tfsdk:"node_name"`
+	StartedAt   types.String `tfsdk:"started_at"`
+	FinishedAt  types.String `tfsdk:"finished_at"`
+	RenderedPod types.String `tfsdk:"rendered_pod"`
+}
+
+var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"ok": types.Int64Type, "changed": types.Int64Type, "unreachable": types.Int64Type, "failed": types.Int64Type,
+	"skipped": types.Int64Type, "rescued": types.Int64Type, "ignored": types.Int64Type,
+}}
+
+func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_run"
+}
+
+func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	replaceStr := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	replaceMap := []planmodifier.Map{mapplanmodifier.RequiresReplace()}
+	replaceInt := []planmodifier.Int64{int64planmodifier.RequiresReplace()}
+	replaceBool := []planmodifier.Bool{boolplanmodifier.RequiresReplace()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A run executes one Ansible playbook (or a plain command) in an ephemeral pod of a " +
+			"`kubeplay_container_group`, as an AWX job runs in a container group. Apply creates the pod (by " +
+			"`generateName`, labelled `app.kubernetes.io/managed-by=kubeplay` and with the run's id, with " +
+			"`activeDeadlineSeconds` from the create timeout so the cluster kills a pod whose provider died), waits for it " +
+			"with a watch, ships the playbook, files, inventory and variables into it over exec stdin as a tar stream, runs " +
+			"`ansible-playbook` in the `worker` container while every output line goes to the Terraform log, records the " +
+			"result, and deletes the pod whatever happened, waiting until it is gone.\n\n" +
+			"A run is a record, not a live object: refresh keeps the recorded result, and any change of an input replaces " +
+			"the run, that is, runs it again. Use `triggers` to run again when something else changes.\n\n" +
+			"A group that is full (its ResourceQuota answers `exceeded quota`) makes the run wait, watching, up to the group's " +
+			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
+			"at once. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
+			"has passed.\n\n" +
+			"A run whose status is not `successful` fails the apply unless `ignore_failure` is set; its record still " +
+			"reaches the state (marked tainted, so the next apply runs it again).",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The run's id, a random hex string, also the value of the pod label `kubeplay.io/run`.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "A name for the run, for people and for node labels' `{run.name}` placeholder.",
+				Optional:            true, PlanModifiers: replaceStr,
+			},
+			"container_group": schema.StringAttribute{
+				MarkdownDescription: "The name of the `kubeplay_container_group` to run in.",
+				Required:            true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
+			},
+			"node_label": schema.StringAttribute{
+				MarkdownDescription: "The name of a `kubeplay_node_label` of type `pod` whose template is merged over the " +
+					"group's pod (the label's settings apply to the `worker` container; a label with a verbatim `spec` " +
+					"replaces the pod's spec). Group defaults (`default_label_*`) fill what the label leaves unset. " +
+					"Labels of type `namespace` are not supported by runs yet.",
+				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
+			},
+			"playbook": schema.StringAttribute{
+				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook` and `command` is required.",
+				Optional:            true, PlanModifiers: replaceStr,
+				Validators: []validator.String{
+					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("command")),
+					stringvalidator.LengthAtLeast(1),
+				},
+			},
+			"command": schema.ListAttribute{
+				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible. " +
+					"It still needs `sh` and `tar` in the image.",
+				Optional: true, ElementType: types.StringType,
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
+				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},
+			},
+			"files": schema.MapAttribute{
+				MarkdownDescription: "Extra files shipped beside the playbook, as a map of relative path to content " +
+					"(roles, templates, vars files). Paths must be clean, relative and inside the bundle.",
+				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath{})},
+			},
+			"inventory": schema.StringAttribute{
+				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
+					"inside the pod.",
+				Optional: true, PlanModifiers: replaceStr,
+			},
+			"extra_vars": schema.StringAttribute{
+				MarkdownDescription: "Extra variables as a JSON object, for example `jsonencode({ env = \"prod\" })`, " +
+					"passed with `-e @file`.",
+				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{jsonObject{}},
+			},
+			"extra_vars_wo": schema.StringAttribute{
+				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
+					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`.",
+				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject{}},
+			},
+			"env": schema.MapAttribute{
+				MarkdownDescription: "Environment variables for the playbook.",
+				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				Validators: []validator.Map{mapvalidator.KeysAre(envName{})},
+			},
+			"env_wo": schema.MapAttribute{
+				MarkdownDescription: "Secret environment variables. Write-only: delivered inside the exec stream and " +
+					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from `output`.",
+				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+				Validators: []validator.Map{mapvalidator.KeysAre(envName{})},
+			},
+			"limit":     schema.StringAttribute{MarkdownDescription: "`--limit`: the hosts to run on.", Optional: true, PlanModifiers: replaceStr},
+			"tags":      schema.StringAttribute{MarkdownDescription: "`--tags`: run only tasks with these tags.", Optional: true, PlanModifiers: replaceStr},
+			"skip_tags": schema.StringAttribute{MarkdownDescription: "`--skip-tags`: skip tasks with these tags.", Optional: true, PlanModifiers: replaceStr},
+			"verbosity": schema.Int64Attribute{
+				MarkdownDescription: "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
+				Optional:            true, Computed: true, Default: int64default.StaticInt64(0), PlanModifiers: replaceInt,
+				Validators: []validator.Int64{int64validator.Between(0, 6)},
+			},
+			"forks": schema.Int64Attribute{
+				MarkdownDescription: "`--forks`, and what the run holds of its group's `max_forks`. Defaults to `5`, " +
+					"Ansible's default.",
+				Optional: true, Computed: true, Default: int64default.StaticInt64(5), PlanModifiers: replaceInt,
+				Validators: []validator.Int64{int64validator.AtLeast(1)},
+			},
+			"check_mode": schema.BoolAttribute{MarkdownDescription: "`--check`. Defaults to `false`.", Optional: true, Computed: true,
+				Default: booldefault.StaticBool(false), PlanModifiers: replaceBool},
+			"diff_mode": schema.BoolAttribute{MarkdownDescription: "`--diff`. Defaults to `false`.", Optional: true, Computed: true,
+				Default: booldefault.StaticBool(false), PlanModifiers: replaceBool},
+			"triggers": schema.MapAttribute{
+				MarkdownDescription: "Arbitrary values; any change runs the playbook again.",
+				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
+			},
+			"destroy_playbook": schema.StringAttribute{
+				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
+					"same files, inventory and variables. `KUBEPLAY_OPERATION` is `destroy` for it and `create` for `playbook`.",
+				Optional: true,
+			},
+			"keep_pod_on_failure": schema.BoolAttribute{
+				MarkdownDescription: "Keep the pod of a run that failed or errored, for inspection; its name is in " +
+					"`pod_name` and in the error. Defaults to `false`.",
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			},
+			"ignore_failure": schema.BoolAttribute{
+				MarkdownDescription: "Record a failed or errored run without failing the apply. Defaults to `false`.",
+				Optional:            true, Computed: true, Default: booldefault.StaticBool(false),
+			},
+			"output_limit": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps. Defaults to `%d`.", defaultOutputLimit),
+				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
+				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
+			},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Delete: true}),
+
+			"status": schema.StringAttribute{
+				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
+					"vanished, or the cluster failed) or `canceled`.",
+				Computed: true,
+			},
+			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
+			"host_stats": schema.MapAttribute{
+				MarkdownDescription: "The play recap per host (ok, changed, unreachable, failed, skipped, rescued, ignored), " +
+					"read from a callback plugin rather than scraped from the output.",
+				Computed: true, ElementType: hostStatsType,
+			},
+			"output":       schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
+			"pod_name":     schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
+			"node_name":    schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
+			"started_at":   schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
+			"finished_at":  schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML; known at plan time when the group can be read.", Computed: true},
+		},
+	}
+}
+
+func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m runModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Command.IsNull() {
+		return
+	}
+	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "extra_vars", "destroy_playbook"} {
+		var v attr.Value
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
+		if v != nil && !v.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root(name), "Attribute Needs A Playbook",
+				name+" applies to ansible-playbook, but this run has a command. Remove it, or use playbook instead of command.")
+		}
+	}
+}
+
+// errRenderAtApply: the pod depends on the run's id, chosen at apply.
+var errRenderAtApply = errors.New("the run's pod uses {run.id} and is rendered at apply")
+
+func usesRunID(templates map[string]string) bool {
+	for _, t := range templates {
+		if strings.Contains(t, "{run.id}") {
+			return true
+		}
+	}
+	return false
+}
+
+// workspace is the Terraform workspace, for {run.workspace}: Terraform tells
+// providers nothing of it, so only TF_WORKSPACE, when set, names it.
+func workspace() string {
+	if w := os.Getenv("TF_WORKSPACE"); w != "" {
+		return w
+	}
+	return "default"
+}
+
+// runTarget is what a run needs from its group: where and with what clients
+// it runs, and the pod it creates.
+type runTarget struct {
+	group   *groupSpec
+	clients *kubeclient.Clients
+	pod     *corev1.Pod
+	pending time.Duration
+}
+
+// target reads the group and renders the run's pod, without the run's id
+// label: the id is chosen at apply, and the rendered pod of the plan must be
+// the one apply reports.
+func (r *runResource) target(ctx context.Context, m runModel, runID string, deadline time.Duration) (*runTarget, error) {
+	name := m.ContainerGroup.ValueString()
+	g, _, err := readGroup(ctx, r.data, name)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
+			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
+	}
+	c, err := r.data.credentialClients(ctx, g.Credential)
+	if err != nil {
+		return nil, fmt.Errorf("container group %q: %w", name, err)
+	}
+	pod, err := podspec.RenderGroup(g.podGroup())
+	if err != nil {
+		return nil, fmt.Errorf("container group %q: %w", name, err)
+	}
+	if ln := m.NodeLabel.ValueString(); ln != "" {
+		l, _, _, err := readLabel(ctx, r.data, ln)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
+				"kubeplay_node_label resource, and make the run depend on it", ln, r.data.catalogNamespace)
+		}
+		if l.Type == podspec.TypeNamespace {
+			return nil, fmt.Errorf("node label %q is of type namespace, which runs do not support yet; use a label of type pod", ln)
+		}
+		if runID == "" && usesRunID(l.DynamicLabels) {
+			return nil, errRenderAtApply
+		}
+		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
+			"run.id": runID, "run.name": m.Name.ValueString(), "run.group": g.Name, "run.label": l.Name,
+			"run.workspace": workspace(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node label %q: %w", ln, err)
+		}
+		pod.Labels[podspec.LabelNodeLabel] = l.Name
+	}
+	pod.GenerateName = "kubeplay-run-"
+	if pod.Spec.TerminationGracePeriodSeconds == nil {
+		// A worker that ignores SIGTERM (sleep as PID 1) would hold its quota for 30 s.
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](runPodGracePeriod)
+	}
+	secs := int64(deadline / time.Second)
+	pod.Spec.ActiveDeadlineSeconds = &secs
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pending, err := time.ParseDuration(g.PodPendingTimeout)
+	if err != nil || pending <= 0 {
+		pending = 5 * time.Minute
+	}
+	return &runTarget{group: g, clients: c, pod: pod, pending: pending}, nil
+}
+
+func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() {
+		return // destroy, or an existing run that is kept or replaced as a whole
+	}
+	var plan runModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if plan.ContainerGroup.IsUnknown() || r.data == nil {
+		return
+	}
+	create, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
+	resp.Diagnostics.Append(diags...)
+	t, err := r.target(ctx, plan, "", create)
+	if err != nil {
+		// The group may be created in this same apply: nothing to check yet.
+		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
+		return
+	}
+	rendered, err := podspec.ToYAML(t.pod)
+	t.pod.Labels[runner.LabelRun] = "dry-run"
+	if err == nil {
+		plan.RenderedPod = types.StringValue(rendered)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), plan.RenderedPod)...)
+	}
+	// A server-side dry run catches RBAC, admission and schema errors before apply.
+	_, err = t.clients.Kube.CoreV1().Pods(t.pod.Namespace).Create(ctx, t.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+	case runner.IsQuotaExceeded(err):
+		resp.Diagnostics.AddAttributeWarning(path.Root("container_group"), "Container Group Is Full Now",
+			fmt.Sprintf("A dry run of the run's pod was refused by the quota of group %q: %v. At apply the run waits up to "+
+				"the group's pod_pending_timeout for capacity.", t.group.Name, err))
+	default:
+		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Run Pod Would Be Refused",
+			fmt.Sprintf("A server-side dry run of the run's pod in namespace %q was refused: %v. Fix the container group "+
+				"(pod_spec_override, credential permissions) or the cluster's policy.", t.pod.Namespace, err))
+	}
+}
+
+func newRunID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan, config runModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
+	resp.Diagnostics.Append(diags...)
+	plan.ID = types.StringValue(newRunID())
+	res, rendered, ok := r.execute(ctx, plan, config, "create", plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	plan.RenderedPod = types.StringValue(rendered)
+	r.record(&plan, res, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.report(plan, res, "Run", &resp.Diagnostics)
+}
+
+// execute runs playbook (or the command) once in a fresh pod of the group.
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (runner.Result, string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t, err := r.target(ctx, plan, plan.ID.ValueString(), timeout)
+	if err != nil {
+		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
+		return runner.Result{}, "", false
+	}
+	rendered, _ := podspec.ToYAML(t.pod)
+	t.pod.Labels[runner.LabelRun] = plan.ID.ValueString()
+	b, secrets := r.bundle(ctx, plan, config, operation, playbook, diags)
+	if diags.HasError() {
+		return runner.Result{}, "", false
+	}
+	reapOrphans(ctx, t.clients, t.pod.Namespace, t.group.Name)
+	// max_concurrent_runs and max_forks: claim a run slot and the run's forks
+	// in the group's ledgers, waiting, watching, up to pod_pending_timeout.
+	runKey := plan.ID.ValueString() + "-" + operation
+	for _, c := range []struct {
+		kind  string
+		limit *int64
+		n     int64
+		attr  string
+	}{
+		{capacity.Runs, t.group.MaxConcurrentRuns, 1, "container_group"},
+		{capacity.Forks, t.group.MaxForks, plan.Forks.ValueInt64(), "forks"},
+	} {
+		if c.limit == nil {
+			continue
+		}
+		release, err := claim(ctx, t, c.kind, runKey, c.n, timeout)
+		if err != nil {
+			diags.AddAttributeError(path.Root(c.attr), "Container Group Capacity Unavailable", err.Error()+".")
+			return runner.Result{}, "", false
+		}
+		defer func() {
+			if err := release(); err != nil {
+				diags.AddWarning("Releasing Capacity Failed", fmt.Sprintf("Container group %q: %v. The claim expires by itself at the run's deadline.", t.group.Name, err))
+			}
+		}()
+	}
+	run := runner.Runner{Config: t.clients.Config, Kube: t.clients.Kube, Log: func(msg string, f map[string]any) { tflog.Debug(ctx, msg, f) }}
+	res := run.Run(ctx, runner.Spec{
+		// The first container hosts the shell: "worker", or a verbatim spec's first.
+		Pod: t.pod, Container: t.pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
+		OutputLimit: int(plan.OutputLimit.ValueInt64()), PendingTimeout: t.pending,
+		KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(),
+		OnLine: func(line string) {
+			tflog.Info(ctx, line, map[string]any{"run": plan.ID.ValueString(), "operation": operation})
+		},
+	})
+	return res, rendered, true
+}
+
+// bundle assembles the payload; write-only values come from config.
+func (r *runResource) bundle(ctx context.Context, plan, config runModel, operation, playbook string, diags *diag.Diagnostics) (bundle.Bundle, []string) {
+	b := bundle.Bundle{
+		Playbook: playbook, Inventory: plan.Inventory.ValueString(),
+		Limit: plan.Limit.ValueString(), Tags: plan.Tags.ValueString(), SkipTags: plan.SkipTags.ValueString(),
+		Verbosity: int(plan.Verbosity.ValueInt64()), Forks: int(plan.Forks.ValueInt64()),
+		Check: plan.CheckMode.ValueBool(), Diff: plan.DiffMode.ValueBool(),
+		Files: goStringMap(ctx, plan.Files, diags), Env: goStringMap(ctx, plan.Env, diags),
+		SecretEnv: goStringMap(ctx, config.EnvWO, diags),
+		Marker:    "\x1ekubeplay-" + newRunID() + " ",
+	}
+	if b.Env == nil {
+		b.Env = map[string]string{}
+	}
+	b.Env["KUBEPLAY_OPERATION"] = operation
+	if !plan.Command.IsNull() {
+		diags.Append(plan.Command.ElementsAs(ctx, &b.Command, false)...)
+		b.Playbook = ""
+	}
+	if v := plan.ExtraVars.ValueString(); v != "" {
+		b.ExtraVars = []byte(v)
+	}
+	var secrets []string
+	if v := config.ExtraVarsWO.ValueString(); v != "" {
+		b.SecretVars = []byte(v)
+		secrets = append(secrets, jsonLeaves(v)...)
+	}
+	for _, v := range b.SecretEnv {
+		secrets = append(secrets, v)
+	}
+	return b, secrets
+}
+
+// claim takes n from the group's ledger of kind for the run, and returns
+// how to give it back; the claim expires with the run's deadline.
+func claim(ctx context.Context, t *runTarget, kind, runKey string, n int64, ttl time.Duration) (func() error, error) {
+	led := capacity.Ledger{Kube: t.clients.Kube, Namespace: t.group.Namespace, Group: t.group.Name, Kind: kind}
+	wait, cancel := context.WithTimeout(ctx, t.pending)
+	defer cancel()
+	grant, err := led.Acquire(wait, runKey, n, ttl)
+	if err != nil {
+		if wait.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("container group %q had no room for %d more %s within its pod_pending_timeout of %s", t.group.Name, n, kind, t.pending)
+		}
+		return nil, fmt.Errorf("claiming %d %s in container group %q: %w", n, kind, t.group.Name, err)
+	}
+	tflog.Debug(ctx, "capacity claimed", map[string]any{"kind": kind, "n": n, "waited": grant.Waited, "conflicts": grant.Conflicts})
+	return func() error {
+		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return led.Release(release, runKey)
+	}, nil
+}
+
+// jsonLeaves returns the string and number values of a JSON document, the
+// values to redact from output.
+func jsonLeaves(doc string) []string {
+	var v any
+	if json.Unmarshal([]byte(doc), &v) != nil {
+		return []string{doc}
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			out = append(out, x)
+		case float64:
+			out = append(out, fmt.Sprint(x))
+		}
+	}
+	walk(v)
+	return out
+}
+
+// record puts a run's result into the model.
+func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnostics) {
+	m.Status = types.StringValue(res.Status)
+	m.ExitCode = types.Int64Value(int64(res.ExitCode))
+	m.Output = types.StringValue(res.Output)
+	m.PodName = types.StringValue(res.PodName)
+	m.NodeName = types.StringValue(res.NodeName)
+	m.StartedAt = types.StringValue(res.StartedAt.Format(time.RFC3339))
+	m.FinishedAt = types.StringValue(res.FinishedAt.Format(time.RFC3339))
+	stats := map[string]attr.Value{}
+	for host, s := range res.Hosts {
+		obj, d := types.ObjectValue(hostStatsType.AttrTypes, map[string]attr.Value{
+			"ok": types.Int64Value(s.OK), "changed": types.Int64Value(s.Changed), "unreachable": types.Int64Value(s.Unreachable),
+			"failed": types.Int64Value(s.Failed), "skipped": types.Int64Value(s.Skipped), "rescued": types.Int64Value(s.Rescued),
+			"ignored": types.Int64Value(s.Ignored),
+		})
+		diags.Append(d...)
+		stats[host] = obj
+	}
+	hs, d := types.MapValue(hostStatsType, stats)
+	diags.Append(d...)
+	m.HostStats = hs
+}
+
+// report turns a run that did not succeed into an error diagnostic (or a
+// warning with ignore_failure) that quotes the output tail and the pod's
+// warning events.
+func (r *runResource) report(m runModel, res runner.Result, what string, diags *diag.Diagnostics) {
+	if res.Status == runner.StatusSuccessful {
+		return
+	}
+	var detail strings.Builder
+	switch res.Status {
+	case runner.StatusFailed:
+		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d.", res.PodName, res.ExitCode)
+	case runner.StatusCanceled:
+		fmt.Fprintf(&detail, "The run was canceled: %s.", res.Message)
+	default:
+		fmt.Fprintf(&detail, "The run could not complete: %s.", res.Message)
+	}
+	if res.PodKept {
+		fmt.Fprintf(&detail, " The pod %s was kept (keep_pod_on_failure); delete it when done.", res.PodName)
+	}
+	if len(res.Events) > 0 {
+		detail.WriteString("\n\nThe pod's last warning events:\n  " + strings.Join(res.Events, "\n  "))
+	}
+	if tail := lastLines(res.Output, 20); tail != "" {
+		detail.WriteString("\n\nThe output's last lines:\n" + tail)
+	}
+	summary := map[string]string{
+		runner.StatusFailed: what + " Failed", runner.StatusError: what + " Error", runner.StatusCanceled: what + " Canceled",
+	}[res.Status]
+	if m.IgnoreFailure.ValueBool() {
+		diags.AddWarning(summary, detail.String()+"\n\nignore_failure is set: the apply goes on.")
+		return
+	}
+	diags.AddError(summary, detail.String())
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func (r *runResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
+	// A run is a record: what it did does not change afterwards.
+}
+
+func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	// Only attributes that do not change the run (destroy_playbook, keep_pod_on_failure,
+	// ignore_failure, output_limit, timeouts) reach here: keep the record.
+	var plan, state runModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	state.DestroyPlaybook, state.KeepPodOnFailure, state.IgnoreFailure = plan.DestroyPlaybook, plan.KeepPodOnFailure, plan.IgnoreFailure
+	state.OutputLimit, state.Timeouts = plan.OutputLimit, plan.Timeouts
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state runModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || state.DestroyPlaybook.IsNull() {
+		return
+	}
+	timeout, diags := state.Timeouts.Delete(ctx, defaultRunTimeout)
+	resp.Diagnostics.Append(diags...)
+	// Write-only values are not in state or in a destroy's config: the destroy
+	// playbook gets the run's non-secret inputs.
+	res, _, ok := r.execute(ctx, state, runModel{}, "destroy", state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	r.report(state, res, "Destroy Playbook", &resp.Diagnostics)
+}
+
+// reapOrphans deletes run pods of the group whose deadline has passed: their
+// provider was killed before it could delete them.
+func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group string) {
+	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + podspec.LabelContainerGroup + "=" + group + "," + runner.LabelRun,
+	})
+	if err != nil {
+		tflog.Warn(ctx, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
+		return
+	}
+	now := time.Now()
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		expired := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		if d := p.Spec.ActiveDeadlineSeconds; d != nil && p.Status.StartTime != nil &&
+			now.After(p.Status.StartTime.Add(time.Duration(*d)*time.Second)) {
+			expired = true
+		}
+		if !expired {
+			continue
+		}
+		tflog.Info(ctx, "removing an orphaned run pod", map[string]any{"pod": p.Name, "namespace": namespace})
+		if err := runner.DeletePod(ctx, c.Kube, namespace, p.Name); err != nil && !errors.Is(err, context.Canceled) {
+			tflog.Warn(ctx, "removing an orphaned run pod failed", map[string]any{"pod": p.Name, "error": err.Error()})
+		}
+	}
+}

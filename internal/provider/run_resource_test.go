@@ -1,0 +1,321 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/config"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+)
+
+const runAddr = "kubeplay_run.test"
+
+// runGroup renders a container group in ns that uses the test image.
+func (e *testEnv) runGroup(name, ns string) string {
+	return e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+}
+`, name, ns, acctest.TestImage())
+}
+
+// checkNoRunPods fails when a run pod is left in ns.
+func (e *testEnv) checkNoRunPods(ns string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d run pods left in %s, first %s", len(pods.Items), ns, pods.Items[0].Name)
+		}
+		return nil
+	}
+}
+
+// TestAccRun_playbook runs a 2-task playbook with secrets, checks the record,
+// that secrets reach neither the state nor the output, that triggers run it
+// again, and that a destroy playbook runs with KUBEPLAY_OPERATION=destroy.
+func TestAccRun_playbook(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-run")
+	group := randName("grp")
+	const secret = "wo-s3cr3t-5d1e"
+	run := func(trigger string) string {
+		return e.runGroup(group, ns) + fmt.Sprintf(`
+variable "secret" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  playbook        = <<-YAML
+    - hosts: all
+      gather_facts: false
+      tasks:
+        - name: greet
+          debug: {msg: "{{ greeting }} {{ lookup('env', 'API_TOKEN') }} {{ token }} {{ lookup('env', 'KUBEPLAY_OPERATION') }}"}
+        - command: "true"
+  YAML
+  extra_vars      = jsonencode({ greeting = "hello" })
+  extra_vars_wo   = jsonencode({ token = var.secret })
+  env_wo          = { API_TOKEN = var.secret }
+  triggers        = { t = %q }
+  destroy_playbook = <<-YAML
+    - hosts: all
+      gather_facts: false
+      tasks:
+        - assert: {that: "lookup('env', 'KUBEPLAY_OPERATION') == 'destroy'"}
+  YAML
+}
+`, trigger)
+	}
+	vars := config.Variables{"secret": config.StringVariable(secret)}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   writeOnlyVersions,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{
+				Config:          run("1"),
+				ConfigVariables: vars,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("exit_code"), knownvalue.Int64Exact(0)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"localhost": knownvalue.ObjectExact(map[string]knownvalue.Check{
+							"ok": knownvalue.Int64Exact(2), "changed": knownvalue.Int64Exact(1), "unreachable": knownvalue.Int64Exact(0),
+							"failed": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
+							"ignored": knownvalue.Int64Exact(0),
+						}),
+					})),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("node_name"), knownvalue.NotNull()),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("pod_name"), knownvalue.StringRegexp(expectError(`^kubeplay-run-`))),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("extra_vars_wo"), knownvalue.Null()),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkNoSecretInState(secret),
+					resource.TestCheckResourceAttrWith(runAddr, "output", func(out string) error {
+						if !strings.Contains(out, "hello (sensitive value) (sensitive value) create") {
+							return fmt.Errorf("output does not show the redacted secrets and the operation:\n%s", out)
+						}
+						return nil
+					}),
+					e.checkNoRunPods(ns),
+				),
+			},
+			{
+				// Nothing changed: a run is a record, and no new run happens.
+				Config:          run("1"),
+				ConfigVariables: vars,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionNoop),
+				}},
+			},
+			{
+				// A trigger change runs it again (the destroy playbook runs first).
+				Config:          run("2"),
+				ConfigVariables: vars,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				},
+				Check: e.checkNoRunPods(ns),
+			},
+		},
+	})
+}
+
+// TestAccRun_failures: a failing playbook and a missing image fail the apply
+// with the status, exit code and output in the error, and leave no pod.
+func TestAccRun_failures(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runfail")
+	group := randName("grp")
+	failing := e.runGroup(group, ns) + `
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  playbook        = "- hosts: all\n  gather_facts: false\n  tasks:\n    - fail: {msg: deliberate-failure}\n"
+}
+`
+	ignored := e.runGroup(group, ns) + `
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["sh", "-c", "echo about to fail; exit 7"]
+  ignore_failure  = true
+}
+`
+	// A group of its own: a group changed in the same apply as a new run of it
+	// makes the run's plan-time rendered_pod stale (see the closing notes).
+	badImage := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = "%s-bad"
+  namespace = %q
+  image     = "kubeplay.test/no-such-image:v1"
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["true"]
+}
+`, group, ns)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{Config: failing, ExpectError: expectError(`(?s)Run Failed.*exited with code 2.*deliberate-failure`)},
+			{
+				Config: ignored,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("failed")),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("exit_code"), knownvalue.Int64Exact(7)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("about to fail\n")),
+				},
+				Check: e.checkNoRunPods(ns),
+			},
+			{Config: badImage, ExpectError: expectError(`(?s)Run Error.*ErrImagePull`)},
+		},
+	})
+}
+
+// TestAccRun_planErrors covers the run's plan-time validation.
+func TestAccRun_planErrors(t *testing.T) {
+	e := newTestEnv(t)
+	run := func(body string) string {
+		return e.providerBlock() + "resource \"kubeplay_run\" \"test\" {\n  container_group = \"g\"\n" + body + "\n}\n"
+	}
+	steps := []resource.TestStep{}
+	for _, c := range []struct{ body, want string }{
+		{``, `(?s)Invalid Attribute Combination.*playbook`},
+		{`playbook = "x"
+  command = ["true"]`, `(?s)Invalid Attribute Combination`},
+		{`playbook = "x"
+  files = { "../escape.yml" = "x" }`, `(?s)Invalid File Path.*leaves the bundle`},
+		{`playbook = "x"
+  extra_vars = "[1, 2]"`, `(?s)Invalid Extra Variables.*jsonencode`},
+		{`playbook = "x"
+  env = { "1BAD" = "x" }`, `(?s)Invalid Environment Variable Name`},
+		{`command = ["true"]
+  limit = "web"`, `(?s)Attribute Needs A Playbook.*limit`},
+		{`playbook = "x"
+  verbosity = 9`, `(?s)verbosity value must be between 0 and 6`},
+	} {
+		steps = append(steps, resource.TestStep{Config: run(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
+	}
+	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+}
+
+// TestAccRun_serviceAccountCredential: a run works with nothing but seed
+// 001's pod-manager Role, through a service_account credential.
+func TestAccRun_serviceAccountCredential(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runsa")
+	cfg := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_credential" "sa" {
+  name      = %q
+  kind      = "service_account"
+  namespace = %q
+}
+
+resource "kubeplay_container_group" "g" {
+  name       = %q
+  namespace  = %q
+  image      = %q
+  credential = kubeplay_credential.sa.name
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["sh", "-c", "echo ran as a pod-manager"]
+}
+`, randName("runner"), ns, randName("grp"), ns, acctest.TestImage())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("ran as a pod-manager\n")),
+			},
+		}},
+	})
+}
+
+// TestAccRun_nodeLabel runs in a pod shaped by a node label: its resources
+// and templated labels reach the pod, and a verbatim spec's first container
+// hosts the run.
+func TestAccRun_nodeLabel(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runlabel")
+	group := randName("grp")
+	cfg := e.runGroup(group, ns) + fmt.Sprintf(`
+resource "kubeplay_node_label" "small" {
+  name           = %q
+  image          = %q
+  cpu            = "100m"
+  memory         = 64
+  labels         = { tier = "small" }
+  dynamic_labels = { origin = "{run.group}-{run.name}" }
+}
+
+resource "kubeplay_node_label" "custom" {
+  name = %q
+  spec = <<-EOT
+    containers:
+      - name: custom-pod
+        image: %s
+        imagePullPolicy: IfNotPresent
+        command: ["/bin/sh", "-c"]
+        args: ["while true; do sleep 30; done;"]
+  EOT
+}
+
+resource "kubeplay_run" "test" {
+  name            = "labelled"
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.small.name
+  command         = ["sh", "-c", "echo in $(hostname)"]
+}
+
+resource "kubeplay_run" "custom" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.custom.name
+  command         = ["sh", "-c", "echo custom"]
+}
+`, randName("small"), acctest.TestImage(), randName("custom"), acctest.TestImage())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(expectError(
+					`(?s)origin: `+group+`-labelled.*tier: small.*cpu: 100m\n\s+memory: 64Mi`))),
+				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("output"), knownvalue.StringExact("custom\n")),
+				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(expectError(`name: custom-pod`))),
+			},
+		}},
+	})
+}

@@ -1,0 +1,177 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+)
+
+// signalEnv is a working directory whose configuration runs a long command,
+// applied by a terraform process the test can interrupt or kill.
+type signalEnv struct {
+	e                       *testEnv
+	ns, dir                 string
+	terraformBin, cliConfig string
+}
+
+func newSignalEnv(t *testing.T, timeout string) *signalEnv {
+	e := newTestEnv(t)
+	s := &signalEnv{e: e, ns: e.namespace("kp-signal"), dir: t.TempDir()}
+	var err error
+	if s.terraformBin, s.cliConfig, err = providerCLI(t); err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "sleep 300", timeout)
+	return s
+}
+
+func (s *signalEnv) write(t *testing.T, command, timeout string) {
+	cfg := fmt.Sprintf(`terraform {
+  required_providers {
+    kubeplay = { source = "kubeplay/kubeplay" }
+  }
+}
+
+provider "kubeplay" {
+  config_path       = %q
+  catalog_namespace = %q
+}
+
+resource "kubeplay_container_group" "g" {
+  name      = "signals"
+  namespace = %q
+  image     = %q
+}
+
+resource "kubeplay_run" "r" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["sh", "-c", %q]
+  timeouts = {
+    create = %q
+  }
+}
+`, s.e.kubeconfig, s.e.catalog, s.ns, acctest.TestImage(), command, timeout)
+	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = terraformCLI(s.terraformBin, s.cliConfig, s.dir, "destroy", "-auto-approve", "-no-color") })
+}
+
+// start runs terraform apply in a process group of its own.
+func (s *signalEnv) start(t *testing.T) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(s.terraformBin, "apply", "-auto-approve", "-input=false", "-no-color")
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// waitPod watches the namespace's run pods until cond holds for one of them.
+func (s *signalEnv) waitPod(t *testing.T, what string, timeout time.Duration, cond func(*corev1.Pod) bool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	w, err := s.e.kube.CoreV1().Pods(s.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*corev1.Pod)
+		return ok && ev.Type != watch.Deleted && cond(p), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for a run pod that is %s: %v", what, err)
+	}
+	p, _ := ev.Object.(*corev1.Pod)
+	return p.Name
+}
+
+func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+
+func (s *signalEnv) runPods(t *testing.T) []string {
+	pods, err := s.e.kube.CoreV1().Pods(s.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// TestAccRun_interrupt: Ctrl-C during a run cancels it, deletes its pod and
+// ends the apply with the run canceled.
+func TestAccRun_interrupt(t *testing.T) {
+	s := newSignalEnv(t, "10m")
+	cmd, out := s.start(t)
+	s.waitPod(t, "running", 2*time.Minute, running)
+	start := time.Now()
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatalf("an interrupted apply must fail:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "Run Canceled") {
+		t.Fatalf("the apply does not report the run as canceled:\n%s", out)
+	}
+	if left := s.runPods(t); len(left) > 0 {
+		t.Fatalf("pods left after Ctrl-C: %v", left)
+	}
+	t.Logf("Ctrl-C: terraform exited %s after the signal, run pod gone", took.Round(time.Millisecond))
+}
+
+// TestAccRun_killedReaped: a terraform process killed with its provider
+// leaves its pod; the cluster ends it at its deadline, and the next apply in
+// the group removes it.
+func TestAccRun_killedReaped(t *testing.T) {
+	s := newSignalEnv(t, "15s")
+	cmd, _ := s.start(t)
+	orphan := s.waitPod(t, "running", 2*time.Minute, running)
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// activeDeadlineSeconds (the create timeout) lets the kubelet end it.
+	s.waitPod(t, "past its deadline", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Name == orphan && p.Status.Phase == corev1.PodFailed
+	})
+	// A fresh state: the killed apply never recorded its run.
+	for _, f := range []string{"terraform.tfstate", "terraform.tfstate.backup", ".terraform.tfstate.lock.info"} {
+		_ = os.Remove(filepath.Join(s.dir, f))
+	}
+	if err := s.e.kube.CoreV1().ConfigMaps(s.e.catalog).Delete(context.Background(), "signals", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, "true", "10m")
+	if err := terraformCLI(s.terraformBin, s.cliConfig, s.dir, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatal(err)
+	}
+	if left := s.runPods(t); len(left) > 0 {
+		t.Fatalf("the orphan (%s) was not reaped by the next apply: pods %v", orphan, left)
+	}
+}
