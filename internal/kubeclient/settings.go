@@ -177,8 +177,8 @@ func (s *Settings) RESTConfig(getenv func(string) string) (*rest.Config, Source,
 // Tune sets the client-side limits every kubeplay client uses: client-go's
 // defaults (5 QPS) throttle bulk applies and deletes for no benefit.
 func Tune(cfg *rest.Config, userAgent string) {
-	cfg.QPS = 100
-	cfg.Burst = 200
+	cfg.QPS = 300
+	cfg.Burst = 600
 	if userAgent != "" {
 		cfg.UserAgent = userAgent
 	}

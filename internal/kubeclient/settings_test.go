@@ -66,7 +66,7 @@ func TestRESTConfigPrecedence(t *testing.T) {
 			if cfg.Host != tt.wantHost || cfg.BearerToken != tt.wantToken || src != tt.wantSrc {
 				t.Fatalf("got host %q token %q source %q; want %q %q %q", cfg.Host, cfg.BearerToken, src, tt.wantHost, tt.wantToken, tt.wantSrc)
 			}
-			if cfg.QPS != 100 || cfg.Burst != 200 {
+			if cfg.QPS != 300 || cfg.Burst != 600 {
 				t.Fatalf("client limits not tuned: qps %v burst %d", cfg.QPS, cfg.Burst)
 			}
 		})
