@@ -6,6 +6,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,6 +55,9 @@ func (e *testEnv) checkNoRunPods(ns string) resource.TestCheckFunc {
 // again, and that a destroy playbook runs with KUBEPLAY_OPERATION=destroy.
 func TestAccRun_playbook(t *testing.T) {
 	e := newTestEnv(t)
+	logFile := filepath.Join(t.TempDir(), "terraform.log")
+	t.Setenv("TF_LOG", "trace")
+	t.Setenv("TF_ACC_LOG_PATH", logFile)
 	ns := e.namespace("kp-run")
 	group := randName("grp")
 	const secret = "wo-s3cr3t-5d1e"
@@ -143,6 +148,17 @@ resource "kubeplay_run" "test" {
 			},
 		},
 	})
+	logText, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The output lines reach the log, redacted; the secret itself never does.
+	if !strings.Contains(string(logText), "hello (sensitive value) (sensitive value) create") {
+		t.Fatalf("the trace log %s lacks the run's streamed output", logFile)
+	}
+	if strings.Contains(string(logText), secret) {
+		t.Fatalf("the write-only secret appears in the TF_LOG=trace log %s", logFile)
+	}
 }
 
 // TestAccRun_failures: a failing playbook and a missing image fail the apply

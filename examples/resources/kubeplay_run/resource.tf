@@ -12,10 +12,21 @@ resource "kubeplay_container_group" "default" {
   image      = "quay.io/ansible/awx-ee:latest"
 }
 
+# A bigger pod for heavy playbooks, merged over the group's pod.
+resource "kubeplay_node_label" "large" {
+  name         = "large"
+  image        = "quay.io/ansible/awx-ee:latest"
+  cpu          = "2"
+  memory       = 4096
+  memory_limit = 8192
+  labels       = { size = "large" }
+}
+
 # Runs the playbook in an ephemeral pod of the group, records the result and
 # deletes the pod. Changing any input, or a trigger, runs it again.
 resource "kubeplay_run" "site" {
   container_group = kubeplay_container_group.default.name
+  node_label      = kubeplay_node_label.large.name
 
   playbook = file("${path.module}/site.yml")
   files = {
