@@ -41,6 +41,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -412,10 +413,41 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 			fmt.Sprintf("A dry run of the run's pod was refused by the quota of group %q: %v. At apply the run waits up to "+
 				"the group's pod_pending_timeout for capacity.", t.group.Name, err))
 	default:
-		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Run Pod Would Be Refused",
-			fmt.Sprintf("A server-side dry run of the run's pod in namespace %q was refused: %v. Fix the container group "+
-				"(pod_spec_override, credential permissions) or the cluster's policy.", t.pod.Namespace, err))
+		summary, detail := clusterProblem(err, t)
+		if summary == "" {
+			summary, detail = "Run Pod Would Be Refused", fmt.Sprintf("A server-side dry run of the run's pod in namespace %q "+
+				"was refused: %v. Fix the container group (pod_spec_override, credential permissions) or the cluster's policy.",
+				t.pod.Namespace, err)
+		}
+		resp.Diagnostics.AddAttributeError(path.Root("container_group"), summary, detail)
 	}
+}
+
+// clusterProblem names a group's credential that its cluster rejects or
+// cannot be verified with; "" when err is something else.
+func clusterProblem(err error, t *runTarget) (summary, detail string) {
+	cred := t.group.Credential
+	if cred == "" {
+		cred = "(the provider's connection)"
+	}
+	var ce *credential.CheckError
+	if !errors.As(credential.Classify(err, t.clients.Config.Host), &ce) {
+		return "", ""
+	}
+	switch ce.Failure {
+	case credential.FailureUnauthorized:
+		return "Run Credential Rejected", fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %s of "+
+			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (change its "+
+			"secret_version to send a new one), or recreate it.", ce.Host, cred, t.group.Name)
+	case credential.FailureTLS:
+		return "Run Cluster TLS Verification Failed", fmt.Sprintf("Connecting to %s with credential %s of container group "+
+			"%q failed TLS verification: %v. Set the credential's ca_cert to the CA that signed the API server's "+
+			"certificate.", ce.Host, cred, t.group.Name, ce.Err)
+	case credential.FailureUnreachable:
+		return "Run Cluster Unreachable", fmt.Sprintf("Credential %s of container group %q could not connect to %s: %v. "+
+			"Check that the API server is running and reachable from where Terraform runs.", cred, t.group.Name, ce.Host, ce.Err)
+	}
+	return "", ""
 }
 
 func newRunID() string {

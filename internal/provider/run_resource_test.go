@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -18,9 +19,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 )
 
 const runAddr = "kubeplay_run.test"
@@ -334,4 +341,100 @@ resource "kubeplay_run" "custom" {
 			},
 		}},
 	})
+}
+
+// TestAccRun_badCredential: a group whose credential's token was revoked, or
+// whose CA no longer matches the cluster, fails the run's plan with the
+// cause and the credential to fix, and no pod is created.
+func TestAccRun_badCredential(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runcred")
+	token := e.token(ns, "awx", "edit")
+	host, ca := e.clusterHostAndCA()
+	cred, group := randName("awx"), randName("grp")
+	base := e.providerBlock() + tokenVar + fmt.Sprintf(`
+resource "kubeplay_credential" "awx" {
+  name         = %q
+  kind         = "bearer_token"
+  host         = %q
+  bearer_token = var.token
+  ca_cert      = %q
+  namespace    = %q
+}
+
+resource "kubeplay_container_group" "g" {
+  name       = %q
+  namespace  = %q
+  image      = %q
+  credential = kubeplay_credential.awx.name
+}
+`, cred, host, ca, ns, group, ns, acctest.TestImage())
+	withRun := base + `
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["true"]
+}
+`
+	vars := config.Variables{"token": config.StringVariable(token)}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   writeOnlyVersions,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{Config: base, ConfigVariables: vars},
+			{
+				// The cluster's CA as the credential stores it no longer matches.
+				PreConfig: func() {
+					e.editSecret(cred, func(s *corev1.Secret) {
+						s.Data["ca.crt"] = []byte(selfSignedCA(t))
+						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
+					})
+				},
+				Config: withRun, ConfigVariables: vars, PlanOnly: true,
+				ExpectError: expectError(`(?s)Run Cluster TLS Verification Failed.*` + cred + `.*ca_cert`),
+			},
+			{
+				// Restore the CA, then revoke the token: deleting its ServiceAccount invalidates it.
+				PreConfig: func() {
+					e.editSecret(cred, func(s *corev1.Secret) {
+						s.Data["ca.crt"] = []byte(ca)
+						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
+					})
+					if err := e.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), "awx", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					e.waitTokenRejected(host, ca, token)
+				},
+				Config: withRun, ConfigVariables: vars, PlanOnly: true,
+				ExpectError: expectError(`(?s)Run Credential Rejected.*401 Unauthorized.*` + cred),
+			},
+			{
+				// Nothing was created by the refused runs.
+				Config: base, ConfigVariables: vars, PlanOnly: true,
+				Check: e.checkNoRunPods(ns),
+			},
+		},
+	})
+}
+
+// waitTokenRejected waits until the API server refuses token: it caches a
+// token's successful authentication for 10 seconds, so a revoked token
+// still works that long.
+func (e *testEnv) waitTokenRejected(host, ca, token string) {
+	e.t.Helper()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: []byte(ca)}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := kube.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if apierrors.IsUnauthorized(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the revoked token is still accepted after a minute (last error %v)", err)
+		}
+		time.Sleep(time.Second)
+	}
 }
