@@ -19,12 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
@@ -130,6 +132,14 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	_ = errs.Close()
 	res.Output = out.String()
 	if execErr != nil {
+		if ctx.Err() == nil {
+			if gone := r.vanished(ctx, pod); gone != "" {
+				execErr = fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr)
+			} else {
+				execErr = fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
+					"restarted, or the connection dropped); the run's outcome is unknown: %w", pod.Name, execErr)
+			}
+		}
 		return r.finish(ctx, s, res, pod, execErr)
 	}
 	result, perr := bundle.ParseResult(payload)
@@ -358,13 +368,28 @@ func warningEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.P
 	return out
 }
 
+// deleteBackoff spans about 30 s, long enough for an API server restart.
+var deleteBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 9, Cap: 5 * time.Second}
+
+// transient reports errors that an API server restart or overload causes.
+func transient(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err)
+}
+
 // DeletePod deletes a pod and waits, watching, until it is gone, so that
 // the quota it held is free when this returns.
 func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	err := kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	// An API server that is restarting cannot be watched for its return:
+	// retry the delete with backoff while the error is one it can recover from.
+	err := retry.OnError(deleteBackoff, transient, func() error {
+		err := kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}

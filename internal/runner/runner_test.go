@@ -2,7 +2,10 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
@@ -191,10 +196,28 @@ func TestAccRunWaitsForQuota(t *testing.T) {
 	if _, err := e.kube.CoreV1().ResourceQuotas(e.ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Until the quota controller has counted the quota's usage, admission
+	// cannot enforce it: wait for the blocker to be counted.
+	watchQuota := func(cond func(*corev1.ResourceQuota) bool) {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		w, err := e.kube.CoreV1().ResourceQuotas(e.ns).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=runs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := watchtools.UntilWithoutRetry(wctx, w, func(ev watch.Event) (bool, error) {
+			q, ok := ev.Object.(*corev1.ResourceQuota)
+			return ok && cond(q), nil
+		}); err != nil {
+			t.Fatalf("waiting for the quota's usage: %v", err)
+		}
+	}
+	watchQuota(func(q *corev1.ResourceQuota) bool { return q.Status.Hard.Pods().Value() == 1 })
 	blocker, err := acctest.StartPod(ctx, e.kube, e.ns, "blocker", acctest.TestImage())
 	if err != nil {
 		t.Fatal(err)
 	}
+	watchQuota(func(q *corev1.ResourceQuota) bool { return q.Status.Used.Pods().Value() == 1 })
 
 	s := e.spec(bundle.Bundle{Command: []string{"true"}})
 	s.PendingTimeout = 3 * time.Second
@@ -234,5 +257,53 @@ func TestAccRunKeepPodOnFailure(t *testing.T) {
 	}
 	if _, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), res.PodName, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the failed run's pod was not kept: %v", err)
+	}
+}
+
+// TestAccRunAPIServerRestarted: the API server is killed and started again
+// while a run executes. The exec stream through it breaks, so the run ends
+// as error, without hanging, and its pod is still deleted once the server
+// is back.
+func TestAccRunAPIServerRestarted(t *testing.T) {
+	e := newEnv(t)
+	if os.Getenv("KUBEPLAY_TEST_KUBECONFIG") != "" {
+		t.Skip("restarts the local test cluster's API server; KUBEPLAY_TEST_KUBECONFIG names another cluster")
+	}
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "echo started; sleep 20; echo finished"}})
+	restarted := make(chan error, 1)
+	var once sync.Once
+	s.OnLine = func(l string) {
+		if l != "started" {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				out, err := exec.Command(filepath.Join(root, "tools/testcluster/restart.sh"), "kube-apiserver").CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("%w: %s", err, out)
+				}
+				restarted <- err
+			}()
+		})
+	}
+	done := make(chan runner.Result, 1)
+	start := time.Now()
+	go func() { done <- e.r.Run(context.Background(), s) }()
+	select {
+	case res := <-done:
+		if err := <-restarted; err != nil {
+			t.Fatalf("restarting the API server: %v", err)
+		}
+		if res.Status != runner.StatusError || res.Message == "" || strings.Contains(res.Output, "finished") {
+			t.Fatalf("a run whose API server went away must end as error with a message: %+v", res)
+		}
+		t.Logf("API server restarted during the run: %s after %s: %s", res.Status, time.Since(start).Round(time.Millisecond), res.Message)
+		e.gone(res)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the run hung after its API server restarted")
 	}
 }
