@@ -167,6 +167,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 // that a canceled apply still cleans up.
 func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod, err error) Result {
 	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The caller's timeout (the run's create timeout) is not a cancel.
+		res.Status, res.Message = StatusError, "the run did not finish within its timeout: "+err.Error()
 	case err != nil && ctx.Err() != nil:
 		res.Status, res.Message = StatusCanceled, "the run was canceled: "+context.Cause(ctx).Error()
 	case err != nil:

@@ -150,6 +150,19 @@ func TestAccRunCanceled(t *testing.T) {
 	e.gone(res)
 }
 
+// TestAccRunTimeout: a run past its timeout ends as error, not canceled,
+// and its pod is deleted.
+func TestAccRunTimeout(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	res := e.r.Run(ctx, e.spec(bundle.Bundle{Command: []string{"sleep", "300"}}))
+	if res.Status != runner.StatusError || !strings.Contains(res.Message, "did not finish within its timeout") {
+		t.Fatalf("result %+v", res)
+	}
+	e.gone(res)
+}
+
 func TestAccRunPodDeletedDuringRun(t *testing.T) {
 	e := newEnv(t)
 	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "echo started; sleep 300"}})
