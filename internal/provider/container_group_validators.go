@@ -18,26 +18,16 @@ import (
 
 // Validators shared by kubeplay_container_group and kubeplay_node_label.
 
-type k8sQuantityValidator struct{}
-
-// quantity accepts a non-negative Kubernetes quantity ("500m", "2", "1Gi").
-func k8sQuantity() validator.String { return k8sQuantityValidator{} }
-
-func (k8sQuantityValidator) Description(context.Context) string {
-	return "value must be a non-negative Kubernetes quantity"
-}
-
-func (v k8sQuantityValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (k8sQuantityValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := podspec.ParseQuantity(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Quantity",
-			fmt.Sprintf("%s: %s. Write a non-negative Kubernetes quantity.", req.Path, err))
+// k8sQuantity accepts a non-negative Kubernetes quantity ("500m", "2", "1Gi").
+func k8sQuantity() validator.String {
+	return stringCheck{
+		desc: "value must be a non-negative Kubernetes quantity",
+		check: func(path, s string) (string, string) {
+			if _, err := podspec.ParseQuantity(s); err != nil {
+				return "Invalid Quantity", fmt.Sprintf("%s: %s. Write a non-negative Kubernetes quantity.", path, err)
+			}
+			return "", ""
+		},
 	}
 }
 
@@ -114,27 +104,16 @@ func (v k8sMetadataMapValidator) ValidateMap(_ context.Context, req validator.Ma
 	}
 }
 
-type pendingDurationValidator struct{}
-
-// positiveDuration accepts a Go duration greater than zero ("5m", "90s").
-func groupDuration() validator.String { return pendingDurationValidator{} }
-
-func (pendingDurationValidator) Description(context.Context) string {
-	return "value must be a positive duration such as 90s or 5m"
-}
-
-func (v pendingDurationValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (pendingDurationValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	if err != nil || d <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration",
-			fmt.Sprintf("%q is not a positive duration. Write it as a number with a unit: 90s, 5m, 1h30m.", req.ConfigValue.ValueString()))
+// groupDuration accepts a Go duration greater than zero ("5m", "90s").
+func groupDuration() validator.String {
+	return stringCheck{
+		desc: "value must be a positive duration such as 90s or 5m",
+		check: func(_, s string) (string, string) {
+			if d, err := time.ParseDuration(s); err == nil && d > 0 {
+				return "", ""
+			}
+			return "Invalid Duration", fmt.Sprintf("%q is not a positive duration. Write it as a number with a unit: 90s, 5m, 1h30m.", s)
+		},
 	}
 }
 

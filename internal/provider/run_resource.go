@@ -174,7 +174,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				MarkdownDescription: "Extra files shipped beside the playbook, as a map of relative path to content " +
 					"(roles, templates, vars files). Paths must be clean, relative and inside the bundle.",
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
-				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath{})},
+				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath())},
 			},
 			"inventory": schema.StringAttribute{
 				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
@@ -184,23 +184,23 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"extra_vars": schema.StringAttribute{
 				MarkdownDescription: "Extra variables as a JSON object, for example `jsonencode({ env = \"prod\" })`, " +
 					"passed with `-e @file`.",
-				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{jsonObject{}},
+				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{jsonObject()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
 				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
 					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`.",
-				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject{}},
+				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
 				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
-				Validators: []validator.Map{mapvalidator.KeysAre(envName{})},
+				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"env_wo": schema.MapAttribute{
 				MarkdownDescription: "Secret environment variables. Write-only: delivered inside the exec stream and " +
 					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from `output`.",
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
-				Validators: []validator.Map{mapvalidator.KeysAre(envName{})},
+				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"limit":     schema.StringAttribute{MarkdownDescription: "`--limit`: the hosts to run on.", Optional: true, PlanModifiers: replaceStr},
 			"tags":      schema.StringAttribute{MarkdownDescription: "`--tags`: run only tasks with these tags.", Optional: true, PlanModifiers: replaceStr},

@@ -9,11 +9,35 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 )
+
+// stringCheck is a string validator made of a description and a check that
+// returns the summary and detail of the error for a bad value ("" if good).
+// The check gets the attribute path, for details that name it.
+type stringCheck struct {
+	desc  string
+	check func(path, value string) (summary, detail string)
+}
+
+var _ validator.String = stringCheck{}
+
+func (c stringCheck) Description(context.Context) string { return c.desc }
+
+func (c stringCheck) MarkdownDescription(context.Context) string { return c.desc }
+
+func (c stringCheck) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if summary, detail := c.check(req.Path.String(), req.ConfigValue.ValueString()); summary != "" {
+		resp.Diagnostics.AddAttributeError(req.Path, summary, detail)
+	}
+}
 
 // dnsLabel accepts an RFC 1123 label, the form of namespace and object names
 // that also appear in label values.
@@ -25,59 +49,37 @@ func dnsLabel() validator.String {
 	)
 }
 
-type urlValidator struct{ schemes []string }
-
 // httpURL accepts an absolute http or https URL.
-func httpURL() validator.String { return urlValidator{schemes: []string{"https", "http"}} }
+func httpURL() validator.String { return urlCheck("https", "http") }
 
 // httpsURL accepts only an absolute https URL.
-func httpsURL() validator.String { return urlValidator{schemes: []string{"https"}} }
+func httpsURL() validator.String { return urlCheck("https") }
 
-func (v urlValidator) Description(context.Context) string {
-	return "value must be an absolute URL with scheme " + strings.Join(v.schemes, " or ")
-}
-
-func (v urlValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v urlValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	u, err := url.Parse(s)
-	ok := err == nil && u.Host != ""
-	if ok {
-		ok = false
-		for _, sc := range v.schemes {
-			ok = ok || u.Scheme == sc
-		}
-	}
-	if !ok {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid URL",
-			fmt.Sprintf("%q is not an absolute URL with scheme %s. Write it as https://HOST[:PORT].", s, strings.Join(v.schemes, " or ")))
+func urlCheck(schemes ...string) stringCheck {
+	list := strings.Join(schemes, " or ")
+	return stringCheck{
+		desc: "value must be an absolute URL with scheme " + list,
+		check: func(_, s string) (string, string) {
+			u, err := url.Parse(s)
+			if err == nil && u.Host != "" && slices.Contains(schemes, u.Scheme) {
+				return "", ""
+			}
+			return "Invalid URL", fmt.Sprintf("%q is not an absolute URL with scheme %s. Write it as https://HOST[:PORT].", s, list)
+		},
 	}
 }
-
-type pemValidator struct{ blockSuffix string }
 
 // pemBlock accepts PEM text whose first block's type ends with suffix
 // ("CERTIFICATE", "PRIVATE KEY").
-func pemBlock(suffix string) validator.String { return pemValidator{blockSuffix: suffix} }
-
-func (v pemValidator) Description(context.Context) string {
-	return "value must be PEM-encoded text with a " + v.blockSuffix + " block"
-}
-
-func (v pemValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v pemValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	block, _ := pem.Decode([]byte(req.ConfigValue.ValueString()))
-	if block == nil || !strings.HasSuffix(block.Type, v.blockSuffix) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid PEM",
-			"The value is not PEM-encoded text with a "+v.blockSuffix+" block (-----BEGIN "+v.blockSuffix+"-----). "+
-				"Pass the file's content, for example with file(\"ca.crt\"), not its path or base64 of it.")
+func pemBlock(suffix string) validator.String {
+	return stringCheck{
+		desc: "value must be PEM-encoded text with a " + suffix + " block",
+		check: func(_, s string) (string, string) {
+			if block, _ := pem.Decode([]byte(s)); block != nil && strings.HasSuffix(block.Type, suffix) {
+				return "", ""
+			}
+			return "Invalid PEM", "The value is not PEM-encoded text with a " + suffix + " block (-----BEGIN " + suffix + "-----). " +
+				"Pass the file's content, for example with file(\"ca.crt\"), not its path or base64 of it."
+		},
 	}
 }
