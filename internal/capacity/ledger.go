@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -134,13 +135,30 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 		return g, fmt.Errorf("forks must be at least 1, got %d", forks)
 	}
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	// One watch serves every wait of this call, and the ConfigMap it delivers
+	// is evaluated as it comes: a wake-up costs no extra read.
+	var (
+		cm *corev1.ConfigMap
+		w  watch.Interface
+	)
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
 	for {
-		cm, entries, maxForks, err := l.read(ctx)
+		if cm == nil {
+			var err error
+			if cm, err = l.get(ctx); err != nil {
+				return g, err
+			}
+		}
+		entries, maxForks, err := l.decode(cm)
 		if err != nil {
 			return g, err
 		}
 		if forks > maxForks {
-			return g, fmt.Errorf("the run asks for %d forks but container group %q allows at most %d (max_forks)", forks, l.Group, maxForks)
+			return g, fmt.Errorf("the run asks for %d %s but container group %q allows at most %d", forks, l.unit(), l.Group, maxForks)
 		}
 		now := time.Now()
 		reaped := reap(entries, now)
@@ -154,13 +172,15 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			entries[run] = Entry{Forks: forks, Expires: now.Add(ttl)}
 		}
 		if fits || len(reaped) > 0 {
-			if err := encode(cm, entries); err != nil {
+			next := cm.DeepCopy()
+			if err := encode(next, entries); err != nil {
 				return g, err
 			}
-			_, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+			updated, err := cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: managedByValue})
 			switch {
 			case apierrors.IsConflict(err):
 				g.Conflicts++
+				cm = nil // another writer was first: read its version
 				continue
 			case err != nil:
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
@@ -169,10 +189,11 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			if fits {
 				return g, nil
 			}
+			cm = updated
 			continue
 		}
 		g.Waited = true
-		if err := l.waitChange(ctx, cm.ResourceVersion, earliest(entries)); err != nil {
+		if cm, err = l.next(ctx, &w, cm, earliest(entries)); err != nil {
 			return g, err
 		}
 	}
@@ -237,16 +258,29 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 }
 
 func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, int64, error) {
+	cm, err := l.get(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	entries, maxForks, err := l.decode(cm)
+	return cm, entries, maxForks, err
+}
+
+func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	cm, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Get(ctx, l.name(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil, 0, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
+		return nil, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
 	}
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("reading ledger %s/%s: %w", l.Namespace, l.name(), err)
+		return nil, fmt.Errorf("reading ledger %s/%s: %w", l.Namespace, l.name(), err)
 	}
+	return cm, nil
+}
+
+func (l Ledger) decode(cm *corev1.ConfigMap) (map[string]Entry, int64, error) {
 	maxForks, err := strconv.ParseInt(cm.Annotations[AnnotationMaxForks], 10, 64)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("ledger %s/%s has no valid %s annotation", l.Namespace, cm.Name, AnnotationMaxForks)
+		return nil, 0, fmt.Errorf("ledger %s/%s has no valid %s annotation", l.Namespace, cm.Name, AnnotationMaxForks)
 	}
 	entries := make(map[string]Entry, len(cm.Data))
 	for k, v := range cm.Data {
@@ -256,7 +290,15 @@ func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, 
 		}
 		entries[k] = e
 	}
-	return cm, entries, maxForks, nil
+	return entries, maxForks, nil
+}
+
+// unit names what the ledger counts, for messages.
+func (l Ledger) unit() string {
+	if l.Kind == Runs {
+		return "run slots (max_concurrent_runs)"
+	}
+	return "forks (max_forks)"
 }
 
 func encode(cm *corev1.ConfigMap, entries map[string]Entry) error {
@@ -292,20 +334,24 @@ func earliest(entries map[string]Entry) time.Time {
 	return t
 }
 
-// waitChange returns when the ledger changes after resourceVersion, when
-// deadline passes (an entry expires and can be reaped), or when ctx ends.
-func (l Ledger) waitChange(ctx context.Context, resourceVersion string, deadline time.Time) error {
-	w, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", l.name()).String(),
-		ResourceVersion: resourceVersion,
-	})
-	if err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return nil // the version is compacted away: read again
+// next waits for the ledger to change after cm, for deadline to pass (an
+// entry expires and can be reaped), or for ctx to end. It returns the
+// ConfigMap to evaluate next, or nil when it must be read again. *w is the
+// watch it opens on first use and keeps for later waits.
+func (l Ledger) next(ctx context.Context, w *watch.Interface, cm *corev1.ConfigMap, deadline time.Time) (*corev1.ConfigMap, error) {
+	if *w == nil {
+		nw, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", l.name()).String(),
+			ResourceVersion: cm.ResourceVersion,
+		})
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return nil, nil // the version is compacted away: read again
+			}
+			return nil, fmt.Errorf("watching ledger %s/%s: %w", l.Namespace, l.name(), err)
 		}
-		return fmt.Errorf("watching ledger %s/%s: %w", l.Namespace, l.name(), err)
+		*w = nw
 	}
-	defer w.Stop()
 	var expire <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -314,10 +360,19 @@ func (l Ledger) waitChange(ctx context.Context, resourceVersion string, deadline
 	}
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for forks in container group %q: %w", l.Group, ctx.Err())
-	case <-w.ResultChan():
-		return nil // any event, an error or a closed watch: read again
+		return nil, fmt.Errorf("waiting for %s in container group %q: %w", l.unit(), l.Group, ctx.Err())
+	case ev, ok := <-(*w).ResultChan():
+		if next, isCM := ev.Object.(*corev1.ConfigMap); ok && isCM && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+			return next, nil
+		}
+		if ok && ev.Type == watch.Deleted {
+			return nil, fmt.Errorf("%w %s/%s (deleted while waiting)", ErrNoLedger, l.Namespace, l.name())
+		}
+		// An error event or a closed watch: read again, and watch anew.
+		(*w).Stop()
+		*w = nil
+		return nil, nil
 	case <-expire:
-		return nil
+		return cm, nil // re-evaluate: the expired entry is reaped
 	}
 }
