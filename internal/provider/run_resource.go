@@ -226,7 +226,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"destroy_playbook": schema.StringAttribute{
 				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
-					"same files, inventory and variables. `KUBEPLAY_OPERATION` is `destroy` for it and `create` for `playbook`.",
+					"same files, inventory and non-secret variables: write-only values (`extra_vars_wo`, `env_wo`) are kept " +
+					"nowhere, so the destroy playbook does not get them. `KUBEPLAY_OPERATION` is `destroy` for it and " +
+					"`create` for `playbook`.",
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
@@ -261,7 +263,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"node_name":    schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
 			"started_at":   schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
 			"finished_at":  schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML; known at plan time when the group can be read.", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group (and label) exist in the catalog; changing the group in the same apply as a new run of it makes Terraform report an inconsistent final plan, so apply the group change first.", Computed: true},
 		},
 	}
 }
