@@ -322,7 +322,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return false, fmt.Errorf("pod %s cannot be scheduled: %s", p.Name, c.Message)
+			return false, fmt.Errorf("pod %s cannot be scheduled: %s: %s", p.Name, c.Reason, c.Message)
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {

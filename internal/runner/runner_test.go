@@ -130,6 +130,53 @@ func TestAccRunBadImageFailsFast(t *testing.T) {
 	e.gone(res)
 }
 
+// TestAccRunFailsFast: a pod that waiting cannot fix (an image reference
+// the kubelet cannot parse, a missing ConfigMap key, no node to schedule on)
+// ends the run as error at once, naming the reason, long before the pending
+// timeout, and its pod is deleted.
+func TestAccRunFailsFast(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name   string
+		reason string
+		modify func(p *corev1.Pod)
+	}{
+		{"invalid image name", "InvalidImageName", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Image = "kubeplay.test/UPPER:v1"
+		}},
+		{"missing ConfigMap key", "CreateContainerConfigError", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "FROM_MISSING", ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "kubeplay-does-not-exist"}, Key: "key",
+				},
+			}}}
+		}},
+		{"no matching node", "Unschedulable", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"kubeplay.test/no-such-node": "true"}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := *e
+			e.t = t
+			s := e.spec(bundle.Bundle{Command: []string{"true"}})
+			s.PendingTimeout = 2 * time.Minute
+			tc.modify(s.Pod)
+			start := time.Now()
+			res := e.r.Run(context.Background(), s)
+			took := time.Since(start)
+			if res.Status != runner.StatusError || !strings.Contains(res.Message, tc.reason) {
+				t.Fatalf("want status %s naming %s, got %+v", runner.StatusError, tc.reason, res)
+			}
+			if took > 30*time.Second {
+				t.Fatalf("%s took %s to fail; it must fail fast, not at the pending timeout of %s", tc.reason, took, s.PendingTimeout)
+			}
+			t.Logf("%s: error after %s: %s; events %q", tc.reason, took.Round(time.Millisecond), res.Message, res.Events)
+			e.gone(res)
+		})
+	}
+}
+
 func TestAccRunCanceled(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
