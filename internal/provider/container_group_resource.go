@@ -449,6 +449,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	if r.data != nil && !plan.Name.IsUnknown() {
+		var v *groupSpec
+		if known {
+			v = &spec
+		}
+		r.data.plannedGroups.put(plan.Name.ValueString(), v, req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw))
+	}
 	if known && !spec.limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)
 	}

@@ -384,6 +384,9 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if changed {
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	}
+	if r.data != nil && !plan.Name.IsUnknown() && (req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)) {
+		r.data.changingCredentials.put(plan.Name.ValueString(), nil, true)
+	}
 }
 
 func markCheckUnknown(m *credentialModel) {

@@ -547,7 +547,8 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		return
 	}
 	plan.RenderedTemplate = types.StringUnknown()
-	if l, ok := labelFromModel(ctx, plan, &resp.Diagnostics); ok {
+	l, known := labelFromModel(ctx, plan, &resp.Diagnostics)
+	if known {
 		_, y, err := renderLabel(l, "")
 		if err != nil {
 			resp.Diagnostics.AddError("Invalid Node Label", err.Error()+".")
@@ -566,6 +567,13 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	if r.data != nil && !plan.Name.IsUnknown() {
+		var v *podspec.Label
+		if known {
+			v = &l
+		}
+		r.data.plannedLabels.put(plan.Name.ValueString(), v, req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw))
+	}
 }
 
 func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
 // providerData is what Configure hands to every resource and data source:
@@ -35,6 +37,53 @@ type providerData struct {
 
 	catalogMu    sync.Mutex
 	catalogReady bool
+
+	// What this plan walk plans for groups, labels and credentials; see plannedSet.
+	plannedGroups       plannedSet[groupSpec]
+	plannedLabels       plannedSet[podspec.Label]
+	changingCredentials plannedSet[struct{}]
+}
+
+// plannedSet records, during one plan walk, definitions as the plan leaves
+// them. Terraform plans a run after the group and label it references and
+// applies them before it, so a run renders its pod from these rather than
+// from what the catalog holds now; otherwise a group changed in the same
+// apply as a new run would make the run's final plan differ from its first.
+// Configure makes a new providerData, so nothing outlives a walk.
+type plannedSet[T any] struct {
+	mu sync.Mutex
+	m  map[string]planned[T]
+}
+
+type planned[T any] struct {
+	value    *T   // nil: known only at apply
+	changing bool // created or updated by this apply
+}
+
+// put stores a copy of v made through JSON, as the catalog stores it, so
+// that what a run renders at plan equals what it reads back at apply.
+func (s *plannedSet[T]) put(name string, v *T, changing bool) {
+	var cp *T
+	if v != nil {
+		b, err := json.Marshal(v)
+		cp = new(T)
+		if err != nil || json.Unmarshal(b, cp) != nil {
+			cp = nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]planned[T]{}
+	}
+	s.m[name] = planned[T]{value: cp, changing: changing}
+}
+
+func (s *plannedSet[T]) get(name string) (planned[T], bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.m[name]
+	return p, ok
 }
 
 const providerPoolKey = "provider"

@@ -36,6 +36,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -263,7 +264,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"node_name":    schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
 			"started_at":   schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
 			"finished_at":  schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group (and label) exist in the catalog; changing the group in the same apply as a new run of it makes Terraform report an inconsistent final plan, so apply the group change first.", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group and label are, including a group or label created or changed in the same apply, provided the run references them (for example `container_group = kubeplay_container_group.g.name`) so that Terraform plans and applies them first. Unknown at plan when a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
 		},
 	}
 }
@@ -313,45 +314,87 @@ func workspace() string {
 // it runs, and the pod it creates.
 type runTarget struct {
 	group   *groupSpec
-	clients *kubeclient.Clients
+	clients *kubeclient.Clients // nil at plan time when the credential is not usable yet
 	pod     *corev1.Pod
 	pending time.Duration
+	// changing: the group, label or credential is created or updated by this
+	// apply, so the cluster does not show yet what the run will meet.
+	changing bool
+}
+
+// errKnownAtApply: the group or label depends on values known only at apply.
+var errKnownAtApply = errors.New("the run's container group or node label is known only at apply")
+
+// groupFor returns the run's group: at plan time as this plan leaves it,
+// at apply as the catalog holds it (the group is applied first).
+func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*groupSpec, bool, error) {
+	if p, ok := r.data.plannedGroups.get(name); ok && planning {
+		if p.value == nil {
+			return nil, false, errKnownAtApply
+		}
+		return p.value, p.changing, nil
+	}
+	g, _, err := readGroup(ctx, r.data, name)
+	if err == nil && g == nil {
+		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
+			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
+	}
+	return g, false, err
+}
+
+// labelFor is groupFor for node labels.
+func (r *runResource) labelFor(ctx context.Context, name string, planning bool) (*podspec.Label, bool, error) {
+	if p, ok := r.data.plannedLabels.get(name); ok && planning {
+		if p.value == nil {
+			return nil, false, errKnownAtApply
+		}
+		return p.value, p.changing, nil
+	}
+	l, _, _, err := readLabel(ctx, r.data, name)
+	if err == nil && l == nil {
+		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
+			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)
+	}
+	return l, false, err
 }
 
 // target reads the group and renders the run's pod, without the run's id
 // label: the id is chosen at apply, and the rendered pod of the plan must be
-// the one apply reports.
+// the one apply reports. runID is empty at plan time.
 func (r *runResource) target(ctx context.Context, m runModel, runID string, deadline time.Duration) (*runTarget, error) {
+	planning := runID == ""
 	name := m.ContainerGroup.ValueString()
-	g, _, err := readGroup(ctx, r.data, name)
+	g, changing, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
 	}
-	if g == nil {
-		return nil, fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
-			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
+	if g.Credential != "" {
+		if _, ok := r.data.changingCredentials.get(g.Credential); ok && planning {
+			changing = true
+		}
 	}
 	c, err := r.data.credentialClients(ctx, g.Credential)
 	if err != nil {
-		return nil, fmt.Errorf("container group %q: %w", name, err)
+		if !planning {
+			return nil, fmt.Errorf("container group %q: %w", name, err)
+		}
+		tflog.Debug(ctx, "no dry run of the run's pod: its credential is not usable yet", map[string]any{"reason": err.Error()})
+		c = nil
 	}
 	pod, err := podspec.RenderGroup(g.podGroup())
 	if err != nil {
 		return nil, fmt.Errorf("container group %q: %w", name, err)
 	}
 	if ln := m.NodeLabel.ValueString(); ln != "" {
-		l, _, _, err := readLabel(ctx, r.data, ln)
+		l, labelChanging, err := r.labelFor(ctx, ln, planning)
 		if err != nil {
 			return nil, err
 		}
-		if l == nil {
-			return nil, fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
-				"kubeplay_node_label resource, and make the run depend on it", ln, r.data.catalogNamespace)
-		}
+		changing = changing || labelChanging
 		if l.Type == podspec.TypeNamespace {
 			return nil, fmt.Errorf("node label %q is of type namespace, which runs do not support yet; use a label of type pod", ln)
 		}
-		if runID == "" && usesRunID(l.DynamicLabels) {
+		if planning && usesRunID(l.DynamicLabels) {
 			return nil, errRenderAtApply
 		}
 		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
@@ -377,16 +420,27 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 	if err != nil || pending <= 0 {
 		pending = 5 * time.Minute
 	}
-	return &runTarget{group: g, clients: c, pod: pod, pending: pending}, nil
+	return &runTarget{group: g, clients: c, pod: pod, pending: pending, changing: changing}, nil
 }
 
 func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() {
-		return // destroy, or an existing run that is kept or replaced as a whole
+	if req.Plan.Raw.IsNull() {
+		return // destroy
 	}
 	var plan runModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !req.State.Raw.IsNull() {
+		// Terraform plans a replacement as a create, so this is a no-op or an
+		// update of settings that do not run anything: the record stays known.
+		var state runModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
+		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
+		plan.RenderedPod = state.RenderedPod
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
 	if plan.ContainerGroup.IsUnknown() || r.data == nil {
@@ -406,6 +460,9 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.RenderedPod = types.StringValue(rendered)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), plan.RenderedPod)...)
 	}
+	if t.clients == nil {
+		return
+	}
 	// A server-side dry run catches RBAC, admission and schema errors before apply.
 	_, err = t.clients.Kube.CoreV1().Pods(t.pod.Namespace).Create(ctx, t.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {
@@ -414,6 +471,14 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		resp.Diagnostics.AddAttributeWarning(path.Root("container_group"), "Container Group Is Full Now",
 			fmt.Sprintf("A dry run of the run's pod was refused by the quota of group %q: %v. At apply the run waits up to "+
 				"the group's pod_pending_timeout for capacity.", t.group.Name, err))
+	case t.changing && apierrors.IsNotFound(err):
+		tflog.Debug(ctx, "no dry run of the run's pod: its namespace comes with this apply", map[string]any{"reason": err.Error()})
+	case t.changing:
+		// The group, label or credential this apply changes may be the fix.
+		resp.Diagnostics.AddAttributeWarning(path.Root("container_group"), "Run Pod Refused By The Cluster As It Is Now",
+			fmt.Sprintf("A server-side dry run of the run's pod in namespace %q was refused: %v. Container group %q, its "+
+				"credential or the run's node label change in this apply, so the run may succeed; if it does not, fix "+
+				"them or the cluster's policy.", t.pod.Namespace, err, t.group.Name))
 	default:
 		summary, detail := clusterProblem(err, t)
 		if summary == "" {

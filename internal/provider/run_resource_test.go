@@ -187,11 +187,10 @@ resource "kubeplay_run" "test" {
   ignore_failure  = true
 }
 `
-	// A group of its own: a group changed in the same apply as a new run of it
-	// makes the run's plan-time rendered_pod stale (see the closing notes).
+	// The group changes in the same apply as the new run.
 	badImage := e.providerBlock() + fmt.Sprintf(`
 resource "kubeplay_container_group" "g" {
-  name      = "%s-bad"
+  name      = %q
   namespace = %q
   image     = "kubeplay.test/no-such-image:v1"
 }
@@ -340,6 +339,86 @@ resource "kubeplay_run" "custom" {
 				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(expectError(`name: custom-pod`))),
 			},
 		}},
+	})
+}
+
+// TestAccRun_definitionsChangeInSameApply: a group and a label changed in the
+// same apply as a new run of them give the run a rendered_pod known at plan,
+// made from the new definitions, and the apply agrees with the plan. A
+// settings-only update keeps the run's record known at plan.
+func TestAccRun_definitionsChangeInSameApply(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runchange")
+	group, label := randName("grp"), randName("lbl")
+	cfg := func(rev string, memory int, ignoreFailure bool) string {
+		return e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+  labels    = { rev = "r%s" }
+}
+
+resource "kubeplay_node_label" "l" {
+  name   = %q
+  image  = %q
+  memory = %d
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.l.name
+  command         = ["sh", "-c", "echo rev %s"]
+  ignore_failure  = %t
+}
+`, group, ns, acctest.TestImage(), rev, label, acctest.TestImage(), memory, rev, ignoreFailure)
+	}
+	rendered := func(rev string, memory int) knownvalue.Check {
+		return knownvalue.StringRegexp(expectError(fmt.Sprintf(`(?s)rev: r%s\n.*memory: %dMi`, rev, memory)))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{
+				// Created together: the pod is known at plan all the same.
+				Config: cfg("1", 64, false),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("1", 64)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("1", 64)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("rev 1\n")),
+				},
+			},
+			{
+				Config: cfg("2", 96, false),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_container_group.g", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction("kubeplay_node_label.l", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("2", 96)),
+					plancheck.ExpectUnknownValue(runAddr, tfjsonpath.New("status")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("2", 96)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("rev 2\n")),
+				},
+			},
+			{
+				// A setting that runs nothing: the record is known at plan.
+				Config: cfg("2", 96, true),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("rev 2\n")),
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("2", 96)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("ignore_failure"), knownvalue.Bool(true)),
+				},
+			},
+		},
 	})
 }
 
