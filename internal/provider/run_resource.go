@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/dynamicplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
@@ -76,7 +77,7 @@ type runModel struct {
 	Command          types.List     `tfsdk:"command"`
 	Files            types.Map      `tfsdk:"files"`
 	Inventory        types.String   `tfsdk:"inventory"`
-	ExtraVars        types.String   `tfsdk:"extra_vars"`
+	ExtraVars        types.Dynamic  `tfsdk:"extra_vars"`
 	ExtraVarsWO      types.String   `tfsdk:"extra_vars_wo"`
 	Env              types.Map      `tfsdk:"env"`
 	EnvWO            types.Map      `tfsdk:"env_wo"`
@@ -182,10 +183,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"inside the pod.",
 				Optional: true, PlanModifiers: replaceStr,
 			},
-			"extra_vars": schema.StringAttribute{
-				MarkdownDescription: "Extra variables as a JSON object, for example `jsonencode({ env = \"prod\" })`, " +
-					"passed with `-e @file`.",
-				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{jsonObject()},
+			"extra_vars": schema.DynamicAttribute{
+				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map, for example " +
+					"`{ env = \"prod\", replicas = 3 }`, whose values may be strings, numbers, bools, lists and objects; or a " +
+					"string holding a JSON object, for example `jsonencode(local.vars)` or `file(\"vars.json\")`.",
+				Optional: true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
+				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
 				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
@@ -617,8 +620,12 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, operati
 		diags.Append(plan.Command.ElementsAs(ctx, &b.Command, false)...)
 		b.Playbook = ""
 	}
-	if v := plan.ExtraVars.ValueString(); v != "" {
-		b.ExtraVars = []byte(v)
+	if !plan.ExtraVars.IsNull() {
+		v, err := extraVarsJSON(plan.ExtraVars)
+		if err != nil {
+			diags.AddAttributeError(path.Root("extra_vars"), "Invalid Extra Variables", err.Error())
+		}
+		b.ExtraVars = v
 	}
 	var secrets []string
 	if v := config.ExtraVarsWO.ValueString(); v != "" {

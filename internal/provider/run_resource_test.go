@@ -85,8 +85,9 @@ resource "kubeplay_run" "test" {
         - name: greet
           debug: {msg: "{{ greeting }} {{ lookup('env', 'API_TOKEN') }} {{ token }} {{ lookup('env', 'KUBEPLAY_OPERATION') }}"}
         - command: "true"
+        - assert: {that: ["replicas == 3", "ratio == 0.25", "nested.list[1] == 'a'", "nested.on is sameas true"]}
   YAML
-  extra_vars      = jsonencode({ greeting = "hello" })
+  extra_vars      = { greeting = "hello", replicas = 3, ratio = 0.25, nested = { list = [1, "a"], on = true } }
   extra_vars_wo   = jsonencode({ token = var.secret })
   env_wo          = { API_TOKEN = var.secret }
   triggers        = { t = %q }
@@ -113,7 +114,7 @@ resource "kubeplay_run" "test" {
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("exit_code"), knownvalue.Int64Exact(0)),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{
 						"localhost": knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"ok": knownvalue.Int64Exact(2), "changed": knownvalue.Int64Exact(1), "unreachable": knownvalue.Int64Exact(0),
+							"ok": knownvalue.Int64Exact(3), "changed": knownvalue.Int64Exact(1), "unreachable": knownvalue.Int64Exact(0),
 							"failed": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
 							"ignored": knownvalue.Int64Exact(0),
 						}),
@@ -233,7 +234,9 @@ func TestAccRun_planErrors(t *testing.T) {
 		{`playbook = "x"
   files = { "../escape.yml" = "x" }`, `(?s)Invalid File Path.*leaves the bundle`},
 		{`playbook = "x"
-  extra_vars = "[1, 2]"`, `(?s)Invalid Extra Variables.*jsonencode`},
+  extra_vars = "[1, 2]"`, `(?s)Invalid Extra Variables.*not a JSON object.*jsonencode`},
+		{`playbook = "x"
+  extra_vars = [1, 2]`, `(?s)Invalid Extra Variables.*is a tuple.*not an object`},
 		{`playbook = "x"
   env = { "1BAD" = "x" }`, `(?s)Invalid Environment Variable Name`},
 		{`command = ["true"]

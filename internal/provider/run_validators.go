@@ -4,7 +4,15 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 )
@@ -47,4 +55,131 @@ func jsonObject() stringCheck {
 			return "", ""
 		},
 	}
+}
+
+// extraVarsValidator accepts what extraVarsJSON can encode.
+type extraVarsValidator struct{}
+
+var _ validator.Dynamic = extraVarsValidator{}
+
+func extraVars() extraVarsValidator { return extraVarsValidator{} }
+
+func (extraVarsValidator) Description(context.Context) string {
+	return "value must be an object or a map, or a string holding a JSON object"
+}
+
+func (v extraVarsValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (extraVarsValidator) ValidateDynamic(_ context.Context, req validator.DynamicRequest, resp *validator.DynamicResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.IsUnderlyingValueUnknown() {
+		return
+	}
+	if _, err := extraVarsJSON(req.ConfigValue); err != nil && !errors.Is(err, errUnknownValue) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Extra Variables", err.Error())
+	}
+}
+
+var errUnknownValue = errors.New("the value is known only at apply")
+
+// extraVarsJSON encodes extra variables as the JSON object ansible-playbook
+// reads: an object or map is encoded, a string must already be one.
+func extraVarsJSON(v types.Dynamic) ([]byte, error) {
+	switch u := v.UnderlyingValue().(type) {
+	case types.String:
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(u.ValueString()), &obj); err != nil || obj == nil {
+			return nil, errors.New("the string is not a JSON object. Give an object, such as { env = \"prod\" }, " +
+				"or a JSON object string, such as jsonencode({ env = \"prod\" })")
+		}
+		return []byte(u.ValueString()), nil
+	case types.Object, types.Map:
+		x, err := goValue(u)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(x)
+	default:
+		return nil, fmt.Errorf("the value is %s, not an object. Give an object, such as { env = \"prod\" }, or a "+
+			"JSON object string", kindOf(v.UnderlyingValue()))
+	}
+}
+
+// goValue turns a Terraform value into what encoding/json encodes the same
+// way; numbers keep their exact decimal text.
+func goValue(v attr.Value) (any, error) {
+	if v == nil || v.IsNull() {
+		return nil, nil
+	}
+	if v.IsUnknown() {
+		return nil, errUnknownValue
+	}
+	list := func(elems []attr.Value) (any, error) {
+		out := make([]any, 0, len(elems))
+		for _, e := range elems {
+			x, err := goValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+		}
+		return out, nil
+	}
+	object := func(attrs map[string]attr.Value) (any, error) {
+		out := make(map[string]any, len(attrs))
+		for k, e := range attrs {
+			x, err := goValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	}
+	switch x := v.(type) {
+	case basetypes.StringValue:
+		return x.ValueString(), nil
+	case basetypes.BoolValue:
+		return x.ValueBool(), nil
+	case basetypes.NumberValue:
+		f := x.ValueBigFloat()
+		if f.IsInt() {
+			i, _ := f.Int(nil)
+			return json.Number(i.String()), nil
+		}
+		return json.Number(f.Text('g', -1)), nil
+	case basetypes.Int64Value:
+		return x.ValueInt64(), nil
+	case basetypes.Float64Value:
+		return x.ValueFloat64(), nil
+	case basetypes.ListValue:
+		return list(x.Elements())
+	case basetypes.SetValue:
+		return list(x.Elements())
+	case basetypes.TupleValue:
+		return list(x.Elements())
+	case basetypes.MapValue:
+		return object(x.Elements())
+	case basetypes.ObjectValue:
+		return object(x.Attributes())
+	case basetypes.DynamicValue:
+		return goValue(x.UnderlyingValue())
+	}
+	return nil, fmt.Errorf("values of type %s cannot be extra variables", v.Type(context.Background()))
+}
+
+// kindOf names a value's type as Terraform's documentation does.
+func kindOf(v attr.Value) string {
+	switch v.(type) {
+	case basetypes.NumberValue, basetypes.Int64Value, basetypes.Float64Value:
+		return "a number"
+	case basetypes.BoolValue:
+		return "a bool"
+	case basetypes.ListValue:
+		return "a list"
+	case basetypes.SetValue:
+		return "a set"
+	case basetypes.TupleValue:
+		return "a tuple"
+	}
+	return "of type " + v.Type(context.Background()).String()
 }

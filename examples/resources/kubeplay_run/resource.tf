@@ -33,7 +33,7 @@ resource "kubeplay_run" "site" {
     "roles/web/tasks/main.yml" = file("${path.module}/roles/web/tasks/main.yml")
   }
   inventory  = file("${path.module}/inventory.ini")
-  extra_vars = jsonencode({ release = "2026.11" })
+  extra_vars = { release = "2026.11", replicas = 3 }
 
   # Secrets: delivered inside the exec stream, never in the pod spec, an argv,
   # the plan or the state, and redacted from the recorded output.
