@@ -181,6 +181,12 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			case apierrors.IsConflict(err):
 				g.Conflicts++
 				cm = nil // another writer was first: read its version
+				if w != nil {
+					// or take it from the watch, which brings it anyway.
+					if cm, err = l.next(ctx, &w, next, time.Time{}); err != nil {
+						return g, err
+					}
+				}
 				continue
 			case err != nil:
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
@@ -363,7 +369,7 @@ func (l Ledger) next(ctx context.Context, w *watch.Interface, cm *corev1.ConfigM
 		return nil, fmt.Errorf("waiting for %s in container group %q: %w", l.unit(), l.Group, ctx.Err())
 	case ev, ok := <-(*w).ResultChan():
 		if next, isCM := ev.Object.(*corev1.ConfigMap); ok && isCM && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-			return next, nil
+			return l.latest(w, next)
 		}
 		if ok && ev.Type == watch.Deleted {
 			return nil, fmt.Errorf("%w %s/%s (deleted while waiting)", ErrNoLedger, l.Namespace, l.name())
@@ -374,5 +380,32 @@ func (l Ledger) next(ctx context.Context, w *watch.Interface, cm *corev1.ConfigM
 		return nil, nil
 	case <-expire:
 		return cm, nil // re-evaluate: the expired entry is reaped
+	}
+}
+
+// latest skips versions the watch has already queued behind cm: writing
+// over any but the newest would only conflict.
+func (l Ledger) latest(w *watch.Interface, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	for {
+		select {
+		case ev, ok := <-(*w).ResultChan():
+			if !ok {
+				(*w).Stop()
+				*w = nil
+				return cm, nil
+			}
+			switch next, isCM := ev.Object.(*corev1.ConfigMap); {
+			case isCM && (ev.Type == watch.Added || ev.Type == watch.Modified):
+				cm = next
+			case ev.Type == watch.Deleted:
+				return nil, fmt.Errorf("%w %s/%s (deleted while waiting)", ErrNoLedger, l.Namespace, l.name())
+			default:
+				(*w).Stop()
+				*w = nil
+				return cm, nil
+			}
+		default:
+			return cm, nil
+		}
 	}
 }
