@@ -34,13 +34,14 @@ const (
 	secretEnvName = "secret-env"
 	callbackDir   = "callback_plugins"
 	statsName     = "stats.json"
+	kubeconfig    = "kubeconfig"
 )
 
 // DefaultInventory runs against localhost inside the pod.
 const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
 
 // reserved names the files map may not use.
-var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, "inventory", "inventory.yml"}
+var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml"}
 
 // Bundle is one run's payload.
 type Bundle struct {
@@ -57,6 +58,10 @@ type Bundle struct {
 	// Env and SecretEnv are exported before the run; SecretEnv is deleted
 	// from the pod's disk as soon as it is read.
 	Env, SecretEnv map[string]string
+	// Kubeconfig, when set, is written beside the playbook for the run's
+	// namespace (KUBECONFIG and K8S_AUTH_KUBECONFIG point to it) and deleted
+	// when the playbook ends.
+	Kubeconfig []byte
 
 	Limit, Tags, SkipTags string
 	Verbosity, Forks      int
@@ -190,6 +195,9 @@ func (b *Bundle) Write(w io.Writer) error {
 	if len(b.SecretEnv) > 0 {
 		files = append(files, entry{secretEnvName, 0o600, []byte(exports(b.SecretEnv))})
 	}
+	if len(b.Kubeconfig) > 0 {
+		files = append(files, entry{kubeconfig, 0o600, b.Kubeconfig})
+	}
 	for _, f := range files {
 		if err := add(f.name, f.mode, f.content); err != nil {
 			return err
@@ -261,6 +269,9 @@ func (b *Bundle) script(inventory string) string {
 	if len(b.Env) > 0 {
 		sb.WriteString(exports(b.Env))
 	}
+	if len(b.Kubeconfig) > 0 {
+		sb.WriteString(`export KUBECONFIG="$PWD/` + kubeconfig + `" K8S_AUTH_KUBECONFIG="$PWD/` + kubeconfig + `"` + "\n")
+	}
 	var cmd []string
 	if len(b.Command) > 0 {
 		cmd = b.Command
@@ -277,6 +288,9 @@ func (b *Bundle) script(inventory string) string {
 	sb.WriteString(strings.Join(quoted, " ") + " 2>&1\nrc=$?\n")
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
+	}
+	if len(b.Kubeconfig) > 0 {
+		sb.WriteString("rm -f ./" + kubeconfig + "\n")
 	}
 	fmt.Fprintf(&sb, "printf '%%s{\"rc\":%%d,\"stats\":%%s}\\n' %s \"$rc\" \"$(cat ./%s 2>/dev/null || echo null)\" >&2\nexit $rc\n",
 		Quote(b.Marker), statsName)

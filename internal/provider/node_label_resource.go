@@ -127,7 +127,8 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"applies, and the first container must host the run's shell.\n\n" +
 			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
 			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
-			"removed when the run ends. Its PodTemplate holds a placeholder container the API requires; " +
+			"removed when the run ends; the run's pod stays in its group's namespace and its playbook gets a kubeconfig " +
+			"for the account (see `kubeplay_run`'s `node_label`). Its PodTemplate holds a placeholder container the API requires; " +
 			"`rendered_template` shows the namespace's objects instead.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{

@@ -42,6 +42,36 @@ type providerData struct {
 	plannedGroups       plannedSet[groupSpec]
 	plannedLabels       plannedSet[podspec.Label]
 	changingCredentials plannedSet[struct{}]
+
+	// Once per walk: a dry run per distinct run pod, an orphan sweep per group.
+	dryRuns, sweeps onceSet
+}
+
+// onceSet runs a function once per key and gives every caller its result:
+// 100 runs of one group in an apply need one dry run and one orphan sweep.
+type onceSet struct {
+	mu sync.Mutex
+	m  map[string]*onceEntry
+}
+
+type onceEntry struct {
+	once sync.Once
+	err  error
+}
+
+func (s *onceSet) do(key string, f func() error) error {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]*onceEntry{}
+	}
+	e, ok := s.m[key]
+	if !ok {
+		e = &onceEntry{}
+		s.m[key] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() { e.err = f() })
+	return e.err
 }
 
 // plannedSet records, during one plan walk, definitions as the plan leaves

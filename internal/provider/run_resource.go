@@ -25,8 +25,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/dynamicplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/dynamicplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
@@ -46,6 +46,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -95,15 +96,16 @@ type runModel struct {
 	OutputLimit      types.Int64    `tfsdk:"output_limit"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 
-	Status      types.String `tfsdk:"status"`
-	ExitCode    types.Int64  `tfsdk:"exit_code"`
-	HostStats   types.Map    `tfsdk:"host_stats"`
-	Output      types.String `tfsdk:"output"`
-	PodName     types.String `tfsdk:"pod_name"`
-	NodeName    types.String `tfsdk:"node_name"`
-	StartedAt   types.String `tfsdk:"started_at"`
-	FinishedAt  types.String `tfsdk:"finished_at"`
-	RenderedPod types.String `tfsdk:"rendered_pod"`
+	Status       types.String `tfsdk:"status"`
+	ExitCode     types.Int64  `tfsdk:"exit_code"`
+	HostStats    types.Map    `tfsdk:"host_stats"`
+	Output       types.String `tfsdk:"output"`
+	PodName      types.String `tfsdk:"pod_name"`
+	NodeName     types.String `tfsdk:"node_name"`
+	StartedAt    types.String `tfsdk:"started_at"`
+	FinishedAt   types.String `tfsdk:"finished_at"`
+	RenderedPod  types.String `tfsdk:"rendered_pod"`
+	RunNamespace types.String `tfsdk:"run_namespace"`
 }
 
 var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -151,10 +153,15 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Required:            true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "The name of a `kubeplay_node_label` of type `pod` whose template is merged over the " +
-					"group's pod (the label's settings apply to the `worker` container; a label with a verbatim `spec` " +
-					"replaces the pod's spec). Group defaults (`default_label_*`) fill what the label leaves unset. " +
-					"Labels of type `namespace` are not supported by runs yet.",
+				MarkdownDescription: "The name of a `kubeplay_node_label`. A label of type `pod` has its template merged " +
+					"over the group's pod (the label's settings apply to the `worker` container; a label with a verbatim " +
+					"`spec` replaces the pod's spec); group defaults (`default_label_*`) fill what the label leaves unset. " +
+					"A label of type `namespace` gives the run a fresh namespace (see `run_namespace`) with a ServiceAccount, " +
+					"a Role over common workloads and a RoleBinding, deleted when the run ends; the pod stays in the " +
+					"group's namespace, under its quota, and the playbook gets `KUBEPLAY_NAMESPACE` and a kubeconfig for the " +
+					"account in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG` (server `https://kubernetes.default.svc`, a token that " +
+					"expires with the run, redacted from `output`). Such runs need a credential that may create namespaces, " +
+					"service accounts, roles, role bindings and tokens.",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"playbook": schema.StringAttribute{
@@ -262,11 +269,17 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"read from a callback plugin rather than scraped from the output.",
 				Computed: true, ElementType: hostStatsType,
 			},
-			"output":       schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
-			"pod_name":     schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
-			"node_name":    schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
-			"started_at":   schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
-			"finished_at":  schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
+			"output":      schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
+			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
+			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
+			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
+			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
+			"run_namespace": schema.StringAttribute{
+				MarkdownDescription: "With a `node_label` of type `namespace`: the namespace the run got, named after the " +
+					"label and the run's id, and deleted when the run ended (kept with its pod under " +
+					"`keep_pod_on_failure`). Null otherwise.",
+				Computed: true,
+			},
 			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group and label are, including a group or label created or changed in the same apply, provided the run references them (for example `container_group = kubeplay_container_group.g.name`) so that Terraform plans and applies them first. Unknown at plan when a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
 		},
 	}
@@ -323,6 +336,8 @@ type runTarget struct {
 	// changing: the group, label or credential is created or updated by this
 	// apply, so the cluster does not show yet what the run will meet.
 	changing bool
+	// nsLabel is the run's node label when it is of type namespace.
+	nsLabel *podspec.Label
 }
 
 // errKnownAtApply: the group or label depends on values known only at apply.
@@ -367,6 +382,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 func (r *runResource) target(ctx context.Context, m runModel, runID string, deadline time.Duration) (*runTarget, error) {
 	planning := runID == ""
 	name := m.ContainerGroup.ValueString()
+	var nsLabel *podspec.Label
 	g, changing, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
@@ -395,7 +411,7 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 		}
 		changing = changing || labelChanging
 		if l.Type == podspec.TypeNamespace {
-			return nil, fmt.Errorf("node label %q is of type namespace, which runs do not support yet; use a label of type pod", ln)
+			nsLabel = l
 		}
 		if planning && usesRunID(l.DynamicLabels) {
 			return nil, errRenderAtApply
@@ -423,7 +439,7 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 	if err != nil || pending <= 0 {
 		pending = 5 * time.Minute
 	}
-	return &runTarget{group: g, clients: c, pod: pod, pending: pending, changing: changing}, nil
+	return &runTarget{group: g, clients: c, pod: pod, pending: pending, changing: changing, nsLabel: nsLabel}, nil
 }
 
 func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -442,7 +458,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
-		plan.RenderedPod = state.RenderedPod
+		plan.RenderedPod, plan.RunNamespace = state.RenderedPod, state.RunNamespace
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -463,11 +479,13 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.RenderedPod = types.StringValue(rendered)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), plan.RenderedPod)...)
 	}
+	if t.nsLabel == nil {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("run_namespace"), types.StringNull())...)
+	}
 	if t.clients == nil {
 		return
 	}
-	// A server-side dry run catches RBAC, admission and schema errors before apply.
-	_, err = t.clients.Kube.CoreV1().Pods(t.pod.Namespace).Create(ctx, t.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	err = r.dryRun(ctx, t, rendered)
 	switch {
 	case err == nil:
 	case runner.IsQuotaExceeded(err):
@@ -491,6 +509,29 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		}
 		resp.Diagnostics.AddAttributeError(path.Root("container_group"), summary, detail)
 	}
+}
+
+// dryRun creates the run's pod (and namespace) server-side without keeping
+// them, which catches RBAC, quota, admission and schema errors before apply.
+// Runs with the same pod share one dry run per walk.
+func (r *runResource) dryRun(ctx context.Context, t *runTarget, rendered string) error {
+	var nsLabel string
+	if t.nsLabel != nil {
+		nsLabel = t.nsLabel.Name
+	}
+	key := strings.Join([]string{t.clients.Config.Host, t.group.Credential, nsLabel, rendered}, "\x00")
+	return r.data.dryRuns.do(key, func() error {
+		opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		if _, err := t.clients.Kube.CoreV1().Pods(t.pod.Namespace).Create(ctx, t.pod, opts); err != nil || t.nsLabel == nil {
+			return err
+		}
+		ns, _ := runnamespace.Spec{Label: t.nsLabel.Name, Group: t.group.Name, RunID: "dry-run"}.Objects()
+		if _, err := t.clients.Kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
+			return fmt.Errorf("creating the namespace of node label %q (a label of type namespace needs a credential that "+
+				"may create namespaces, service accounts, roles and role bindings): %w", t.nsLabel.Name, err)
+		}
+		return nil
+	})
 }
 
 // clusterProblem names a group's credential that its cluster rejects or
@@ -536,32 +577,47 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	timeout, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
 	plan.ID = types.StringValue(newRunID())
-	res, rendered, ok := r.execute(ctx, plan, config, "create", plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
+	ex, ok := r.execute(ctx, plan, config, "create", plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	plan.RenderedPod = types.StringValue(rendered)
+	res := ex.res
+	plan.RenderedPod, plan.RunNamespace = types.StringValue(ex.rendered), stringOrNull(ex.namespace)
 	r.record(&plan, res, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	r.report(plan, res, "Run", &resp.Diagnostics)
 }
 
+// executed is what one execution of a run gives.
+type executed struct {
+	res       runner.Result
+	rendered  string // the pod, without its run label
+	namespace string // the run's namespace, for a namespace label
+}
+
 // execute runs playbook (or the command) once in a fresh pod of the group.
-func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (runner.Result, string, bool) {
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (executed, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t, err := r.target(ctx, plan, plan.ID.ValueString(), timeout)
 	if err != nil {
 		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
-		return runner.Result{}, "", false
+		return executed{}, false
 	}
-	rendered, _ := podspec.ToYAML(t.pod)
+	var ex executed
+	ex.rendered, _ = podspec.ToYAML(t.pod)
 	t.pod.Labels[runner.LabelRun] = plan.ID.ValueString()
 	b, secrets := r.bundle(ctx, plan, config, operation, playbook, diags)
 	if diags.HasError() {
-		return runner.Result{}, "", false
+		return executed{}, false
 	}
-	reapOrphans(ctx, t.clients, t.pod.Namespace, t.group.Name)
+	// Orphans come from providers killed before this one started: one sweep
+	// per group and process finds them all.
+	sweep := strings.Join([]string{t.clients.Config.Host, t.pod.Namespace, t.group.Name, fmt.Sprint(t.nsLabel != nil)}, "\x00")
+	_ = r.data.sweeps.do(sweep, func() error {
+		reapOrphans(ctx, t.clients, t.pod.Namespace, t.group.Name, t.nsLabel != nil)
+		return nil
+	})
 	// max_concurrent_runs and max_forks: claim a run slot and the run's forks
 	// in the group's ledgers, waiting, watching, up to pod_pending_timeout.
 	runKey := plan.ID.ValueString() + "-" + operation
@@ -580,13 +636,30 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		release, err := claim(ctx, t, c.kind, runKey, c.n, timeout)
 		if err != nil {
 			diags.AddAttributeError(path.Root(c.attr), "Container Group Capacity Unavailable", err.Error()+".")
-			return runner.Result{}, "", false
+			return executed{}, false
 		}
 		defer func() {
 			if err := release(); err != nil {
 				diags.AddWarning("Releasing Capacity Failed", fmt.Sprintf("Container group %q: %v. The claim expires by itself at the run's deadline.", t.group.Name, err))
 			}
 		}()
+	}
+	var keepNamespace bool
+	if t.nsLabel != nil {
+		ns, kubeconfig, token, ok := r.runNamespace(ctx, t, plan.ID.ValueString()+operationSuffix(operation), timeout, diags)
+		if ns != "" {
+			defer func() {
+				if !keepNamespace {
+					deleteRunNamespace(ctx, t, ns, diags)
+				}
+			}()
+		}
+		if !ok {
+			return executed{}, false
+		}
+		ex.namespace = ns
+		b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
+		secrets = append(secrets, token)
 	}
 	run := runner.Runner{Config: t.clients.Config, Kube: t.clients.Kube, Log: func(msg string, f map[string]any) { tflog.Debug(ctx, msg, f) }}
 	res := run.Run(ctx, runner.Spec{
@@ -598,7 +671,73 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 			tflog.Info(ctx, line, map[string]any{"run": plan.ID.ValueString(), "operation": operation})
 		},
 	})
-	return res, rendered, true
+	keepNamespace = res.PodKept
+	ex.res = res
+	return ex, true
+}
+
+// operationSuffix keeps a destroy playbook's namespace apart from the run's.
+func operationSuffix(operation string) string {
+	if operation == "destroy" {
+		return "-d"
+	}
+	return ""
+}
+
+// runNamespace makes the run's namespace for a namespace label and returns
+// its name (also on error, when it was created: the caller deletes it), a
+// kubeconfig for its service account, and the token to redact.
+func (r *runResource) runNamespace(ctx context.Context, t *runTarget, runID string, timeout time.Duration, diags *diag.Diagnostics) (string, []byte, string, bool) {
+	spec := runnamespace.Spec{
+		Label: t.nsLabel.Name, Group: t.group.Name, RunID: runID, Labels: t.nsLabel.Labels,
+		Annotations: t.nsLabel.Annotations, Deadline: time.Now().Add(timeout), CAData: clusterCA(ctx, t),
+	}
+	name := runnamespace.Name(spec.Label, runID)
+	kubeconfig, token, err := runnamespace.Create(ctx, t.clients.Kube, spec)
+	if err != nil {
+		diags.AddAttributeError(path.Root("node_label"), "Run Namespace Not Created", fmt.Sprintf("Node label %q gives "+
+			"each run a namespace, and making %s failed: %v. The credential of container group %q needs to create "+
+			"namespaces, service accounts, roles, role bindings and service account tokens, and to hold the "+
+			"permissions the label's Role grants.", t.nsLabel.Name, name, err, t.group.Name))
+		if apierrors.IsAlreadyExists(err) && strings.Contains(err.Error(), "namespaces") {
+			name = "" // not ours
+		}
+		return name, nil, "", false
+	}
+	tflog.Debug(ctx, "run namespace created", map[string]any{"namespace": name})
+	return name, kubeconfig, token, true
+}
+
+// deleteRunNamespace deletes the run's namespace with a fresh context, so
+// a canceled or timed-out run still removes it, and waits until it is gone.
+func deleteRunNamespace(ctx context.Context, t *runTarget, name string, diags *diag.Diagnostics) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := runnamespace.Delete(ctx, t.clients.Kube, name); err != nil {
+		diags.AddWarning("Run Namespace Not Deleted", fmt.Sprintf("Deleting namespace %s of the run failed: %v. The next "+
+			"run of container group %q deletes it once its deadline has passed; or delete it with kubectl.", name, err, t.group.Name))
+		return
+	}
+	tflog.Debug(ctx, "run namespace deleted", map[string]any{"namespace": name, "seconds": time.Since(start).Seconds()})
+}
+
+// clusterCA is the CA that signs the API server's in-cluster certificate:
+// the kube-root-ca.crt every namespace gets, else the credential's own CA.
+func clusterCA(ctx context.Context, t *runTarget) []byte {
+	cm, err := t.clients.Kube.CoreV1().ConfigMaps(t.pod.Namespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+	if err == nil && cm.Data["ca.crt"] != "" {
+		return []byte(cm.Data["ca.crt"])
+	}
+	if len(t.clients.Config.CAData) > 0 {
+		return t.clients.Config.CAData
+	}
+	if f := t.clients.Config.CAFile; f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // bundle assembles the payload; write-only values come from config.
@@ -730,6 +869,9 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	}
 	if res.PodKept {
 		fmt.Fprintf(&detail, " The pod %s was kept (keep_pod_on_failure); delete it when done.", res.PodName)
+		if ns := m.RunNamespace.ValueString(); ns != "" {
+			fmt.Fprintf(&detail, " So was the run's namespace %s.", ns)
+		}
 	}
 	if len(res.Events) > 0 {
 		detail.WriteString("\n\nThe pod's last warning events:\n  " + strings.Join(res.Events, "\n  "))
@@ -780,16 +922,20 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	resp.Diagnostics.Append(diags...)
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
-	res, _, ok := r.execute(ctx, state, runModel{}, "destroy", state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
+	ex, ok := r.execute(ctx, state, runModel{}, "destroy", state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	r.report(state, res, "Destroy Playbook", &resp.Diagnostics)
+	state.RunNamespace = stringOrNull(ex.namespace)
+	r.report(state, ex.res, "Destroy Playbook", &resp.Diagnostics)
 }
 
 // reapOrphans deletes run pods of the group whose deadline has passed: their
 // provider was killed before it could delete them.
-func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group string) {
+func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group string, namespaces bool) {
+	if namespaces {
+		reapOrphanNamespaces(ctx, c, group)
+	}
 	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + podspec.LabelContainerGroup + "=" + group + "," + runner.LabelRun,
 	})
@@ -813,6 +959,30 @@ func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group st
 		tflog.Info(ctx, "removing an orphaned run pod", map[string]any{"pod": p.Name, "namespace": namespace})
 		if err := runner.DeletePod(ctx, c.Kube, namespace, p.Name); err != nil && !errors.Is(err, context.Canceled) {
 			tflog.Warn(ctx, "removing an orphaned run pod failed", map[string]any{"pod": p.Name, "error": err.Error()})
+		}
+	}
+}
+
+// reapOrphanNamespaces deletes the run namespaces of the group whose
+// deadline has passed. Only runs of namespace labels look: listing
+// namespaces needs rights that a pods-only credential lacks.
+func reapOrphanNamespaces(ctx context.Context, c *kubeclient.Clients, group string) {
+	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
+		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + podspec.LabelContainerGroup + "=" + group + "," + runnamespace.LabelRun,
+	})
+	if err != nil {
+		tflog.Warn(ctx, "listing orphaned run namespaces failed", map[string]any{"error": err.Error()})
+		return
+	}
+	now := time.Now()
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if ns.DeletionTimestamp != nil || !runnamespace.Expired(ns, now) {
+			continue
+		}
+		tflog.Info(ctx, "removing an orphaned run namespace", map[string]any{"namespace": ns.Name})
+		if err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			tflog.Warn(ctx, "removing an orphaned run namespace failed", map[string]any{"namespace": ns.Name, "error": err.Error()})
 		}
 	}
 }

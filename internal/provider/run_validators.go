@@ -68,7 +68,9 @@ func (extraVarsValidator) Description(context.Context) string {
 	return "value must be an object or a map, or a string holding a JSON object"
 }
 
-func (v extraVarsValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v extraVarsValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (extraVarsValidator) ValidateDynamic(_ context.Context, req validator.DynamicRequest, resp *validator.DynamicResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.IsUnderlyingValueUnknown() {

@@ -59,6 +59,28 @@ resource "kubeplay_run" "smoke" {
   ignore_failure  = true
 }
 
+# A namespace label: the run gets a namespace of its own, with a service
+# account the playbook reaches through KUBECONFIG (kubernetes.core reads
+# K8S_AUTH_KUBECONFIG). The namespace is deleted when the run ends. This
+# needs a credential that may create namespaces and RBAC objects.
+resource "kubeplay_node_label" "scratch" {
+  name   = "scratch"
+  type   = "namespace"
+  labels = { purpose = "integration-test" }
+}
+
+resource "kubeplay_container_group" "admin" {
+  name      = "admin"
+  namespace = "ansible-admin-runs"
+  image     = "quay.io/ansible/awx-ee:latest"
+}
+
+resource "kubeplay_run" "integration" {
+  container_group = kubeplay_container_group.admin.name
+  node_label      = kubeplay_node_label.scratch.name
+  playbook        = file("${path.module}/integration.yml")
+}
+
 output "site_status" {
   value = kubeplay_run.site.status
 }

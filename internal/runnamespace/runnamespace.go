@@ -1,0 +1,160 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package runnamespace gives a run a namespace of its own, as Nodepool's
+// namespace labels do: a fresh namespace with a ServiceAccount, a Role over
+// common workloads and a RoleBinding, and a kubeconfig with a short-lived
+// token of that account for the playbook. The run's pod stays in its
+// group's namespace, under the group's quota; the namespace is deleted when
+// the run ends.
+package runnamespace
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+const (
+	// LabelRun holds the run's id on the namespace, as on the run's pod.
+	LabelRun = "kubeplay.io/run"
+	// AnnotationDeadline is when the run's pod is past its activeDeadlineSeconds:
+	// after it, the namespace is an orphan the next run of the group removes.
+	AnnotationDeadline = "kubeplay.io/deadline"
+	// InClusterServer is the API server as a pod sees it.
+	InClusterServer = "https://kubernetes.default.svc"
+	// minTokenTTL is the shortest token the TokenRequest API issues.
+	minTokenTTL = 10 * time.Minute
+)
+
+// Spec describes one run's namespace.
+type Spec struct {
+	Label, Group, RunID string
+	// Labels and Annotations come from the node label.
+	Labels, Annotations map[string]string
+	// Deadline is when the run's pod is killed by the cluster at the latest.
+	Deadline time.Time
+	// CAData verifies InClusterServer from inside the pod; empty trusts the
+	// pod's system roots.
+	CAData []byte
+}
+
+// Name is the namespace of a run of label: the label's name, cut to fit,
+// and the run's id.
+func Name(label, runID string) string {
+	const maxLen = 63
+	if n := maxLen - len(runID) - 1; len(label) > n {
+		label = label[:n]
+	}
+	return label + "-" + runID
+}
+
+// Objects returns the namespace and what goes in it, labelled for the run.
+func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
+	ns, sa, role, rb := podspec.NamespaceObjects(Name(s.Label, s.RunID), s.Label)
+	own := ns.Labels
+	ns.Labels = maps.Clone(s.Labels)
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	maps.Copy(ns.Labels, own)
+	ns.Labels[podspec.LabelContainerGroup] = s.Group
+	ns.Labels[LabelRun] = s.RunID
+	ns.Annotations = maps.Clone(s.Annotations)
+	if ns.Annotations == nil {
+		ns.Annotations = map[string]string{}
+	}
+	ns.Annotations[AnnotationDeadline] = s.Deadline.UTC().Format(time.RFC3339)
+	return ns, []runtime.Object{sa, role, rb}
+}
+
+// Create makes the run's namespace and its account, and returns a
+// kubeconfig for the account and the token in it (to redact from output).
+// On error whatever was made is left for the caller's Delete.
+func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig []byte, token string, err error) {
+	ns, objs := s.Objects()
+	opts := metav1.CreateOptions{FieldManager: podspec.ManagedByValue}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
+		return nil, "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	}
+	var saName string
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *corev1.ServiceAccount:
+			saName = x.Name
+			_, err = kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, x, opts)
+		case *rbacv1.Role:
+			_, err = kube.RbacV1().Roles(ns.Name).Create(ctx, x, opts)
+		case *rbacv1.RoleBinding:
+			_, err = kube.RbacV1().RoleBindings(ns.Name).Create(ctx, x, opts)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("creating %s in namespace %s: %w", o.GetObjectKind().GroupVersionKind().Kind, ns.Name, err)
+		}
+	}
+	ttl := max(time.Until(s.Deadline), minTokenTTL)
+	tr, err := kube.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, saName, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl / time.Second))},
+	}, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", ns.Name, saName, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["run"] = &clientcmdapi.Cluster{Server: InClusterServer, CertificateAuthorityData: s.CAData}
+	cfg.AuthInfos["run"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["run"] = &clientcmdapi.Context{Cluster: "run", AuthInfo: "run", Namespace: ns.Name}
+	cfg.CurrentContext = "run"
+	kubeconfig, err = clientcmd.Write(*cfg)
+	return kubeconfig, tr.Status.Token, err
+}
+
+// Delete deletes a run's namespace and waits, watching, until it is gone;
+// the namespace controller removes what is in it first.
+func Delete(ctx context.Context, kube kubernetes.Interface, name string) error {
+	err := kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return kube.CoreV1().Namespaces().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return kube.CoreV1().Namespaces().Watch(ctx, o)
+		},
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Namespace{},
+		func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil },
+		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	return err
+}
+
+// Expired reports whether ns is a run namespace whose run is past its deadline.
+func Expired(ns *corev1.Namespace, now time.Time) bool {
+	d, err := time.Parse(time.RFC3339, ns.Annotations[AnnotationDeadline])
+	return err == nil && now.After(d)
+}
