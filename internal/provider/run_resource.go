@@ -699,8 +699,8 @@ func (r *runResource) runNamespace(ctx context.Context, t *runTarget, runID stri
 			"each run a namespace, and making %s failed: %v. The credential of container group %q needs to create "+
 			"namespaces, service accounts, roles, role bindings and service account tokens, and to hold the "+
 			"permissions the label's Role grants.", t.nsLabel.Name, name, err, t.group.Name))
-		if apierrors.IsAlreadyExists(err) && strings.Contains(err.Error(), "namespaces") {
-			name = "" // not ours
+		if errors.Is(err, runnamespace.ErrNotCreated) {
+			name = "" // nothing of ours to delete
 		}
 		return name, nil, "", false
 	}

@@ -11,6 +11,7 @@ package runnamespace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -44,6 +45,10 @@ const (
 	// minTokenTTL is the shortest token the TokenRequest API issues.
 	minTokenTTL = 10 * time.Minute
 )
+
+// ErrNotCreated: Create failed before the namespace existed, so there is
+// nothing of the run's to delete (a namespace of that name is not ours).
+var ErrNotCreated = errors.New("the run's namespace was not created")
 
 // Spec describes one run's namespace.
 type Spec struct {
@@ -88,12 +93,13 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 
 // Create makes the run's namespace and its account, and returns a
 // kubeconfig for the account and the token in it (to redact from output).
-// On error whatever was made is left for the caller's Delete.
+// On error whatever was made is left for the caller's Delete, unless the
+// error is ErrNotCreated.
 func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig []byte, token string, err error) {
 	ns, objs := s.Objects()
 	opts := metav1.CreateOptions{FieldManager: podspec.ManagedByValue}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
-		return nil, "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+		return nil, "", fmt.Errorf("%w: creating namespace %s: %w", ErrNotCreated, ns.Name, err)
 	}
 	var saName string
 	for _, o := range objs {
