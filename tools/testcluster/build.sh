@@ -29,6 +29,9 @@ mkdir -p "$BIN" "$IMG" "$WORK"
 exec 8>>"$CACHE/build.lock"
 flock 8
 
+# to_log file cmd...: run cmd with its output in file
+to_log() { local f=$1; shift; "$@" >"$f" 2>&1; }
+
 # ---------------------------------------------------------------- 1. Debian packages
 PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl"
 missing=""
@@ -52,8 +55,6 @@ CV=k8s.io/client-go/pkg/version
 LDFLAGS="-X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=32 -X $V.gitTreeState=clean"
 LDFLAGS="$LDFLAGS -X $V.buildDate=2025-04-22T00:00:00Z -X $CV.gitVersion=$K8S_VERSION -X $CV.gitMajor=1 -X $CV.gitMinor=32"
 
-# to_log file cmd...: run cmd with its output in file
-to_log() { local f=$1; shift; "$@" >"$f" 2>&1; }
 
 # stale file sources...: FORCE=1, file missing, or older than one of the sources
 stale() {
