@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +35,8 @@ func LedgerName(group string) string { return "kubeplay-forks-" + group }
 // another process wrote first: read again); when the entries leave no room
 // it watches the ConfigMap until a release or a deadline frees some. Entries
 // past their deadline belong to runs that died without releasing and are
-// reaped by the next writer; live runs extend theirs with Renew.
+// reaped by the next writer; live runs extend theirs with Renew. Within a
+// process, runs that share a client and ask for as many forks take turns.
 type Ledger struct {
 	Kube      kubernetes.Interface
 	Namespace string
@@ -135,17 +138,20 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 		return g, fmt.Errorf("forks must be at least 1, got %d", forks)
 	}
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
-	// One watch serves every wait of this call, and the ConfigMap it delivers
-	// is evaluated as it comes: a wake-up costs no extra read.
-	var (
-		cm *corev1.ConfigMap
-		w  watch.Interface
-	)
-	defer func() {
-		if w != nil {
-			w.Stop()
-		}
-	}()
+	// Runs of one process that share a client and ask for as many forks
+	// take turns: when the one at the gate does not fit, neither would the
+	// others, and a freed slot costs one write, not one lost write per
+	// waiting run. Other processes, and other sizes, meet at the
+	// resourceVersion.
+	gt := gateFor(l, forks)
+	if !gt.enter(ctx) {
+		return g, fmt.Errorf("waiting for %s in container group %q: %w", l.unit(), l.Group, ctx.Err())
+	}
+	// One watch serves every wait, and the ConfigMap it delivers is
+	// evaluated as it comes: a wake-up costs no extra read. Both pass to the
+	// next run at the gate.
+	cm, w := gt.cm, gt.w
+	defer func() { gt.leave(w, cm) }()
 	for {
 		if cm == nil {
 			var err error
@@ -192,10 +198,10 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
 			}
 			g.Reaped = append(g.Reaped, reaped...)
+			cm = updated
 			if fits {
 				return g, nil
 			}
-			cm = updated
 			continue
 		}
 		g.Waited = true
@@ -346,7 +352,9 @@ func earliest(entries map[string]Entry) time.Time {
 // watch it opens on first use and keeps for later waits.
 func (l Ledger) next(ctx context.Context, w *watch.Interface, cm *corev1.ConfigMap, deadline time.Time) (*corev1.ConfigMap, error) {
 	if *w == nil {
-		nw, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Watch(ctx, metav1.ListOptions{
+		// The watch outlives this run's context: the next run at the gate
+		// keeps it, and leave stops it when no run is waiting.
+		nw, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Watch(context.WithoutCancel(ctx), metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", l.name()).String(),
 			ResourceVersion: cm.ResourceVersion,
 		})
@@ -408,4 +416,61 @@ func (l Ledger) latest(w *watch.Interface, cm *corev1.ConfigMap) (*corev1.Config
 			return cm, nil
 		}
 	}
+}
+
+// gate lets one run at a time of a process acquire a given number of forks
+// from a ledger, through one client, and keeps the newest ConfigMap and the open watch for the next.
+type gate struct {
+	turn    chan struct{}
+	waiting atomic.Int32
+	cm      *corev1.ConfigMap
+	w       watch.Interface
+}
+
+type gateKey struct {
+	kube            kubernetes.Interface
+	namespace, name string
+	forks           int64
+}
+
+var (
+	gatesMu sync.Mutex
+	gates   = map[gateKey]*gate{}
+)
+
+func gateFor(l Ledger, forks int64) *gate {
+	gatesMu.Lock()
+	defer gatesMu.Unlock()
+	k := gateKey{l.Kube, l.Namespace, l.name(), forks}
+	if gates[k] == nil {
+		gates[k] = &gate{turn: make(chan struct{}, 1)}
+	}
+	return gates[k]
+}
+
+// enter waits for the gate's turn; false if ctx ended first.
+func (g *gate) enter(ctx context.Context) bool {
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
+	select {
+	case g.turn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// leave hands cm and w to the next run, or stops the watch when no run is
+// waiting: an idle gate holds no watch open on the API server.
+// A ConfigMap passes only with its watch, which brings whatever is newer.
+func (g *gate) leave(w watch.Interface, cm *corev1.ConfigMap) {
+	if g.waiting.Load() == 0 && w != nil {
+		w.Stop()
+		w = nil
+	}
+	if w == nil {
+		cm = nil
+	}
+	g.w, g.cm = w, cm
+	<-g.turn
 }
