@@ -192,3 +192,59 @@ resource "kubeplay_run" "test" {
 		}},
 	})
 }
+
+// TestAccRun_namespaceLabelKeptOnFailure: with keep_pod_on_failure, a failed
+// run of a namespace label keeps its namespace with its pod, and the error
+// names both so that the user can look and then clean up.
+func TestAccRun_namespaceLabelKeptOnFailure(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runnskeep")
+	group, label := randName("grp"), randName("nsl")
+	runNamespaces := func() []corev1.Namespace {
+		t.Helper()
+		l, err := e.kube.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{
+			LabelSelector: "kubeplay.io/container-group=" + group + ",kubeplay.io/run"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	t.Cleanup(func() {
+		for _, n := range runNamespaces() {
+			e.deleteNamespace(n.Name)
+		}
+	})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: e.runGroup(group, ns) + fmt.Sprintf(`
+resource "kubeplay_node_label" "ns" {
+  name = %q
+  type = "namespace"
+}
+
+resource "kubeplay_run" "test" {
+  container_group     = kubeplay_container_group.g.name
+  node_label          = kubeplay_node_label.ns.name
+  keep_pod_on_failure = true
+  command             = ["sh", "-c", "echo in $KUBEPLAY_NAMESPACE; exit 3"]
+}
+`, label),
+			// Terraform wraps the detail: any space may be a line break.
+			ExpectError: regexp.MustCompile(`exited\s+with\s+code\s+3\.(?s:.*)was\s+kept\s+\(keep_pod_on_failure\)(?s:.*)So\s+was\s+the\s+run's\s+namespace\s+` +
+				label + `-[0-9a-f]{16}`),
+		}},
+	})
+	kept := runNamespaces()
+	if len(kept) != 1 || kept[0].DeletionTimestamp != nil {
+		t.Fatalf("want the run's namespace kept after the failed run, got %d: %v", len(kept), kept)
+	}
+	pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].DeletionTimestamp != nil {
+		t.Fatalf("want the failed run's pod kept in %s: %v %v", ns, err, pods)
+	}
+	if pods.Items[0].Labels["kubeplay.io/run"] != kept[0].Labels["kubeplay.io/run"] {
+		t.Errorf("the kept pod (run %s) and namespace (run %s) belong to different runs",
+			pods.Items[0].Labels["kubeplay.io/run"], kept[0].Labels["kubeplay.io/run"])
+	}
+}
