@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +192,13 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// RelistPhase is the pause before the k-th of 10 pod runs timed alone:
+// somewhere in the k-th tenth of a second. The kubelet sees a container
+// start or stop at its 1 s relist, so a run's time depends on where in that
+// second it starts, and runs in a loop of fixed length all start at the same
+// phase; the 10 pauses spread them evenly over it (stratified sampling).
+func RelistPhase(k int) time.Duration {
+	return time.Duration(k)*time.Second/10 + rand.N(time.Second/10)
 }
