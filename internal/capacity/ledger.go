@@ -419,7 +419,8 @@ func (l Ledger) latest(w *watch.Interface, cm *corev1.ConfigMap) (*corev1.Config
 }
 
 // gate lets one run at a time of a process acquire a given number of forks
-// from a ledger, through one client, and keeps the newest ConfigMap and the open watch for the next.
+// from a ledger through one client, and keeps the newest ConfigMap and the
+// open watch for the next.
 type gate struct {
 	turn    chan struct{}
 	waiting atomic.Int32
@@ -460,9 +461,9 @@ func (g *gate) enter(ctx context.Context) bool {
 	}
 }
 
-// leave hands cm and w to the next run, or stops the watch when no run is
-// waiting: an idle gate holds no watch open on the API server.
-// A ConfigMap passes only with its watch, which brings whatever is newer.
+// leave hands w and cm to the next run, or stops the watch when no run is
+// waiting: an idle gate holds no watch open on the API server. The ConfigMap
+// passes only with its watch, which brings whatever is newer.
 func (g *gate) leave(w watch.Interface, cm *corev1.ConfigMap) {
 	if g.waiting.Load() == 0 && w != nil {
 		w.Stop()

@@ -76,7 +76,12 @@ func (e *env) direct(ctx context.Context, cfg *rest.Config, cmd []string, stdin 
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = runner.DeletePod(context.Background(), e.kube, e.ns, pod.Name) }()
+	deleted := false
+	defer func() {
+		if !deleted { // a failed run leaves no pod either
+			_ = runner.DeletePod(context.Background(), e.kube, e.ns, pod.Name)
+		}
+	}()
 	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
 	if err != nil {
 		return "", err
@@ -95,6 +100,7 @@ func (e *env) direct(ctx context.Context, cfg *rest.Config, cmd []string, stdin 
 	if err != nil {
 		return out.String(), err
 	}
+	deleted = true
 	return out.String(), runner.DeletePod(ctx, e.kube, e.ns, pod.Name)
 }
 
@@ -102,8 +108,8 @@ func (e *env) direct(ctx context.Context, cfg *rest.Config, cmd []string, stdin 
 // what the node allows: 100 runs of "sleep 2", 10 at a time, done once by
 // kubeplay's runner and once by the direct client-go program, each against
 // its own ideal (10 runs alone, at phases of the kubelet's relist spread
-// over its second). A run is finished
-// when its pod is gone, and a slot is reused only then.
+// over its second). A run is finished when its pod is gone, and a slot is
+// reused only then.
 //
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench Run100Node -benchtime 1x
 func BenchmarkRun100Node(b *testing.B) {
