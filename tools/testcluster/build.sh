@@ -55,7 +55,6 @@ CV=k8s.io/client-go/pkg/version
 LDFLAGS="-X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=32 -X $V.gitTreeState=clean"
 LDFLAGS="$LDFLAGS -X $V.buildDate=2025-04-22T00:00:00Z -X $CV.gitVersion=$K8S_VERSION -X $CV.gitMajor=1 -X $CV.gitMinor=32"
 
-
 # stale file sources...: FORCE=1, file missing, or older than one of the sources
 stale() {
   local f=$1 s; shift
