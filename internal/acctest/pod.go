@@ -9,13 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // StartPod creates a pod named from prefix with one container, "worker",
@@ -41,18 +39,8 @@ func StartPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 		return "", err
 	}
 	name := created.Name
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(namespace).Watch(ctx, o)
-		},
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+	lw := waitfor.Named(kube.CoreV1().Pods(namespace), name)
+	_, err = waitfor.Until(ctx, lw, &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok {
 			return false, nil
@@ -88,18 +76,8 @@ func Namespace(t testing.TB, kube kubernetes.Interface, prefix string) string {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 		}
 	})
-	sel := fields.OneTermEqualSelector("metadata.name", "default").String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().ServiceAccounts(ns.Name).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().ServiceAccounts(ns.Name).Watch(ctx, o)
-		},
-	}
-	if _, err := watchtools.UntilWithSync(ctx, lw, &corev1.ServiceAccount{}, nil, func(ev watch.Event) (bool, error) {
+	lw := waitfor.Named(kube.CoreV1().ServiceAccounts(ns.Name), "default")
+	if _, err := waitfor.Until(ctx, lw, &corev1.ServiceAccount{}, func(ev watch.Event) (bool, error) {
 		return ev.Type != watch.Deleted, nil
 	}); err != nil {
 		t.Fatalf("waiting for ServiceAccount %s/default: %v", ns.Name, err)

@@ -28,6 +28,8 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 func TestQuota(t *testing.T) {
@@ -47,7 +49,7 @@ func TestQuota(t *testing.T) {
 			t.Errorf("hard[%s] = %s, want %s", k, got.String(), v)
 		}
 	}
-	if q.Name != "kubeplay-g" || q.Namespace != "runs" || q.Labels[labelContainerGroup] != "g" {
+	if q.Name != "kubeplay-g" || q.Namespace != "runs" || q.Labels[managed.LabelContainerGroup] != "g" {
 		t.Errorf("meta = %+v", q.ObjectMeta)
 	}
 	if _, err := Quota("g", "runs", Limits{MaxCores: "lots"}); err == nil {
@@ -87,7 +89,7 @@ func testNamespace(t *testing.T, kube kubernetes.Interface) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := DeleteNamespace(context.Background(), kube, name); err != nil {
+		if err := waitfor.Delete(context.Background(), kube.CoreV1().Namespaces(), name, metav1.DeleteOptions{}, &corev1.Namespace{}); err != nil {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	})
@@ -290,7 +292,7 @@ func TestNamespaceUsersAcc(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod("run-1", map[string]string{labelContainerGroup: "g"})
+	pod("run-1", map[string]string{managed.LabelContainerGroup: "g"})
 	runs := int64(5)
 	if err := ApplyQuota(ctx, kube, "g", ns, Limits{MaxConcurrentRuns: &runs}); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // AnnotationMaxForks holds the group's max_forks on its ledger.
@@ -94,10 +96,10 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 				Name:        l.name(),
 				Namespace:   l.Namespace,
-				Labels:      map[string]string{labelManagedBy: managedByValue, labelContainerGroup: l.Group},
+				Labels:      map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: l.Group},
 				Annotations: map[string]string{AnnotationMaxForks: strconv.FormatInt(maxForks, 10)},
 			}}
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managedByValue})
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
@@ -110,7 +112,7 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 			cm.Annotations = map[string]string{}
 		}
 		cm.Annotations[AnnotationMaxForks] = strconv.FormatInt(maxForks, 10)
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 		if apierrors.IsConflict(err) {
 			continue
 		}
@@ -182,7 +184,7 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			if err := encode(next, entries); err != nil {
 				return g, err
 			}
-			updated, err := cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: managedByValue})
+			updated, err := cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 			switch {
 			case apierrors.IsConflict(err):
 				g.Conflicts++
@@ -261,7 +263,7 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 		if err := encode(cm, entries); err != nil {
 			return err
 		}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managedByValue})
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 		if apierrors.IsConflict(err) {
 			continue
 		}

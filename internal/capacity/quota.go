@@ -17,18 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
-)
 
-const (
-	labelManagedBy      = "app.kubernetes.io/managed-by"
-	managedByValue      = "kubeplay"
-	labelContainerGroup = "kubeplay.io/container-group"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // Limits are a group's capacity; nil or empty fields are unlimited.
@@ -80,7 +72,7 @@ func Quota(group, namespace string, l Limits) (*corev1.ResourceQuota, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      QuotaName(group),
 			Namespace: namespace,
-			Labels:    map[string]string{labelManagedBy: managedByValue, labelContainerGroup: group},
+			Labels:    map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: group},
 		},
 		Spec: corev1.ResourceQuotaSpec{Hard: hard},
 	}, nil
@@ -99,73 +91,20 @@ func ApplyQuota(ctx context.Context, kube kubernetes.Interface, group, namespace
 	quotas := kube.CoreV1().ResourceQuotas(namespace)
 	got, err := quotas.Get(ctx, want.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = quotas.Create(ctx, want, metav1.CreateOptions{FieldManager: managedByValue})
+		_, err = quotas.Create(ctx, want, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 		return err
 	}
 	if err != nil {
 		return err
 	}
 	got.Labels, got.Spec = want.Labels, want.Spec
-	_, err = quotas.Update(ctx, got, metav1.UpdateOptions{FieldManager: managedByValue})
+	_, err = quotas.Update(ctx, got, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 	return err
 }
 
 // DeleteQuota deletes the group's quota and waits until it is gone.
 func DeleteQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string) error {
-	name := QuotaName(group)
-	quotas := kube.CoreV1().ResourceQuotas(namespace)
-	if err := quotas.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	return WaitGone(ctx, listWatch(name,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return quotas.List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return quotas.Watch(ctx, o) }),
-		&corev1.ResourceQuota{})
-}
-
-// DeleteNamespace deletes a namespace and waits, watching, until the
-// cluster has finalized it.
-func DeleteNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
-	nss := kube.CoreV1().Namespaces()
-	if err := nss.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	return WaitGone(ctx, listWatch(name,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nss.List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return nss.Watch(ctx, o) }),
-		&corev1.Namespace{})
-}
-
-type listFunc func(context.Context, metav1.ListOptions) (runtime.Object, error)
-type watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)
-
-func listWatch(name string, list listFunc, w watchFunc) *cache.ListWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return w(ctx, o)
-		},
-	}
-}
-
-// WaitGone waits until the one object lw lists no longer exists.
-func WaitGone(ctx context.Context, lw cache.ListerWatcher, obj runtime.Object) error {
-	gone := func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil }
-	_, err := watchtools.UntilWithSync(ctx, lw, obj, gone, func(ev watch.Event) (bool, error) {
-		return ev.Type == watch.Deleted, nil
-	})
-	return err
+	return waitfor.Delete(ctx, kube.CoreV1().ResourceQuotas(namespace), QuotaName(group), metav1.DeleteOptions{}, &corev1.ResourceQuota{})
 }
 
 // NamespaceUsers describes what in namespace does not belong to group: pods
@@ -179,7 +118,7 @@ func NamespaceUsers(ctx context.Context, kube kubernetes.Interface, namespace, g
 	}
 	var foreign []string
 	for _, p := range pods.Items {
-		if p.Labels[labelContainerGroup] != group {
+		if p.Labels[managed.LabelContainerGroup] != group {
 			foreign = append(foreign, p.Name)
 		}
 	}

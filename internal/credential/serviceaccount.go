@@ -7,20 +7,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	watchtools "k8s.io/client-go/tools/watch"
-)
 
-// FieldManager is the server-side apply field manager of everything kubeplay writes.
-const FieldManager = "kubeplay"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
+)
 
 // Account names the objects a service_account credential provisions.
 type Account struct {
@@ -37,7 +33,7 @@ func (a Account) RoleName() string { return a.Name + "-pod-manager" }
 func (a Account) TokenSecretName() string { return a.Name + "-token" }
 
 func (a Account) labels() map[string]string {
-	return map[string]string{LabelManagedBy: ManagedByValue, LabelCredential: a.Credential}
+	return map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelCredential: a.Credential}
 }
 
 // Provisioned is what Provision returns: the token and the cluster CA that
@@ -59,7 +55,7 @@ func Provision(ctx context.Context, kube kubernetes.Interface, a Account) (Provi
 		}
 		return Provisioned{}, err
 	}
-	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	apply := metav1.ApplyOptions{FieldManager: managed.FieldManager, Force: true}
 	if _, err := kube.CoreV1().ServiceAccounts(a.Namespace).Apply(ctx,
 		corev1ac.ServiceAccount(a.Name, a.Namespace).WithLabels(a.labels()), apply); err != nil {
 		return Provisioned{}, fmt.Errorf("applying ServiceAccount %s/%s: %w", a.Namespace, a.Name, err)
@@ -95,18 +91,8 @@ func Provision(ctx context.Context, kube kubernetes.Interface, a Account) (Provi
 }
 
 func waitForToken(ctx context.Context, kube kubernetes.Interface, a Account) (*corev1.Secret, error) {
-	sel := fields.OneTermEqualSelector("metadata.name", a.TokenSecretName()).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Secrets(a.Namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Secrets(a.Namespace).Watch(ctx, o)
-		},
-	}
-	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Secret{}, nil, func(ev watch.Event) (bool, error) {
+	lw := waitfor.Named(kube.CoreV1().Secrets(a.Namespace), a.TokenSecretName())
+	ev, err := waitfor.Until(ctx, lw, &corev1.Secret{}, func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
 			return false, fmt.Errorf("token Secret %s/%s was deleted while waiting for its token", a.Namespace, a.TokenSecretName())
 		}

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // The kinds of credential.
@@ -34,12 +36,7 @@ var Kinds = []string{KindBearerToken, KindClusterAPI, KindKubeconfig, KindProvid
 
 // Labels and annotations kubeplay puts on the objects it owns.
 const (
-	LabelManagedBy     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "kubeplay"
-	LabelComponent     = "kubeplay.io/component"
-	ComponentValue     = "credential"
 	LabelKind          = "kubeplay.io/credential-kind"
-	LabelCredential    = "kubeplay.io/credential"
 	AnnotationDesc     = "kubeplay.io/description"
 	AnnotationDigest   = "kubeplay.io/secret-digest"
 	AnnotationVersion  = "kubeplay.io/server-version"
@@ -132,9 +129,9 @@ func (s Spec) Secret(catalogNamespace string, rep Report, checkedAt time.Time) *
 			Name:      s.Name,
 			Namespace: catalogNamespace,
 			Labels: map[string]string{
-				LabelManagedBy: ManagedByValue,
-				LabelComponent: ComponentValue,
-				LabelKind:      s.Kind,
+				managed.LabelManagedBy: managed.ManagedByValue,
+				managed.LabelComponent: managed.ComponentCredential,
+				LabelKind:              s.Kind,
 			},
 			Annotations: map[string]string{AnnotationDigest: Digest(data)},
 		},
@@ -176,13 +173,13 @@ func Digest(data map[string][]byte) string {
 type ErrNotCredential struct{ Namespace, Name string }
 
 func (e *ErrNotCredential) Error() string {
-	return fmt.Sprintf("Secret %s/%s is not a kubeplay credential (label %s=%s missing)", e.Namespace, e.Name, LabelComponent, ComponentValue)
+	return fmt.Sprintf("Secret %s/%s is not a kubeplay credential (label %s=%s missing)", e.Namespace, e.Name, managed.LabelComponent, managed.ComponentCredential)
 }
 
 // FromSecret reads a catalog Secret back into a spec. Tampered reports
 // whether its data no longer matches the digest kubeplay wrote.
 func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
-	if sec.Labels[LabelComponent] != ComponentValue {
+	if sec.Labels[managed.LabelComponent] != managed.ComponentCredential {
 		return Spec{}, false, &ErrNotCredential{Namespace: sec.Namespace, Name: sec.Name}
 	}
 	get := func(k string) string { return string(sec.Data[k]) }

@@ -11,6 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 func TestSecretRoundTrip(t *testing.T) {
@@ -20,7 +22,7 @@ func TestSecretRoundTrip(t *testing.T) {
 	}
 	rep := Report{ServerVersion: "v1.32.4", Username: "u", Groups: []string{"g1", "g2"}, Namespace: "runs", Missing: []string{"get pods"}}
 	sec := spec.Secret("catalog", rep, time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	if sec.Namespace != "catalog" || sec.Name != "awx" || sec.Labels[LabelComponent] != ComponentValue {
+	if sec.Namespace != "catalog" || sec.Name != "awx" || sec.Labels[managed.LabelComponent] != managed.ComponentCredential {
 		t.Fatalf("metadata: %+v", sec.ObjectMeta)
 	}
 	got, tampered, err := FromSecret(sec)
@@ -39,7 +41,7 @@ func TestSecretRoundTrip(t *testing.T) {
 	if _, tampered, _ := FromSecret(sec); !tampered {
 		t.Fatal("an edited token must be reported as tampered")
 	}
-	delete(sec.Labels, LabelComponent)
+	delete(sec.Labels, managed.LabelComponent)
 	var nc *ErrNotCredential
 	if _, _, err := FromSecret(sec); !errors.As(err, &nc) {
 		t.Fatalf("a Secret without the label is not a credential, got %v", err)

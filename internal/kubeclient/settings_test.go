@@ -2,10 +2,11 @@ package kubeclient
 
 import (
 	"errors"
-	"k8s.io/client-go/rest"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 const testKubeconfig = `apiVersion: v1

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // Policy says which existing objects a phase may take over, as airshipctl's
@@ -393,7 +394,7 @@ func (e *Engine) applyOne(ctx context.Context, p prepared, force, dryRun bool) (
 	}
 	labels[LabelPartOf] = e.Inv.ID
 	u.SetLabels(labels)
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: force}
+	opts := metav1.ApplyOptions{FieldManager: managed.FieldManager, Force: force}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
@@ -406,7 +407,7 @@ func (e *Engine) applyOne(ctx context.Context, p prepared, force, dryRun bool) (
 // server defaults or normalizes.
 func FieldsDigest(u *unstructured.Unstructured) string {
 	for _, f := range u.GetManagedFields() {
-		if f.Manager == FieldManager && f.Operation == metav1.ManagedFieldsOperationApply && f.Subresource == "" && f.FieldsV1 != nil {
+		if f.Manager == managed.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply && f.Subresource == "" && f.FieldsV1 != nil {
 			sum := sha256.Sum256(f.FieldsV1.GetRawBytes())
 			return hex.EncodeToString(sum[:8])
 		}

@@ -16,24 +16,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // The ApplySet convention (KEP-3659), which `kubectl apply --prune
 // --applyset` understands.
 const (
-	LabelApplySetID         = "applyset.kubernetes.io/id"
-	LabelPartOf             = "applyset.kubernetes.io/part-of"
-	AnnotationTooling       = "applyset.kubernetes.io/tooling"
-	AnnotationGroupKinds    = "applyset.kubernetes.io/contains-group-kinds"
-	AnnotationNamespaces    = "applyset.kubernetes.io/additional-namespaces"
-	LabelPhase              = "kubeplay.io/phase"
-	labelManagedBy          = "app.kubernetes.io/managed-by"
-	inventoryObjectsKey     = "objects"
-	inventoryNamePrefix     = "kubeplay-phase-"
-	toolingValue            = "kubeplay/v1"
-	FieldManager            = "kubeplay"
-	inventoryFieldManager   = "kubeplay-inventory"
-	inventoryManagedByValue = "kubeplay"
+	LabelApplySetID       = "applyset.kubernetes.io/id"
+	LabelPartOf           = "applyset.kubernetes.io/part-of"
+	AnnotationTooling     = "applyset.kubernetes.io/tooling"
+	AnnotationGroupKinds  = "applyset.kubernetes.io/contains-group-kinds"
+	AnnotationNamespaces  = "applyset.kubernetes.io/additional-namespaces"
+	inventoryObjectsKey   = "objects"
+	inventoryNamePrefix   = "kubeplay-phase-"
+	toolingValue          = "kubeplay/v1"
+	inventoryFieldManager = "kubeplay-inventory"
 )
 
 // InventoryName is the name of a phase's inventory ConfigMap.
@@ -105,7 +103,7 @@ func (i *Inventory) Store(ctx context.Context, refs []Ref) error {
 		}
 	}
 	cm := applycorev1.ConfigMap(i.Name, i.Namespace).
-		WithLabels(map[string]string{LabelApplySetID: i.ID, LabelPhase: i.Phase, labelManagedBy: inventoryManagedByValue}).
+		WithLabels(map[string]string{LabelApplySetID: i.ID, managed.LabelPhase: i.Phase, managed.LabelManagedBy: managed.ManagedByValue}).
 		WithAnnotations(map[string]string{
 			AnnotationTooling:    toolingValue,
 			AnnotationGroupKinds: joinSorted(gks),
@@ -115,7 +113,7 @@ func (i *Inventory) Store(ctx context.Context, refs []Ref) error {
 	opts := metav1.ApplyOptions{FieldManager: inventoryFieldManager, Force: true}
 	_, err = i.kube.CoreV1().ConfigMaps(i.Namespace).Apply(ctx, cm, opts)
 	if apierrors.IsNotFound(err) {
-		ns := applycorev1.Namespace(i.Namespace).WithLabels(map[string]string{labelManagedBy: inventoryManagedByValue})
+		ns := applycorev1.Namespace(i.Namespace).WithLabels(map[string]string{managed.LabelManagedBy: managed.ManagedByValue})
 		if _, err = i.kube.CoreV1().Namespaces().Apply(ctx, ns, opts); err != nil {
 			return fmt.Errorf("creating inventory namespace %s: %w", i.Namespace, err)
 		}
@@ -143,7 +141,7 @@ func PhaseOf(ctx context.Context, kube kubernetes.Interface, namespace, id strin
 	if err != nil || len(l.Items) == 0 {
 		return ""
 	}
-	return l.Items[0].Labels[LabelPhase]
+	return l.Items[0].Labels[managed.LabelPhase]
 }
 
 func joinSorted(m map[string]bool) string {

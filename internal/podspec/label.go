@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // Label types.
@@ -80,7 +82,7 @@ var SpecCompatible = []string{"name", "type", "labels", "dynamic_labels", "annot
 // pool's default request. A verbatim spec is used as is, without defaults.
 func RenderLabel(l Label, pool Resources) (*corev1.PodTemplateSpec, error) {
 	tpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
-		Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelNodeLabel: l.Name},
+		Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelNodeLabel: l.Name},
 	}}
 	maps.Copy(tpl.Labels, l.Labels)
 	if len(l.Annotations) > 0 {
@@ -256,7 +258,7 @@ func ValidateTemplate(tmpl string) error {
 // namespace with a ServiceAccount whose Role lets it manage common workloads
 // there. Every rule names a real API group; logs are "pods/log".
 func NamespaceObjects(namespace, labelName string) (*corev1.Namespace, *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
-	labels := map[string]string{LabelManagedBy: ManagedByValue, LabelNodeLabel: labelName}
+	labels := map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelNodeLabel: labelName}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: maps.Clone(labels)}
 	}

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // seed002Spec is the custom spec Nodepool recommends as a starting point.
@@ -88,7 +90,7 @@ func TestRenderLabel_pod(t *testing.T) {
 		tpl.Spec.Volumes[0].EmptyDir == nil || c.VolumeMounts[0].MountPath != "/cache" {
 		t.Errorf("spec = %+v", tpl.Spec)
 	}
-	if tpl.Labels["team"] != "x" || tpl.Labels[LabelNodeLabel] != "fedora" || tpl.Annotations["a"] != "b" {
+	if tpl.Labels["team"] != "x" || tpl.Labels[managed.LabelNodeLabel] != "fedora" || tpl.Annotations["a"] != "b" {
 		t.Errorf("metadata = %+v", tpl.ObjectMeta)
 	}
 }
@@ -201,7 +203,7 @@ func TestCompose(t *testing.T) {
 		w.Resources.Requests.Memory().String() != "512Mi" || w.Resources.Limits.Memory().String() != "512Mi" {
 		t.Errorf("resources = %+v", w.Resources)
 	}
-	if pod.Labels["run"] != "r-7" || pod.Labels["team"] != "x" || pod.Labels[LabelContainerGroup] != "g" || pod.Labels[LabelNodeLabel] != "big" {
+	if pod.Labels["run"] != "r-7" || pod.Labels["team"] != "x" || pod.Labels[managed.LabelContainerGroup] != "g" || pod.Labels[managed.LabelNodeLabel] != "big" {
 		t.Errorf("labels = %v", pod.Labels)
 	}
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Namespace != "runs" {
@@ -215,7 +217,7 @@ func TestCompose(t *testing.T) {
 	if c := verbatim.Spec.Containers; len(c) != 1 || c[0].Name != "custom-pod" || len(c[0].Resources.Requests) != 0 {
 		t.Errorf("verbatim spec containers = %+v", c)
 	}
-	if verbatim.Labels[LabelContainerGroup] != "g" || verbatim.Namespace != "runs" {
+	if verbatim.Labels[managed.LabelContainerGroup] != "g" || verbatim.Namespace != "runs" {
 		t.Errorf("verbatim spec lost the group's metadata: %+v", verbatim.ObjectMeta)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 const (
@@ -23,11 +25,6 @@ const (
 	WorkerContainer = "worker"
 	// DefaultImage is AWX's default execution environment.
 	DefaultImage = "quay.io/ansible/awx-ee:latest"
-
-	LabelManagedBy      = "app.kubernetes.io/managed-by"
-	ManagedByValue      = "kubeplay"
-	LabelContainerGroup = "kubeplay.io/container-group"
-	LabelNodeLabel      = "kubeplay.io/node-label"
 )
 
 // WorkerArgs keep the worker alive for the run to exec into. As PID 1 a
@@ -57,7 +54,7 @@ func DefaultPod(namespace, image string) *corev1.Pod {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace,
-			Labels:    map[string]string{LabelManagedBy: ManagedByValue},
+			Labels:    map[string]string{managed.LabelManagedBy: managed.ManagedByValue},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
@@ -83,7 +80,7 @@ func RenderGroup(g Group) (*corev1.Pod, error) {
 	pod := DefaultPod(g.Namespace, g.Image)
 	maps.Copy(pod.Labels, g.Labels)
 	if g.Name != "" {
-		pod.Labels[LabelContainerGroup] = g.Name
+		pod.Labels[managed.LabelContainerGroup] = g.Name
 	}
 	if len(g.Annotations) > 0 {
 		pod.Annotations = maps.Clone(g.Annotations)

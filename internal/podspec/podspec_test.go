@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // seed000 is AWX's container group example (seed 000), verbatim.
@@ -50,7 +52,7 @@ func TestRenderGroup_defaults(t *testing.T) {
 	if got := s.Containers[0].Resources.Requests.Cpu().String(); got != "250m" {
 		t.Errorf("cpu request = %s", got)
 	}
-	if pod.Labels["team"] != "a" || pod.Labels[LabelContainerGroup] != "g" || pod.Namespace != "runs" {
+	if pod.Labels["team"] != "a" || pod.Labels[managed.LabelContainerGroup] != "g" || pod.Namespace != "runs" {
 		t.Errorf("metadata = %+v", pod.ObjectMeta)
 	}
 }
@@ -84,7 +86,7 @@ func TestRenderGroup_merge(t *testing.T) {
 			}
 		}},
 		{"labels merge, restartPolicy is kept", "metadata:\n  labels:\n    extra: x\nspec:\n  serviceAccountName: runner\n", func(t *testing.T, p *corev1.Pod) {
-			if p.Labels["extra"] != "x" || p.Labels[LabelManagedBy] != ManagedByValue || p.Spec.ServiceAccountName != "runner" ||
+			if p.Labels["extra"] != "x" || p.Labels[managed.LabelManagedBy] != managed.ManagedByValue || p.Spec.ServiceAccountName != "runner" ||
 				p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("pod = %+v", p)
 			}

@@ -31,7 +31,9 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 )
 
 var (
@@ -43,10 +45,9 @@ var (
 )
 
 const (
-	// componentContainerGroup labels a container group's catalog ConfigMap.
-	componentContainerGroup = "container-group"
-	groupSpecKey            = "group.json"
-	groupPodKey             = "pod.yaml"
+	// managed.ComponentContainerGroup labels a container group's catalog ConfigMap.
+	groupSpecKey = "group.json"
+	groupPodKey  = "pod.yaml"
 	// groupPlanCheckTimeout bounds the plan-time look at the cluster.
 	groupPlanCheckTimeout = 10 * time.Second
 	// groupDeleteTimeout bounds the wait for a managed namespace to go.
@@ -500,7 +501,7 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g groupSpec, di
 // on the same cluster.
 func (r *containerGroupResource) otherGroups(ctx context.Context, c *kubeclient.Clients, g groupSpec) ([]string, error) {
 	list, err := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + catalogComponentLabel + "=" + componentContainerGroup,
+		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelComponent + "=" + managed.ComponentContainerGroup,
 	})
 	if err != nil {
 		return nil, err
@@ -518,8 +519,7 @@ func (r *containerGroupResource) otherGroups(ctx context.Context, c *kubeclient.
 	return out, nil
 }
 
-// catalogComponentLabel is the catalog's component label.
-const catalogComponentLabel = "kubeplay.io/component"
+// managed.LabelComponent is the catalog's component label.
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
@@ -577,16 +577,16 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      g.Name,
 			Namespace: r.data.catalogNamespace,
-			Labels: map[string]string{podspec.LabelManagedBy: podspec.ManagedByValue, catalogComponentLabel: componentContainerGroup,
-				podspec.LabelContainerGroup: g.Name},
+			Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: managed.ComponentContainerGroup,
+				managed.LabelContainerGroup: g.Name},
 		},
 		Data: map[string]string{groupSpecKey: string(body), groupPodKey: rendered},
 	}
 	if found {
 		existing.Labels, existing.Data = cm.Labels, cm.Data
-		_, err = cms.Update(ctx, existing, metav1.UpdateOptions{FieldManager: podspec.ManagedByValue})
+		_, err = cms.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 	} else {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: podspec.ManagedByValue})
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 	}
 	if err != nil {
 		diags.AddError("Writing Container Group Failed", fmt.Sprintf("Writing ConfigMap %s/%s: %v.", r.data.catalogNamespace, g.Name, err))
@@ -632,7 +632,7 @@ func (r *containerGroupResource) ensureRunSide(ctx context.Context, gc *kubeclie
 		return true
 	}
 	switch {
-	case err == nil && g.ManageNamespace && ns.Labels[podspec.LabelContainerGroup] != g.Name:
+	case err == nil && g.ManageNamespace && ns.Labels[managed.LabelContainerGroup] != g.Name:
 		diags.AddAttributeError(path.Root("manage_namespace"), "Namespace Already Exists",
 			fmt.Sprintf("Namespace %q already exists on %s and was not created by container group %q; a managed namespace "+
 				"is deleted with the group, so kubeplay does not adopt it. Set manage_namespace = false, or choose a new namespace.",
@@ -640,8 +640,8 @@ func (r *containerGroupResource) ensureRunSide(ctx context.Context, gc *kubeclie
 		return false
 	case apierrors.IsNotFound(err) && g.ManageNamespace:
 		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.Namespace, Labels: map[string]string{
-			podspec.LabelManagedBy: podspec.ManagedByValue, podspec.LabelContainerGroup: g.Name,
-		}}}, metav1.CreateOptions{FieldManager: podspec.ManagedByValue})
+			managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: g.Name,
+		}}}, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 		if err != nil {
 			diags.AddAttributeError(path.Root("namespace"), "Creating Namespace Failed",
 				fmt.Sprintf("Creating namespace %q on %s: %v.", g.Namespace, host, err))
@@ -784,7 +784,7 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 				"if the cluster still exists.", g.Name, err, g.Namespace))
 	default:
 		if g.ManageNamespace {
-			if err := capacity.DeleteNamespace(ctx, gc.Kube, g.Namespace); err != nil {
+			if err := runnamespace.Delete(ctx, gc.Kube, g.Namespace); err != nil {
 				resp.Diagnostics.AddError("Deleting Namespace Failed", fmt.Sprintf("Deleting namespace %q on %s: %v. A namespace "+
 					"that stays Terminating has a finalizer that has not finished: see `kubectl get namespace %s -o yaml`.",
 					g.Namespace, gc.Config.Host, err, g.Namespace))

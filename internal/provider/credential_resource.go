@@ -28,6 +28,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 var (
@@ -470,9 +471,9 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	sec := spec.Secret(ns, rep, now)
 	if found {
 		existing.Labels, existing.Annotations, existing.Data, existing.Type = sec.Labels, sec.Annotations, sec.Data, sec.Type
-		_, err = secrets.Update(ctx, existing, metav1.UpdateOptions{FieldManager: credential.FieldManager})
+		_, err = secrets.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.FieldManager})
 	} else {
-		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: credential.FieldManager})
+		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: managed.FieldManager})
 	}
 	if err != nil {
 		diags.AddError("Writing Credential Failed", fmt.Sprintf("Writing Secret %s/%s: %v.", ns, name, err))

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -485,8 +486,8 @@ func renderLabel(l podspec.Label, catalog string) (*corev1.PodTemplate, string, 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      l.Name,
 			Namespace: catalog,
-			Labels: map[string]string{podspec.LabelManagedBy: podspec.ManagedByValue, catalogComponentLabel: componentNodeLabel,
-				podspec.LabelNodeLabel: l.Name},
+			Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: componentNodeLabel,
+				managed.LabelNodeLabel: l.Name},
 			Annotations: map[string]string{annotationLabelType: l.Type},
 		},
 	}
@@ -507,7 +508,7 @@ func renderLabel(l podspec.Label, catalog string) (*corev1.PodTemplate, string, 
 	}
 	if l.Type == podspec.TypeNamespace {
 		pt.Template = corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{podspec.LabelNodeLabel: l.Name}},
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{managed.LabelNodeLabel: l.Name}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "namespace", Image: namespacePlaceholderImage}},
 				RestartPolicy: corev1.RestartPolicyNever},
 		}
@@ -621,9 +622,9 @@ func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bo
 	var written *corev1.PodTemplate
 	if found {
 		existing.Labels, existing.Annotations, existing.Template = pt.Labels, pt.Annotations, pt.Template
-		written, err = pts.Update(ctx, existing, metav1.UpdateOptions{FieldManager: podspec.ManagedByValue})
+		written, err = pts.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 	} else {
-		written, err = pts.Create(ctx, pt, metav1.CreateOptions{FieldManager: podspec.ManagedByValue})
+		written, err = pts.Create(ctx, pt, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 	}
 	if err != nil {
 		diags.AddError("Writing Node Label Failed", fmt.Sprintf("Writing PodTemplate %s/%s on %s: %v.", r.data.catalogNamespace, l.Name, c.Config.Host, err))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -155,7 +156,7 @@ func (d *providerData) ensureCatalog(ctx context.Context, c *kubeclient.Clients)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   d.catalogNamespace,
-		Labels: map[string]string{credential.LabelManagedBy: credential.ManagedByValue},
+		Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue},
 	}}
 	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -45,6 +45,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -423,7 +424,7 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 		if err != nil {
 			return nil, fmt.Errorf("node label %q: %w", ln, err)
 		}
-		pod.Labels[podspec.LabelNodeLabel] = l.Name
+		pod.Labels[managed.LabelNodeLabel] = l.Name
 	}
 	pod.GenerateName = "kubeplay-run-"
 	if pod.Spec.TerminationGracePeriodSeconds == nil {
@@ -474,7 +475,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		return
 	}
 	rendered, err := podspec.ToYAML(t.pod)
-	t.pod.Labels[runner.LabelRun] = "dry-run"
+	t.pod.Labels[managed.LabelRun] = "dry-run"
 	if err == nil {
 		plan.RenderedPod = types.StringValue(rendered)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), plan.RenderedPod)...)
@@ -606,7 +607,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	}
 	var ex executed
 	ex.rendered, _ = podspec.ToYAML(t.pod)
-	t.pod.Labels[runner.LabelRun] = plan.ID.ValueString()
+	t.pod.Labels[managed.LabelRun] = plan.ID.ValueString()
 	b, secrets := r.bundle(ctx, plan, config, operation, playbook, diags)
 	if diags.HasError() {
 		return executed{}, false
@@ -937,7 +938,7 @@ func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group st
 		reapOrphanNamespaces(ctx, c, group)
 	}
 	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + podspec.LabelContainerGroup + "=" + group + "," + runner.LabelRun,
+		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelContainerGroup + "=" + group + "," + managed.LabelRun,
 	})
 	if err != nil {
 		tflog.Warn(ctx, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
@@ -968,7 +969,7 @@ func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group st
 // namespaces needs rights that a pods-only credential lacks.
 func reapOrphanNamespaces(ctx context.Context, c *kubeclient.Clients, group string) {
 	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
-		LabelSelector: podspec.LabelManagedBy + "=" + podspec.ManagedByValue + "," + podspec.LabelContainerGroup + "=" + group + "," + runnamespace.LabelRun,
+		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelContainerGroup + "=" + group + "," + managed.LabelRun,
 	})
 	if err != nil {
 		tflog.Warn(ctx, "listing orphaned run namespaces failed", map[string]any{"error": err.Error()})

@@ -19,27 +19,19 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 const (
-	// LabelRun holds the run's id on the namespace, as on the run's pod.
-	LabelRun = "kubeplay.io/run"
-	// AnnotationDeadline is when the run's pod is past its activeDeadlineSeconds:
-	// after it, the namespace is an orphan the next run of the group removes.
-	AnnotationDeadline = "kubeplay.io/deadline"
 	// InClusterServer is the API server as a pod sees it.
 	InClusterServer = "https://kubernetes.default.svc"
 	// minTokenTTL is the shortest token the TokenRequest API issues.
@@ -81,13 +73,13 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 		ns.Labels = map[string]string{}
 	}
 	maps.Copy(ns.Labels, own)
-	ns.Labels[podspec.LabelContainerGroup] = s.Group
-	ns.Labels[LabelRun] = s.RunID
+	ns.Labels[managed.LabelContainerGroup] = s.Group
+	ns.Labels[managed.LabelRun] = s.RunID
 	ns.Annotations = maps.Clone(s.Annotations)
 	if ns.Annotations == nil {
 		ns.Annotations = map[string]string{}
 	}
-	ns.Annotations[AnnotationDeadline] = s.Deadline.UTC().Format(time.RFC3339)
+	ns.Annotations[managed.AnnotationDeadline] = s.Deadline.UTC().Format(time.RFC3339)
 	return ns, []runtime.Object{sa, role, rb}
 }
 
@@ -97,7 +89,7 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 // error is ErrNotCreated.
 func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig []byte, token string, err error) {
 	ns, objs := s.Objects()
-	opts := metav1.CreateOptions{FieldManager: podspec.ManagedByValue}
+	opts := metav1.CreateOptions{FieldManager: managed.ManagedByValue}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
 		return nil, "", fmt.Errorf("%w: creating namespace %s: %w", ErrNotCreated, ns.Name, err)
 	}
@@ -135,32 +127,11 @@ func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig 
 // Delete deletes a run's namespace and waits, watching, until it is gone;
 // the namespace controller removes what is in it first.
 func Delete(ctx context.Context, kube kubernetes.Interface, name string) error {
-	err := kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return kube.CoreV1().Namespaces().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return kube.CoreV1().Namespaces().Watch(ctx, o)
-		},
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Namespace{},
-		func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil },
-		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
-	return err
+	return waitfor.Delete(ctx, kube.CoreV1().Namespaces(), name, metav1.DeleteOptions{}, &corev1.Namespace{})
 }
 
 // Expired reports whether ns is a run namespace whose run is past its deadline.
 func Expired(ns *corev1.Namespace, now time.Time) bool {
-	d, err := time.Parse(time.RFC3339, ns.Annotations[AnnotationDeadline])
+	d, err := time.Parse(time.RFC3339, ns.Annotations[managed.AnnotationDeadline])
 	return err == nil && now.After(d)
 }

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 func TestName(t *testing.T) {
@@ -31,17 +33,17 @@ func TestObjectsKeepOwnLabels(t *testing.T) {
 	ns, objs := Spec{
 		Label: "lbl", Group: "grp", RunID: "r1", Deadline: deadline,
 		// A label may not take over the labels kubeplay finds its namespaces by.
-		Labels:      map[string]string{"team": "qa", "app.kubernetes.io/managed-by": "someone", LabelRun: "forged"},
+		Labels:      map[string]string{"team": "qa", "app.kubernetes.io/managed-by": "someone", managed.LabelRun: "forged"},
 		Annotations: map[string]string{"note": "x"},
 	}.Objects()
-	want := map[string]string{"team": "qa", "app.kubernetes.io/managed-by": "kubeplay", LabelRun: "r1",
+	want := map[string]string{"team": "qa", "app.kubernetes.io/managed-by": "kubeplay", managed.LabelRun: "r1",
 		"kubeplay.io/container-group": "grp", "kubeplay.io/node-label": "lbl"}
 	for k, v := range want {
 		if ns.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q (all: %v)", k, ns.Labels[k], v, ns.Labels)
 		}
 	}
-	if ns.Name != "lbl-r1" || ns.Annotations["note"] != "x" || ns.Annotations[AnnotationDeadline] != "2026-11-22T10:00:00Z" {
+	if ns.Name != "lbl-r1" || ns.Annotations["note"] != "x" || ns.Annotations[managed.AnnotationDeadline] != "2026-11-22T10:00:00Z" {
 		t.Errorf("namespace %s, annotations %v", ns.Name, ns.Annotations)
 	}
 	if len(objs) != 3 {

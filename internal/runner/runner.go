@@ -18,19 +18,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // The statuses of a run.
@@ -39,14 +38,6 @@ const (
 	StatusFailed     = "failed"
 	StatusError      = "error"
 	StatusCanceled   = "canceled"
-)
-
-// Labels and annotations on run pods.
-const (
-	LabelManagedBy     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "kubeplay"
-	LabelRun           = "kubeplay.io/run"
-	AnnotationDeadline = "kubeplay.io/deadline"
 )
 
 // failFastReasons end a run at once: waiting longer cannot fix them.
@@ -269,18 +260,8 @@ func waitQuotaChange(ctx context.Context, kube kubernetes.Interface, ns string) 
 	}
 }
 
-func podListWatch(kube kubernetes.Interface, ns, name string) *cache.ListWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(ns).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(ns).Watch(ctx, o)
-		},
-	}
+func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatcher {
+	return waitfor.Named(kube.CoreV1().Pods(ns), name)
 }
 
 // waitRunning watches the pod until its container runs; image and
@@ -289,7 +270,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
-	_, err := watchtools.UntilWithSync(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{}, nil,
+	_, err := waitfor.Until(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
@@ -396,8 +377,5 @@ func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string) 
 	if err != nil {
 		return err
 	}
-	_, err = watchtools.UntilWithSync(ctx, podListWatch(kube, ns, name), &corev1.Pod{},
-		func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil },
-		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
-	return err
+	return waitfor.Gone(ctx, podListWatch(kube, ns, name), &corev1.Pod{})
 }

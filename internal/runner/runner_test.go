@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
@@ -56,7 +57,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) pod(image string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "run-", Namespace: e.ns,
-			Labels: map[string]string{runner.LabelManagedBy: runner.ManagedByValue}},
+			Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](1),

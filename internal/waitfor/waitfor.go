@@ -1,0 +1,76 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package waitfor waits, watching, until one named Kubernetes object meets a
+// condition or is gone. Every wait in kubeplay goes through it, so that none
+// polls and all survive a watch that the API server closes.
+package waitfor
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// ListWatcher is what a typed client-go client of one resource offers, for
+// example kube.CoreV1().Pods(ns).
+type ListWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Deleter is a ListWatcher that can also delete.
+type Deleter[L runtime.Object] interface {
+	ListWatcher[L]
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Named lists and watches the one object called name.
+func Named[L runtime.Object](c ListWatcher[L], name string) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.Watch(ctx, o)
+		},
+	}
+}
+
+// Gone waits until the object that lw lists no longer exists. example is an
+// empty object of its type, such as &corev1.Pod{}.
+func Gone(ctx context.Context, lw cache.ListerWatcher, example runtime.Object) error {
+	gone := func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil }
+	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
+		return ev.Type == watch.Deleted, nil
+	})
+	return err
+}
+
+// Until waits until cond holds for the object that lw lists and returns the
+// event that satisfied it. cond sees every event, Deleted included.
+func Until(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, cond watchtools.ConditionFunc) (*watch.Event, error) {
+	return watchtools.UntilWithSync(ctx, lw, example, nil, cond)
+}
+
+// Delete deletes the object called name with opts, treats an object that
+// is already gone as deleted, and waits until the API server has removed it
+// (finalizers included).
+func Delete[L runtime.Object](ctx context.Context, c Deleter[L], name string, opts metav1.DeleteOptions, example runtime.Object) error {
+	if err := c.Delete(ctx, name, opts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return Gone(ctx, Named(c, name), example)
+}
