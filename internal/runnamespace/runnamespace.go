@@ -58,7 +58,9 @@ type Spec struct {
 // and the run's id.
 func Name(label, runID string) string {
 	const maxLen = 63
-	if n := maxLen - len(runID) - 1; len(label) > n {
+	// A run id too long to fit leaves no room for the label (and a name the
+	// API server rejects) rather than a panic.
+	if n := max(maxLen-len(runID)-1, 0); len(label) > n {
 		label = label[:n]
 	}
 	return label + "-" + runID

@@ -1,0 +1,546 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testMarker = "\x1ekubeplay-0123abcd "
+
+// hostile are values that break naive shell quoting.
+var hostile = []string{
+	"",
+	"plain",
+	"it's",
+	`"double" and 'single'`,
+	"$(touch pwned) `touch pwned` ${HOME}",
+	"back\\slash\\",
+	"new\nline",
+	"tab\tand space  ",
+	"; rm -rf / #",
+	"'",
+	"''",
+	"*?[a]",
+	"héllo ☃",
+	"-n",
+}
+
+type entry struct {
+	hdr     *tar.Header
+	content string
+}
+
+func readTar(t *testing.T, r io.Reader) ([]string, map[string]entry) {
+	t.Helper()
+	var order []string
+	all := map[string]entry{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return order, all
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, h.Name)
+		all[h.Name] = entry{h, string(c)}
+	}
+}
+
+// extract unpacks a bundle into a fresh directory, as the pod's tar does.
+func extract(t *testing.T, b *Bundle) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := b.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	order, all := readTar(t, &buf)
+	for _, name := range order {
+		e := all[name]
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if e.hdr.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, os.FileMode(e.hdr.Mode)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(e.content), os.FileMode(e.hdr.Mode)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runScript runs the bundle's script with extra directories first on PATH.
+func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, ScriptName))
+	cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// report finds the runner's report on stderr and parses it.
+func report(t *testing.T, stderr string) Result {
+	t.Helper()
+	for _, l := range strings.Split(stderr, "\n") {
+		if p, ok := strings.CutPrefix(l, testMarker); ok {
+			r, err := ParseResult(p)
+			if err != nil {
+				t.Fatalf("report %q: %v", p, err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("no report behind the marker on stderr: %q", stderr)
+	return Result{}
+}
+
+func TestWriteLayout(t *testing.T) {
+	b := Bundle{
+		Command:    []string{"true"},
+		Files:      map[string]string{"z.txt": "z", "a/b/c.txt": "c", "a/d.txt": "d"},
+		Kubeconfig: []byte("apiVersion: v1\n"),
+		Marker:     testMarker,
+	}
+	var one, two bytes.Buffer
+	if err := b.Write(&one); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Write(&two); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(one.Bytes(), two.Bytes()) {
+		t.Error("the same bundle wrote different bytes")
+	}
+	order, all := readTar(t, &one)
+	want := []string{"a/", "a/b/", "callback_plugins/", "a/b/c.txt", "a/d.txt", "z.txt",
+		ScriptName, "inventory", "callback_plugins/kubeplay_stats.py", "kubeconfig"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("entries\n got %q\nwant %q", order, want)
+	}
+	modes := map[string]int64{"a/": 0o755, "a/b/c.txt": 0o644, ScriptName: 0o700, "inventory": 0o644, "kubeconfig": 0o600}
+	for name, mode := range modes {
+		if all[name].hdr.Mode != mode {
+			t.Errorf("%s mode %o, want %o", name, all[name].hdr.Mode, mode)
+		}
+	}
+	for _, name := range order {
+		h := all[name].hdr
+		if !h.ModTime.Equal(time.Unix(0, 0)) {
+			t.Errorf("%s mod time %v, want the epoch", name, h.ModTime)
+		}
+		if isDir := strings.HasSuffix(name, "/"); isDir != (h.Typeflag == tar.TypeDir) {
+			t.Errorf("%s type flag %c", name, h.Typeflag)
+		}
+	}
+	if all["inventory"].content != DefaultInventory || all["a/b/c.txt"].content != "c" || all["kubeconfig"].content != "apiVersion: v1\n" {
+		t.Errorf("contents: inventory %q c.txt %q", all["inventory"].content, all["a/b/c.txt"].content)
+	}
+	if all["callback_plugins/kubeplay_stats.py"].content != string(statsCallback) || len(statsCallback) == 0 {
+		t.Error("the stats callback is not the embedded one")
+	}
+	if _, ok := all[PlaybookName]; ok {
+		t.Error("command mode shipped a playbook")
+	}
+}
+
+func TestWriteInventoryName(t *testing.T) {
+	cases := []struct{ inventory, name string }{
+		{"", "inventory"},
+		{"[web]\nhost1\n", "inventory"},
+		{"host1\nhost2\n", "inventory"},
+		{"all:\n  hosts:\n    h1: {}\n", "inventory.yml"},
+		{`{"all": {"hosts": {"h1": {}}}}`, "inventory.yml"},
+	}
+	for _, c := range cases {
+		b := Bundle{Playbook: "- hosts: all\n", Inventory: c.inventory, Marker: testMarker}
+		var buf bytes.Buffer
+		if err := b.Write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		_, all := readTar(t, &buf)
+		e, ok := all[c.name]
+		want := c.inventory
+		if want == "" {
+			want = DefaultInventory
+		}
+		if !ok || e.content != want {
+			t.Errorf("inventory %q: entry %s = %q (present %v)", c.inventory, c.name, e.content, ok)
+		}
+		if !strings.Contains(all[ScriptName].content, "'-i' '"+c.name+"'") {
+			t.Errorf("inventory %q: the script does not pass -i %s", c.inventory, c.name)
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	base := func(extra ...string) []string { return append(append([]string{"-i", "inv"}, extra...), PlaybookName) }
+	cases := []struct {
+		name string
+		b    Bundle
+		want []string
+	}{
+		{"nothing", Bundle{}, base()},
+		{"extra vars", Bundle{ExtraVars: []byte(`{}`)}, base("-e", "@extra-vars.json")},
+		{"secret vars", Bundle{SecretVars: []byte(`{}`)}, base("-e", "@secret-vars.json")},
+		{"limit", Bundle{Limit: "web:!db"}, base("--limit", "web:!db")},
+		{"tags", Bundle{Tags: "a,b"}, base("--tags", "a,b")},
+		{"skip tags", Bundle{SkipTags: "slow"}, base("--skip-tags", "slow")},
+		{"forks", Bundle{Forks: 20}, base("--forks", "20")},
+		{"check", Bundle{Check: true}, base("--check")},
+		{"diff", Bundle{Diff: true}, base("--diff")},
+		{"verbosity 1", Bundle{Verbosity: 1}, base("-v")},
+		{"verbosity capped", Bundle{Verbosity: 9}, base("-vvvvvv")},
+		{"negative numbers", Bundle{Verbosity: -1, Forks: -3}, base()},
+		{"everything, in order", Bundle{ExtraVars: []byte(`{}`), SecretVars: []byte(`{}`), Limit: "l", Tags: "t", SkipTags: "s",
+			Forks: 2, Check: true, Diff: true, Verbosity: 3},
+			base("-e", "@extra-vars.json", "-e", "@secret-vars.json", "--limit", "l", "--tags", "t", "--skip-tags", "s",
+				"--forks", "2", "--check", "--diff", "-vvv")},
+	}
+	for _, c := range cases {
+		if got := c.b.Args("inv"); !slices.Equal(got, c.want) {
+			t.Errorf("%s: Args = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestQuoteRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range hostile {
+		cmd := exec.Command("sh", "-c", "printf %s "+Quote(s))
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil || string(out) != s {
+			t.Errorf("Quote(%q) read back as %q (%v)", s, out, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Error("a quoted value ran a command")
+	}
+}
+
+func TestExportsRoundTrip(t *testing.T) {
+	env := map[string]string{}
+	var names []string
+	for i, v := range hostile {
+		n := "V" + string(rune('A'+i))
+		env[n] = v
+		names = append(names, n)
+	}
+	ex := exports(env)
+	if !strings.HasPrefix(ex, "export VA=''\nexport VB='plain'\n") {
+		t.Errorf("exports are not sorted lines: %q", ex)
+	}
+	dir := t.TempDir()
+	// Print each variable behind a NUL so values with newlines stay whole.
+	script := ex + "for n in " + strings.Join(names, " ") + `; do eval "printf '%s\\000' \"\$$n\""; done`
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, script)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if !slices.Equal(got, hostile) {
+		t.Errorf("exported values read back as\n%q\nwant\n%q", got, hostile)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Error("an exported value ran a command")
+	}
+}
+
+// TestScriptCommandMode runs the script: env and secret env reach the
+// command unchanged, the secret files are gone while it runs or after, and
+// its exit code comes back both as the exit status and in the report.
+func TestScriptCommandMode(t *testing.T) {
+	env, secret := map[string]string{}, map[string]string{}
+	for i, v := range hostile {
+		env["PLAIN_"+string(rune('A'+i))] = v
+		secret["SECRET_"+string(rune('A'+i))] = v
+	}
+	const check = `for v in $(env | sed -n 's/^\(PLAIN_[A-Z]*\|SECRET_[A-Z]*\)=.*/\1/p' | sort); do eval "printf '%s=%s\000' \"\$v\" \"\$$v\""; done > vars.out
+test -e secret-env && echo secret-env-left
+test "$KUBECONFIG" = "$PWD/kubeconfig" && test "$K8S_AUTH_KUBECONFIG" = "$KUBECONFIG" && cat "$KUBECONFIG"
+echo "to stderr" >&2
+exit 3`
+	b := Bundle{
+		Command:    []string{"sh", "-c", check, "$(touch pwned)"},
+		Env:        env,
+		SecretEnv:  secret,
+		Kubeconfig: []byte("kubeconfig-content\n"),
+		Marker:     testMarker,
+	}
+	dir := extract(t, &b)
+	stdout, stderr, code := runScript(t, dir)
+	if code != 3 {
+		t.Errorf("exit status %d, want the command's 3 (stderr %q)", code, stderr)
+	}
+	if r := report(t, stderr); r.ExitCode != 3 || r.Hosts != nil {
+		t.Errorf("report %+v, want rc 3 without stats", r)
+	}
+	if stdout != "kubeconfig-content\nto stderr\n" {
+		t.Errorf("stdout %q, want the kubeconfig and the command's stderr (merged into stdout)", stdout)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "vars.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for k, v := range env {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for k, v := range secret {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, gone := range []string{secretEnvName, kubeconfig, "pwned"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); err == nil {
+			t.Errorf("%s exists after the run", gone)
+		}
+	}
+}
+
+// TestScriptPlaybookMode runs the script with a stand-in ansible-playbook
+// that records what it was given and writes stats as the callback would.
+func TestScriptPlaybookMode(t *testing.T) {
+	bin := t.TempDir()
+	fake := `#!/bin/sh
+for a in "$@"; do printf '%s\n' "$a"; done > args.out
+printf '%s\n' "$ANSIBLE_CALLBACK_PLUGINS" "$ANSIBLE_CALLBACKS_ENABLED" "$KUBEPLAY_STATS_FILE" "$ANSIBLE_NOCOLOR" > env.out
+cat secret-vars.json extra-vars.json playbook.yml > files.out
+printf '%s' '{"hosts":{"web1":{"ok":3,"changed":1,"unreachable":0,"failures":1,"skipped":2,"rescued":0,"ignored":0}}}' > "$KUBEPLAY_STATS_FILE"
+echo "PLAY RECAP"
+exit 2
+`
+	if err := os.WriteFile(filepath.Join(bin, "ansible-playbook"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := Bundle{
+		Playbook:   "- hosts: all\n",
+		ExtraVars:  []byte(`{"a":1}`),
+		SecretVars: []byte(`{"token":"s3cr3t"}`),
+		Limit:      "it's web", Tags: "a,b", Verbosity: 2, Diff: true,
+		Marker: testMarker,
+	}
+	dir := extract(t, &b)
+	stdout, stderr, code := runScript(t, dir, bin)
+	if code != 2 || stdout != "PLAY RECAP\n" {
+		t.Errorf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	r := report(t, stderr)
+	if r.ExitCode != 2 || r.Hosts["web1"] != (HostStats{OK: 3, Changed: 1, Failed: 1, Skipped: 2}) {
+		t.Errorf("report %+v", r)
+	}
+	read := func(name string) string {
+		c, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c)
+	}
+	if got, want := read("args.out"), strings.Join(b.Args("inventory"), "\n")+"\n"; got != want {
+		t.Errorf("ansible-playbook got\n%s\nwant\n%s", got, want)
+	}
+	if want := dir + "/callback_plugins\nkubeplay_stats\n" + dir + "/stats.json\n1\n"; read("env.out") != want {
+		t.Errorf("ansible environment %q, want %q", read("env.out"), want)
+	}
+	if read("files.out") != `{"token":"s3cr3t"}{"a":1}- hosts: all`+"\n" {
+		t.Errorf("files seen by the playbook %q", read("files.out"))
+	}
+	if _, err := os.Stat(filepath.Join(dir, secretVars)); err == nil {
+		t.Error("the secret vars file is still on disk after the run")
+	}
+	if _, err := os.Stat(filepath.Join(dir, varsName)); err != nil {
+		t.Error("the (non-secret) extra vars file was removed")
+	}
+}
+
+// TestCommandUnpacksAndRuns pipes a bundle into Command() as the exec does.
+func TestCommandUnpacksAndRuns(t *testing.T) {
+	for _, tool := range []string{"tar", "mktemp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	c := Command()
+	if len(c) != 3 || c[0] != "sh" || c[1] != "-c" || !strings.Contains(c[2], ScriptName) {
+		t.Fatalf("Command() = %q", c)
+	}
+	b := Bundle{Command: []string{"sh", "-c", `pwd; cat data.txt`}, Files: map[string]string{"data.txt": "payload\n"}, Marker: testMarker}
+	var in bytes.Buffer
+	if err := b.Write(&in); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c[0], c[1:]...)
+	cmd.Stdin = &in
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, errOut.String())
+	}
+	wd, rest, _ := strings.Cut(out.String(), "\n")
+	if strings.HasPrefix(wd, "/tmp/kubeplay.") {
+		t.Cleanup(func() { _ = os.RemoveAll(wd) })
+	} else {
+		t.Errorf("the run's directory is %q, want a fresh /tmp/kubeplay.* directory", wd)
+	}
+	if rest != "payload\n" {
+		t.Errorf("output %q", out.String())
+	}
+	if r := report(t, errOut.String()); r.ExitCode != 0 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+func TestValidatePathCases(t *testing.T) {
+	cases := []struct{ path, want string }{
+		{"roles/web/tasks/main.yml", ""},
+		{"templates/" + ScriptName, ""},
+		{"inventory_vars/x", ""},
+		{"", "empty"},
+		{"/etc/passwd", "absolute"},
+		{"a/../b", "not clean"},
+		{"./a", "not clean"},
+		{"a/", "not clean"},
+		{"..", "leaves the bundle"},
+		{"../x", "leaves the bundle"},
+		{"a\\b", "backslash"},
+		{"a\x00b", "NUL"},
+		{ScriptName, "reserved"},
+		{"inventory", "reserved"},
+		{"inventory.yml", "reserved"},
+		{"callback_plugins/evil.py", "reserved"},
+		{"stats.json", "reserved"},
+		{"kubeconfig", "reserved"},
+		{"secret-env", "reserved"},
+	}
+	for _, c := range cases {
+		err := ValidatePath(c.path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("ValidatePath(%q) = %v, want nil", c.path, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("ValidatePath(%q) = %v, want an error saying %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestValidateBundle(t *testing.T) {
+	ok := Bundle{Playbook: "x", Marker: testMarker}
+	if err := ok.Write(io.Discard); err != nil {
+		t.Fatalf("a minimal bundle: %v", err)
+	}
+	cases := []struct {
+		name string
+		edit func(*Bundle)
+		want string
+	}{
+		{"neither", func(b *Bundle) { b.Playbook = "" }, "exactly one of a playbook and a command"},
+		{"marker with a newline", func(b *Bundle) { b.Marker = "a\nb" }, "marker"},
+		{"marker with a quote", func(b *Bundle) { b.Marker = "it's" }, "marker"},
+		{"bad secret env name", func(b *Bundle) { b.SecretEnv = map[string]string{"A-B": "x"} }, `env: "A-B" is not a valid environment variable name`},
+		{"secret vars not an object", func(b *Bundle) { b.SecretVars = []byte(`"s"`) }, "must be a JSON object"},
+		{"extra vars not JSON", func(b *Bundle) { b.ExtraVars = []byte(`{a:1}`) }, "must be a JSON object"},
+		{"absolute file", func(b *Bundle) { b.Files = map[string]string{"/x": ""} }, "files: "},
+	}
+	for _, c := range cases {
+		b := ok
+		c.edit(&b)
+		var buf bytes.Buffer
+		err := b.Write(&buf)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("%s: %d bytes written before the error", c.name, buf.Len())
+		}
+	}
+	for _, n := range []string{"A", "_a1", "PATH_2"} {
+		if err := ValidateEnvName(n); err != nil {
+			t.Errorf("ValidateEnvName(%q) = %v", n, err)
+		}
+	}
+	for _, n := range []string{"", "1A", "A B", "A=B", "Ä"} {
+		if err := ValidateEnvName(n); err == nil {
+			t.Errorf("ValidateEnvName(%q) = nil", n)
+		}
+	}
+}
+
+func TestParseResultCases(t *testing.T) {
+	good := []struct {
+		payload string
+		rc      int
+		hosts   map[string]HostStats
+	}{
+		{`{"rc":0}`, 0, nil},
+		{`{"rc":0,"stats":{}}`, 0, nil},
+		{`{"rc":4,"stats":{"hosts":{"a":{"ok":1},"b":{"unreachable":1,"rescued":2,"ignored":3}}},"extra":true}`, 4,
+			map[string]HostStats{"a": {OK: 1}, "b": {Unreachable: 1, Rescued: 2, Ignored: 3}}},
+		{` {"rc":-1} `, -1, nil},
+	}
+	for _, c := range good {
+		r, err := ParseResult(c.payload)
+		if err != nil || r.ExitCode != c.rc || len(r.Hosts) != len(c.hosts) {
+			t.Errorf("ParseResult(%s) = %+v, %v", c.payload, r, err)
+			continue
+		}
+		for h, s := range c.hosts {
+			if r.Hosts[h] != s {
+				t.Errorf("ParseResult(%s) host %s = %+v, want %+v", c.payload, h, r.Hosts[h], s)
+			}
+		}
+	}
+	bad := []struct{ payload, want string }{
+		{`null`, "no exit code"},
+		{`{"rc":null}`, "no exit code"},
+		{`{"stats":{"hosts":{}}}`, "no exit code"},
+		{`{"rc":"0"}`, "not JSON"},
+		{`{"rc":1.5}`, "not JSON"},
+		{`{"rc":0,"stats":{"hosts":[]}}`, "not JSON"},
+		{`rc=0`, "not JSON"},
+	}
+	for _, c := range bad {
+		if _, err := ParseResult(c.payload); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseResult(%s) = %v, want an error with %q", c.payload, err, c.want)
+		}
+	}
+}

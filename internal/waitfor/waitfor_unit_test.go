@@ -1,0 +1,313 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package waitfor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The fake clientset ignores field selectors and resource versions, so each
+// test keeps one pod in its namespace and changes it only once the watch is
+// open (watched says when).
+
+const ns = "runs"
+
+// limit bounds every wait, so a broken wait fails the test instead of hanging
+// it. The fake clientset cannot stream lists (WatchList), so the waits fall
+// back to a plain list and watch, which every API server serves too.
+func limit(t *testing.T) context.Context {
+	t.Helper()
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func pod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)}}
+}
+
+// watched wraps a typed client and closes opened when its first watch is open.
+type watched[L runtime.Object] struct {
+	Deleter[L]
+	once   sync.Once
+	opened chan struct{}
+}
+
+func newWatched[L runtime.Object](c Deleter[L]) *watched[L] {
+	return &watched[L]{Deleter: c, opened: make(chan struct{})}
+}
+
+func (w *watched[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	wi, err := w.Deleter.Watch(ctx, o)
+	if err == nil {
+		w.once.Do(func() { close(w.opened) })
+	}
+	return wi, err
+}
+
+func (w *watched[L]) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-w.opened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait never opened a watch")
+	}
+}
+
+func TestNamedSelectsByName(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	var (
+		mu        sync.Mutex
+		selectors = map[string]string{}
+	)
+	record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch x := a.(type) {
+		case k8stesting.ListAction:
+			selectors["list"] = x.GetListRestrictions().Fields.String()
+		case k8stesting.WatchAction:
+			selectors["watch"] = x.GetWatchRestrictions().Fields.String()
+		}
+		return false, nil, nil
+	}
+	kube.PrependReactor("list", "pods", record)
+	kube.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		_, _, err := record(a)
+		return false, nil, err
+	})
+
+	ctx := limit(t)
+	lw := cache.ToListerWatcherWithContext(Named(kube.CoreV1().Pods(ns), "a"))
+	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{FieldSelector: "metadata.name=other"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, verb := range []string{"list", "watch"} {
+		if got := selectors[verb]; got != "metadata.name=a" {
+			t.Errorf("%s field selector = %q, want metadata.name=a (a caller's selector must not widen it)", verb, got)
+		}
+	}
+}
+
+func TestGoneWhenAlreadyGone(t *testing.T) {
+	kube := fake.NewClientset()
+	if err := Gone(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}); err != nil {
+		t.Fatalf("Gone on a pod that never existed: %v", err)
+	}
+}
+
+func TestGoneWaitsForTheDeletion(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	done := make(chan error, 1)
+	go func() { done <- Gone(limit(t), Named(pods, "a"), &corev1.Pod{}) }()
+	pods.wait(t)
+	select {
+	case err := <-done:
+		t.Fatalf("Gone returned (%v) while the pod still exists", err)
+	default:
+	}
+	if err := kube.CoreV1().Pods(ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Gone after the deletion: %v", err)
+	}
+}
+
+func TestGoneEndsWithItsContext(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	ctx, cancel := context.WithCancel(limit(t))
+	done := make(chan error, 1)
+	go func() { done <- Gone(ctx, Named(pods, "a"), &corev1.Pod{}) }()
+	pods.wait(t)
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Gone reported a pod that still exists as gone when its context ended")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Gone did not return when its context ended")
+	}
+
+	ended, stop := context.WithCancel(context.Background())
+	stop()
+	if err := Gone(ended, Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}); err == nil {
+		t.Fatal("Gone with an ended context returned nil for a pod that exists")
+	}
+}
+
+func running(ev watch.Event) (bool, error) {
+	p, ok := ev.Object.(*corev1.Pod)
+	return ok && p.Status.Phase == corev1.PodRunning, nil
+}
+
+func TestUntilSeesTheCurrentState(t *testing.T) {
+	p := pod("a")
+	p.Status.Phase = corev1.PodRunning
+	kube := fake.NewClientset(p)
+	ev, err := Until(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != watch.Added || ev.Object.(*corev1.Pod).Name != "a" {
+		t.Fatalf("event %s %v, want the pod as listed (Added)", ev.Type, ev.Object)
+	}
+}
+
+func TestUntilWaitsForTheCondition(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	type result struct {
+		ev  *watch.Event
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ev, err := Until(limit(t), Named(pods, "a"), &corev1.Pod{}, running)
+		done <- result{ev, err}
+	}()
+	pods.wait(t)
+	p := pod("a")
+	p.Status.Phase = corev1.PodRunning
+	if _, err := kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.ev.Type != watch.Modified || r.ev.Object.(*corev1.Pod).Status.Phase != corev1.PodRunning {
+		t.Fatalf("event %s %+v, want the update to Running", r.ev.Type, r.ev.Object)
+	}
+}
+
+func TestUntilSeesDeleted(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	var seen []watch.EventType
+	done := make(chan error, 1)
+	go func() {
+		_, err := Until(limit(t), Named(pods, "a"), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
+			seen = append(seen, ev.Type)
+			if ev.Type == watch.Deleted {
+				return false, errors.New("deleted")
+			}
+			return false, nil
+		})
+		done <- err
+	}()
+	pods.wait(t)
+	if err := kube.CoreV1().Pods(ns).Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || err.Error() != "deleted" {
+		t.Fatalf("Until returned %v, want the condition's error on the Deleted event", err)
+	}
+	if len(seen) != 2 || seen[0] != watch.Added || seen[1] != watch.Deleted {
+		t.Fatalf("the condition saw %v, want [ADDED DELETED]", seen)
+	}
+}
+
+func TestUntilEndsWithItsContext(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	ctx, cancel := context.WithTimeout(limit(t), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	ev, err := Until(ctx, Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running)
+	if err == nil {
+		t.Fatalf("Until returned %v without an error for a pod that never runs", ev)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("Until took %s to notice its context ended", d)
+	}
+}
+
+func TestDeleteAlreadyGone(t *testing.T) {
+	kube := fake.NewClientset()
+	if err := Delete(limit(t), kube.CoreV1().Pods(ns), "a", metav1.DeleteOptions{}, &corev1.Pod{}); err != nil {
+		t.Fatalf("Delete of a missing pod: %v, want nil", err)
+	}
+}
+
+func TestDeletePassesOptionsAndRemoves(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	var got metav1.DeleteOptions
+	kube.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		got = a.(k8stesting.DeleteAction).GetDeleteOptions()
+		return false, nil, nil
+	})
+	uid := types.UID("uid-a")
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if err := Delete(limit(t), kube.CoreV1().Pods(ns), "a", opts, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Preconditions == nil || got.Preconditions.UID == nil || *got.Preconditions.UID != uid {
+		t.Errorf("delete options %+v, want the UID precondition passed through", got)
+	}
+	if _, err := kube.CoreV1().Pods(ns).Get(context.Background(), "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after Delete the pod is still there (%v)", err)
+	}
+}
+
+func TestDeleteReturnsOtherErrors(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "a", errors.New("no"))
+	})
+	err := Delete(limit(t), kube.CoreV1().Pods(ns), "a", metav1.DeleteOptions{}, &corev1.Pod{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Delete = %v, want the Forbidden error", err)
+	}
+}
+
+// TestDeleteWaitsForFinalizers: an accepted delete of an object with
+// finalizers leaves it in place; Delete returns only once it is removed.
+func TestDeleteWaitsForFinalizers(t *testing.T) {
+	kube := fake.NewClientset(pod("a"))
+	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil // accepted; the finalizers keep the pod for now
+	})
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	done := make(chan error, 1)
+	go func() { done <- Delete(limit(t), pods, "a", metav1.DeleteOptions{}, &corev1.Pod{}) }()
+	pods.wait(t)
+	select {
+	case err := <-done:
+		t.Fatalf("Delete returned (%v) while the pod is still there", err)
+	default:
+	}
+	if err := kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Delete once the pod is removed: %v", err)
+	}
+}
