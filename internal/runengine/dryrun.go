@@ -72,14 +72,13 @@ func classify(err error, namespace, host string) *RefusedError {
 	}
 	var ce *credential.CheckError
 	if errors.As(credential.Classify(err, host), &ce) {
-		r.Host, r.Cause = ce.Host, ce.Err
 		switch ce.Failure {
 		case credential.FailureUnauthorized:
 			r.Reason = RefusedUnauthorized
 		case credential.FailureTLS:
-			r.Reason = RefusedTLS
+			r.Reason, r.Cause = RefusedTLS, ce.Err
 		case credential.FailureUnreachable:
-			r.Reason = RefusedUnreachable
+			r.Reason, r.Cause = RefusedUnreachable, ce.Err
 		}
 	}
 	return r

@@ -52,6 +52,8 @@ type Engine struct {
 	clients         *kubeclient.Clients
 	sweeps, dryRuns OnceFunc
 	log             LogFunc
+	// run runs the pod; tests replace it.
+	run func(context.Context, runner.Spec) runner.Result
 }
 
 // New returns an engine that runs with c.
@@ -66,6 +68,8 @@ func New(c *kubeclient.Clients, o Options) *Engine {
 	if e.log == nil {
 		e.log = func(slog.Level, string, map[string]any) {}
 	}
+	r := &runner.Runner{Config: c.Config, Kube: c.Kube, Log: func(msg string, f map[string]any) { e.log(slog.LevelDebug, msg, f) }}
+	e.run = r.Run
 	return e
 }
 
@@ -158,10 +162,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 		b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
 		secrets = append(secrets, token)
 	}
-	run := runner.Runner{Config: e.clients.Config, Kube: e.clients.Kube, Log: func(msg string, f map[string]any) {
-		e.log(slog.LevelDebug, msg, f)
-	}}
-	out.Result = run.Run(ctx, runner.Spec{
+	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
 		Pod: pod, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
