@@ -20,8 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -32,6 +30,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
 )
 
 func testBundle(secretVars string, secretEnv map[string]string) bundle.Bundle {
@@ -73,34 +72,12 @@ type fakeCluster struct {
 
 func newFake(t *testing.T, objs ...runtime.Object) *fakeCluster {
 	t.Helper()
-	f := &fakeCluster{t: t, kube: fake.NewClientset(objs...)}
-	var n atomic.Int32
-	// The fake has no generateName.
+	f := &fakeCluster{t: t, kube: runnertest.NewClientset(objs...)}
 	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		if p.Name == "" && p.GenerateName != "" {
-			p.Name = fmt.Sprintf("%s%d", p.GenerateName, n.Add(1))
-		}
 		if f.podCreated != nil {
-			f.podCreated(p)
+			f.podCreated(a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
 		}
 		return false, nil, nil
-	})
-	// Nor does it filter lists by field: DeletePod waits for one pod by name.
-	f.kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		r := a.(k8stesting.ListAction).GetListRestrictions()
-		if r.Fields == nil || r.Fields.Empty() {
-			return false, nil, nil
-		}
-		obj, err := f.kube.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), a.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		list := obj.(*corev1.PodList)
-		list.Items = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
-			return !r.Fields.Matches(fields.Set{"metadata.name": p.Name}) || !r.Labels.Matches(labels.Set(p.Labels))
-		})
-		return true, list, nil
 	})
 	f.kube.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "token" {
