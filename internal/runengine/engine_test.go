@@ -89,6 +89,13 @@ func newFake(t *testing.T, objs ...runtime.Object) *fakeCluster {
 	return f
 }
 
+// refuse makes the fake answer verb on resource with 403 Forbidden.
+func (f *fakeCluster) refuse(verb, resource string) {
+	f.kube.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource, "", errors.New("no"))
+	})
+}
+
 func (f *fakeCluster) ledger(kind string, limit int64) capacity.Ledger {
 	f.t.Helper()
 	l := capacity.Ledger{Kube: f.kube, Namespace: "runs", Group: "g", Kind: kind}
@@ -319,42 +326,33 @@ func TestRunNamespace(t *testing.T) {
 }
 
 func TestRunNamespaceErrors(t *testing.T) {
-	t.Run("namespace refused", func(t *testing.T) {
-		f := newFake(t)
-		f.kube.PrependReactor("create", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(podsResource, "sandbox-r1", errors.New("no"))
+	for _, c := range []struct {
+		name, refused string
+		// deleted: the namespace was made, so the run deletes it.
+		deleted bool
+	}{{"namespace refused", "namespaces", false}, {"account refused", "roles", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(t)
+			f.refuse("create", c.refused)
+			_, err := f.e.Run(t.Context(), namespaceRequest())
+			var ne *NamespaceError
+			if !errors.As(err, &ne) || ne.Deleting || ne.Namespace != "sandbox-r1" || ne.Label != "sandbox" || ne.Group != "g" {
+				t.Fatalf("error %v", err)
+			}
+			if n := f.count("delete", "namespaces"); (n == 1) != c.deleted {
+				t.Errorf("%d namespace deletions; want one only when the run made it", n)
+			}
+			if _, err := f.kube.CoreV1().Namespaces().Get(t.Context(), "sandbox-r1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the half-made namespace is left: %v", err)
+			}
+			if n := f.count("create", "pods"); n != 0 {
+				t.Errorf("%d pods created", n)
+			}
 		})
-		_, err := f.e.Run(t.Context(), namespaceRequest())
-		var ne *NamespaceError
-		if !errors.As(err, &ne) || ne.Deleting || ne.Namespace != "sandbox-r1" || ne.Label != "sandbox" || ne.Group != "g" {
-			t.Fatalf("error %v", err)
-		}
-		if n := f.count("delete", "namespaces"); n != 0 {
-			t.Errorf("deleted a namespace that is not the run's (%d)", n)
-		}
-	})
-	t.Run("account refused", func(t *testing.T) {
-		f := newFake(t)
-		f.kube.PrependReactor("create", "roles", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(podsResource, "r", errors.New("no"))
-		})
-		_, err := f.e.Run(t.Context(), namespaceRequest())
-		var ne *NamespaceError
-		if !errors.As(err, &ne) {
-			t.Fatalf("error %v", err)
-		}
-		if _, err := f.kube.CoreV1().Namespaces().Get(t.Context(), "sandbox-r1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the half-made namespace is left: %v", err)
-		}
-		if n := f.count("create", "pods"); n != 0 {
-			t.Errorf("%d pods created", n)
-		}
-	})
+	}
 	t.Run("delete fails", func(t *testing.T) {
 		f := newFake(t)
-		f.kube.PrependReactor("delete", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(podsResource, "sandbox-r1", errors.New("no"))
-		})
+		f.refuse("delete", "namespaces")
 		f.e.run = func(context.Context, runner.Spec) runner.Result {
 			return runner.Result{Status: runner.StatusSuccessful}
 		}
