@@ -136,15 +136,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 	if claims, err = e.claim(ctx, req); err != nil {
 		return out, err
 	}
-	b := req.Bundle
-	b.Env = maps.Clone(b.Env)
-	if b.Env == nil {
-		b.Env = map[string]string{}
-	}
-	b.Env["KUBEPLAY_OPERATION"] = req.Operation
-	if b.Marker == "" {
-		b.Marker = "\x1ekubeplay-" + NewID() + " "
-	}
+	b := payload(req)
 	secrets := Secrets(b)
 	if nsLabel != nil {
 		ns, kubeconfig, token, err := e.createNamespace(ctx, req, nsLabel)
@@ -169,6 +161,20 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine,
 	})
 	return out, nil
+}
+
+// payload is req's bundle with what the engine adds to every run's.
+func payload(req Request) bundle.Bundle {
+	b := req.Bundle
+	b.Env = maps.Clone(b.Env)
+	if b.Env == nil {
+		b.Env = map[string]string{}
+	}
+	b.Env["KUBEPLAY_OPERATION"] = req.Operation
+	if b.Marker == "" {
+		b.Marker = "\x1ekubeplay-" + NewID() + " "
+	}
+	return b
 }
 
 func appendErr(errs []error, err error) []error {
