@@ -5,11 +5,9 @@ package provider
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -36,18 +34,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -306,18 +298,6 @@ func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateC
 	}
 }
 
-// errRenderAtApply: the pod depends on the run's id, chosen at apply.
-var errRenderAtApply = errors.New("the run's pod uses {run.id} and is rendered at apply")
-
-func usesRunID(templates map[string]string) bool {
-	for _, t := range templates {
-		if strings.Contains(t, "{run.id}") {
-			return true
-		}
-	}
-	return false
-}
-
 // workspace is the Terraform workspace, for {run.workspace}: Terraform tells
 // providers nothing of it, so only TF_WORKSPACE, when set, names it.
 func workspace() string {
@@ -327,18 +307,28 @@ func workspace() string {
 	return "default"
 }
 
-// runTarget is what a run needs from its group: where and with what clients
-// it runs, and the pod it creates.
+// runTarget is what a run needs from its group and node label, and the
+// clients it runs with.
 type runTarget struct {
-	group   *groupSpec
+	group   runengine.Group
+	label   *podspec.Label      // nil without node_label
 	clients *kubeclient.Clients // nil at plan time when the credential is not usable yet
-	pod     *corev1.Pod
-	pending time.Duration
 	// changing: the group, label or credential is created or updated by this
 	// apply, so the cluster does not show yet what the run will meet.
 	changing bool
-	// nsLabel is the run's node label when it is of type namespace.
-	nsLabel *podspec.Label
+}
+
+// engineGroup is the run engine's view of a group: the one place that
+// converts the catalog's group for runs.
+func engineGroup(g *groupSpec) runengine.Group {
+	pending, _ := time.ParseDuration(g.PodPendingTimeout) // zero or less: the engine's default
+	return runengine.Group{
+		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
+		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
+		Pod: podspec.Group{Name: g.Name, Namespace: g.Namespace, Image: g.Image, Labels: g.Labels,
+			Annotations: g.Annotations, Override: g.PodSpecOverride},
+		DefaultLabel: g.DefaultLabel,
+	}
 }
 
 // errKnownAtApply: the group or label depends on values known only at apply.
@@ -377,19 +367,15 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 	return l, false, err
 }
 
-// target reads the group and renders the run's pod, without the run's id
-// label: the id is chosen at apply, and the rendered pod of the plan must be
-// the one apply reports. runID is empty at plan time.
-func (r *runResource) target(ctx context.Context, m runModel, runID string, deadline time.Duration) (*runTarget, error) {
-	planning := runID == ""
+// target reads the run's group and node label, and the group's clients.
+func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*runTarget, error) {
 	name := m.ContainerGroup.ValueString()
-	var nsLabel *podspec.Label
 	g, changing, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
 	}
-	if g.Credential != "" {
-		if _, ok := r.data.changingCredentials.get(g.Credential); ok && planning {
+	if planning && g.Credential != "" {
+		if _, ok := r.data.changingCredentials.get(g.Credential); ok {
 			changing = true
 		}
 	}
@@ -401,46 +387,33 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 		tflog.Debug(ctx, "no dry run of the run's pod: its credential is not usable yet", map[string]any{"reason": err.Error()})
 		c = nil
 	}
-	pod, err := podspec.RenderGroup(g.podGroup())
-	if err != nil {
-		return nil, fmt.Errorf("container group %q: %w", name, err)
-	}
+	t := &runTarget{group: engineGroup(g), clients: c, changing: changing}
 	if ln := m.NodeLabel.ValueString(); ln != "" {
 		l, labelChanging, err := r.labelFor(ctx, ln, planning)
 		if err != nil {
 			return nil, err
 		}
-		changing = changing || labelChanging
-		if l.Type == podspec.TypeNamespace {
-			nsLabel = l
-		}
-		if planning && usesRunID(l.DynamicLabels) {
-			return nil, errRenderAtApply
-		}
-		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
-			"run.id": runID, "run.name": m.Name.ValueString(), "run.group": g.Name, "run.label": l.Name,
-			"run.workspace": workspace(),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("node label %q: %w", ln, err)
-		}
-		pod.Labels[managed.LabelNodeLabel] = l.Name
+		t.label, t.changing = l, t.changing || labelChanging
 	}
-	pod.GenerateName = "kubeplay-run-"
-	if pod.Spec.TerminationGracePeriodSeconds == nil {
-		// A worker that ignores SIGTERM (sleep as PID 1) would hold its quota for 30 s.
-		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](runPodGracePeriod)
-	}
-	secs := int64(deadline / time.Second)
-	pod.Spec.ActiveDeadlineSeconds = &secs
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pending, err := time.ParseDuration(g.PodPendingTimeout)
-	if err != nil || pending <= 0 {
-		pending = 5 * time.Minute
-	}
-	return &runTarget{group: g, clients: c, pod: pod, pending: pending, changing: changing, nsLabel: nsLabel}, nil
+	return t, nil
+}
+
+// engine returns a run engine with c that shares this walk's orphan sweeps
+// and dry runs, and logs to Terraform's log.
+func (r *runResource) engine(ctx context.Context, c *kubeclient.Clients) *runengine.Engine {
+	return runengine.New(c, runengine.Options{
+		Sweeps: r.data.sweeps.do, DryRuns: r.data.dryRuns.do,
+		Log: func(level slog.Level, msg string, f map[string]any) {
+			switch {
+			case level >= slog.LevelWarn:
+				tflog.Warn(ctx, msg, f)
+			case level >= slog.LevelInfo:
+				tflog.Info(ctx, msg, f)
+			default:
+				tflog.Debug(ctx, msg, f)
+			}
+		},
+	})
 }
 
 func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -466,106 +439,87 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 	if plan.ContainerGroup.IsUnknown() || r.data == nil {
 		return
 	}
+	r.planPod(ctx, plan, resp)
+}
+
+// planPod renders the run's pod into the plan and dry-runs it.
+func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource.ModifyPlanResponse) {
 	create, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
-	t, err := r.target(ctx, plan, "", create)
+	t, err := r.target(ctx, plan, true)
 	if err != nil {
 		// The group may be created in this same apply: nothing to check yet.
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return
 	}
-	rendered, err := podspec.ToYAML(t.pod)
-	t.pod.Labels[managed.LabelRun] = "dry-run"
-	if err == nil {
-		plan.RenderedPod = types.StringValue(rendered)
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), plan.RenderedPod)...)
+	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString(), Workspace: workspace()}, create)
+	if err != nil {
+		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
+		return
 	}
-	if t.nsLabel == nil {
+	if rendered, err := podspec.ToYAML(pod); err == nil {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), types.StringValue(rendered))...)
+	}
+	if t.label == nil || t.label.Type != podspec.TypeNamespace {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("run_namespace"), types.StringNull())...)
 	}
 	if t.clients == nil {
 		return
 	}
-	err = r.dryRun(ctx, t, rendered)
+	if err := r.engine(ctx, t.clients).DryRun(ctx, t.group, t.label, pod); err != nil {
+		refused(ctx, t, err, &resp.Diagnostics)
+	}
+}
+
+// refused reports a dry run of the run's pod that the cluster refused.
+func refused(ctx context.Context, t *runTarget, err error, diags *diag.Diagnostics) {
+	re := &runengine.RefusedError{Namespace: t.group.Namespace, Err: err}
+	errors.As(err, &re)
 	switch {
-	case err == nil:
-	case runner.IsQuotaExceeded(err):
-		resp.Diagnostics.AddAttributeWarning(path.Root("container_group"), "Container Group Is Full Now",
+	case re.Reason == runengine.RefusedQuota:
+		diags.AddAttributeWarning(path.Root("container_group"), "Container Group Is Full Now",
 			fmt.Sprintf("A dry run of the run's pod was refused by the quota of group %q: %v. At apply the run waits up to "+
 				"the group's pod_pending_timeout for capacity.", t.group.Name, err))
-	case t.changing && apierrors.IsNotFound(err):
+	case t.changing && re.Reason == runengine.RefusedNotFound:
 		tflog.Debug(ctx, "no dry run of the run's pod: its namespace comes with this apply", map[string]any{"reason": err.Error()})
 	case t.changing:
 		// The group, label or credential this apply changes may be the fix.
-		resp.Diagnostics.AddAttributeWarning(path.Root("container_group"), "Run Pod Refused By The Cluster As It Is Now",
+		diags.AddAttributeWarning(path.Root("container_group"), "Run Pod Refused By The Cluster As It Is Now",
 			fmt.Sprintf("A server-side dry run of the run's pod in namespace %q was refused: %v. Container group %q, its "+
 				"credential or the run's node label change in this apply, so the run may succeed; if it does not, fix "+
-				"them or the cluster's policy.", t.pod.Namespace, err, t.group.Name))
+				"them or the cluster's policy.", re.Namespace, err, t.group.Name))
 	default:
-		summary, detail := clusterProblem(err, t)
+		summary, detail := clusterProblem(re, t.group)
 		if summary == "" {
 			summary, detail = "Run Pod Would Be Refused", fmt.Sprintf("A server-side dry run of the run's pod in namespace %q "+
 				"was refused: %v. Fix the container group (pod_spec_override, credential permissions) or the cluster's policy.",
-				t.pod.Namespace, err)
+				re.Namespace, err)
 		}
-		resp.Diagnostics.AddAttributeError(path.Root("container_group"), summary, detail)
+		diags.AddAttributeError(path.Root("container_group"), summary, detail)
 	}
-}
-
-// dryRun creates the run's pod (and namespace) server-side without keeping
-// them, which catches RBAC, quota, admission and schema errors before apply.
-// Runs with the same pod share one dry run per walk.
-func (r *runResource) dryRun(ctx context.Context, t *runTarget, rendered string) error {
-	var nsLabel string
-	if t.nsLabel != nil {
-		nsLabel = t.nsLabel.Name
-	}
-	key := strings.Join([]string{t.clients.Config.Host, t.group.Credential, nsLabel, rendered}, "\x00")
-	return r.data.dryRuns.do(key, func() error {
-		opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-		if _, err := t.clients.Kube.CoreV1().Pods(t.pod.Namespace).Create(ctx, t.pod, opts); err != nil || t.nsLabel == nil {
-			return err
-		}
-		ns, _ := runnamespace.Spec{Label: t.nsLabel.Name, Group: t.group.Name, RunID: "dry-run"}.Objects()
-		if _, err := t.clients.Kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
-			return fmt.Errorf("creating the namespace of node label %q (a label of type namespace needs a credential that "+
-				"may create namespaces, service accounts, roles and role bindings): %w", t.nsLabel.Name, err)
-		}
-		return nil
-	})
 }
 
 // clusterProblem names a group's credential that its cluster rejects or
-// cannot be verified with; "" when err is something else.
-func clusterProblem(err error, t *runTarget) (summary, detail string) {
-	cred := t.group.Credential
+// cannot be verified with; "" for other refusals.
+func clusterProblem(re *runengine.RefusedError, g runengine.Group) (summary, detail string) {
+	cred := g.Credential
 	if cred == "" {
 		cred = "(the provider's connection)"
 	}
-	var ce *credential.CheckError
-	if !errors.As(credential.Classify(err, t.clients.Config.Host), &ce) {
-		return "", ""
-	}
-	switch ce.Failure {
-	case credential.FailureUnauthorized:
+	switch re.Reason {
+	case runengine.RefusedUnauthorized:
 		return "Run Credential Rejected", fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %s of "+
 			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (change its "+
-			"secret_version to send a new one), or recreate it.", ce.Host, cred, t.group.Name)
-	case credential.FailureTLS:
+			"secret_version to send a new one), or recreate it.", re.Host, cred, g.Name)
+	case runengine.RefusedTLS:
 		return "Run Cluster TLS Verification Failed", fmt.Sprintf("Connecting to %s with credential %s of container group "+
 			"%q failed TLS verification: %v. Set the credential's ca_cert to the CA that signed the API server's "+
-			"certificate.", ce.Host, cred, t.group.Name, ce.Err)
-	case credential.FailureUnreachable:
+			"certificate.", re.Host, cred, g.Name, re.Cause)
+	case runengine.RefusedUnreachable:
 		return "Run Cluster Unreachable", fmt.Sprintf("Credential %s of container group %q could not connect to %s: %v. "+
-			"Check that the API server is running and reachable from where Terraform runs.", cred, t.group.Name, ce.Host, ce.Err)
+			"Check that the API server is running and reachable from where Terraform runs.", cred, g.Name, re.Host, re.Cause)
 	}
 	return "", ""
-}
-
-func newRunID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -577,172 +531,90 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	}
 	timeout, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
-	plan.ID = types.StringValue(newRunID())
-	ex, ok := r.execute(ctx, plan, config, "create", plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
+	plan.ID = types.StringValue(runengine.NewID())
+	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	res := ex.res
-	plan.RenderedPod, plan.RunNamespace = types.StringValue(ex.rendered), stringOrNull(ex.namespace)
-	r.record(&plan, res, &resp.Diagnostics)
+	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
+	r.record(&plan, out.Result, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	r.report(plan, res, "Run", &resp.Diagnostics)
-}
-
-// executed is what one execution of a run gives.
-type executed struct {
-	res       runner.Result
-	rendered  string // the pod, without its run label
-	namespace string // the run's namespace, for a namespace label
+	r.report(plan, out.Result, "Run", &resp.Diagnostics)
 }
 
 // execute runs playbook (or the command) once in a fresh pod of the group.
-func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (executed, bool) {
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (runengine.Outcome, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	t, err := r.target(ctx, plan, plan.ID.ValueString(), timeout)
+	t, err := r.target(ctx, plan, false)
 	if err != nil {
 		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
-		return executed{}, false
+		return runengine.Outcome{}, false
 	}
-	var ex executed
-	ex.rendered, _ = podspec.ToYAML(t.pod)
-	t.pod.Labels[managed.LabelRun] = plan.ID.ValueString()
-	b, secrets := r.bundle(ctx, plan, config, operation, playbook, diags)
+	b := r.bundle(ctx, plan, config, playbook, diags)
 	if diags.HasError() {
-		return executed{}, false
+		return runengine.Outcome{}, false
 	}
-	// Orphans come from providers killed before this one started: one sweep
-	// per group and process finds them all.
-	sweep := strings.Join([]string{t.clients.Config.Host, t.pod.Namespace, t.group.Name, fmt.Sprint(t.nsLabel != nil)}, "\x00")
-	_ = r.data.sweeps.do(sweep, func() error {
-		reapOrphans(ctx, t.clients, t.pod.Namespace, t.group.Name, t.nsLabel != nil)
-		return nil
-	})
-	// max_concurrent_runs and max_forks: claim a run slot and the run's forks
-	// in the group's ledgers, waiting, watching, up to pod_pending_timeout.
-	runKey := plan.ID.ValueString() + "-" + operation
-	for _, c := range []struct {
-		kind  string
-		limit *int64
-		n     int64
-		attr  string
-	}{
-		{capacity.Runs, t.group.MaxConcurrentRuns, 1, "container_group"},
-		{capacity.Forks, t.group.MaxForks, plan.Forks.ValueInt64(), "forks"},
-	} {
-		if c.limit == nil {
-			continue
-		}
-		release, err := claim(ctx, t, c.kind, runKey, c.n, timeout)
-		if err != nil {
-			diags.AddAttributeError(path.Root(c.attr), "Container Group Capacity Unavailable", err.Error()+".")
-			return executed{}, false
-		}
-		defer func() {
-			if err := release(); err != nil {
-				diags.AddWarning("Releasing Capacity Failed", fmt.Sprintf("Container group %q: %v. The claim expires by itself at the run's deadline.", t.group.Name, err))
-			}
-		}()
-	}
-	var keepNamespace bool
-	if t.nsLabel != nil {
-		ns, kubeconfig, token, ok := r.runNamespace(ctx, t, plan.ID.ValueString()+operationSuffix(operation), timeout, diags)
-		if ns != "" {
-			defer func() {
-				if !keepNamespace {
-					deleteRunNamespace(ctx, t, ns, diags)
-				}
-			}()
-		}
-		if !ok {
-			return executed{}, false
-		}
-		ex.namespace = ns
-		b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
-		secrets = append(secrets, token)
-	}
-	run := runner.Runner{Config: t.clients.Config, Kube: t.clients.Kube, Log: func(msg string, f map[string]any) { tflog.Debug(ctx, msg, f) }}
-	res := run.Run(ctx, runner.Spec{
-		// The first container hosts the shell: "worker", or a verbatim spec's first.
-		Pod: t.pod, Container: t.pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
-		OutputLimit: int(plan.OutputLimit.ValueInt64()), PendingTimeout: t.pending,
-		KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(),
+	id := plan.ID.ValueString()
+	out, err := r.engine(ctx, t.clients).Run(ctx, runengine.Request{
+		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString(), Workspace: workspace()},
+		Operation: operation, Group: t.group, Label: t.label, Bundle: b, Forks: plan.Forks.ValueInt64(),
+		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
 		OnLine: func(line string) {
-			tflog.Info(ctx, line, map[string]any{"run": plan.ID.ValueString(), "operation": operation})
+			tflog.Info(ctx, line, map[string]any{"run": id, "operation": operation})
 		},
 	})
-	keepNamespace = res.PodKept
-	ex.res = res
-	return ex, true
-}
-
-// operationSuffix keeps a destroy playbook's namespace apart from the run's.
-func operationSuffix(operation string) string {
-	if operation == "destroy" {
-		return "-d"
-	}
-	return ""
-}
-
-// runNamespace makes the run's namespace for a namespace label and returns
-// its name (also on error, when it was created: the caller deletes it), a
-// kubeconfig for its service account, and the token to redact.
-func (r *runResource) runNamespace(ctx context.Context, t *runTarget, runID string, timeout time.Duration, diags *diag.Diagnostics) (string, []byte, string, bool) {
-	spec := runnamespace.Spec{
-		Label: t.nsLabel.Name, Group: t.group.Name, RunID: runID, Labels: t.nsLabel.Labels,
-		Annotations: t.nsLabel.Annotations, Deadline: time.Now().Add(timeout), CAData: clusterCA(ctx, t),
-	}
-	name := runnamespace.Name(spec.Label, runID)
-	kubeconfig, token, err := runnamespace.Create(ctx, t.clients.Kube, spec)
 	if err != nil {
+		notStarted(err, diags)
+	}
+	cleanupWarnings(out.Warnings, diags)
+	return out, err == nil
+}
+
+// notStarted reports why the engine could not start a run.
+func notStarted(err error, diags *diag.Diagnostics) {
+	var ce *runengine.CapacityError
+	var ne *runengine.NamespaceError
+	switch {
+	case errors.As(err, &ce):
+		attr, detail := "container_group", err.Error()
+		if ce.Kind == capacity.Forks {
+			attr = "forks"
+		}
+		if ce.Waited > 0 {
+			detail = fmt.Sprintf("container group %q had no room for %d more %s within its pod_pending_timeout of %s", ce.Group, ce.N, ce.Kind, ce.Waited)
+		}
+		diags.AddAttributeError(path.Root(attr), "Container Group Capacity Unavailable", detail+".")
+	case errors.As(err, &ne):
 		diags.AddAttributeError(path.Root("node_label"), "Run Namespace Not Created", fmt.Sprintf("Node label %q gives "+
 			"each run a namespace, and making %s failed: %v. The credential of container group %q needs to create "+
 			"namespaces, service accounts, roles, role bindings and service account tokens, and to hold the "+
-			"permissions the label's Role grants.", t.nsLabel.Name, name, err, t.group.Name))
-		if errors.Is(err, runnamespace.ErrNotCreated) {
-			name = "" // nothing of ours to delete
-		}
-		return name, nil, "", false
+			"permissions the label's Role grants.", ne.Label, ne.Namespace, ne.Err, ne.Group))
+	default: // runengine.ErrGroupUnavailable
+		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
 	}
-	tflog.Debug(ctx, "run namespace created", map[string]any{"namespace": name})
-	return name, kubeconfig, token, true
 }
 
-// deleteRunNamespace deletes the run's namespace with a fresh context, so
-// a canceled or timed-out run still removes it, and waits until it is gone.
-func deleteRunNamespace(ctx context.Context, t *runTarget, name string, diags *diag.Diagnostics) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := runnamespace.Delete(ctx, t.clients.Kube, name); err != nil {
-		diags.AddWarning("Run Namespace Not Deleted", fmt.Sprintf("Deleting namespace %s of the run failed: %v. The next "+
-			"run of container group %q deletes it once its deadline has passed; or delete it with kubectl.", name, err, t.group.Name))
-		return
-	}
-	tflog.Debug(ctx, "run namespace deleted", map[string]any{"namespace": name, "seconds": time.Since(start).Seconds()})
-}
-
-// clusterCA is the CA that signs the API server's in-cluster certificate:
-// the kube-root-ca.crt every namespace gets, else the credential's own CA.
-func clusterCA(ctx context.Context, t *runTarget) []byte {
-	cm, err := t.clients.Kube.CoreV1().ConfigMaps(t.pod.Namespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-	if err == nil && cm.Data["ca.crt"] != "" {
-		return []byte(cm.Data["ca.crt"])
-	}
-	if len(t.clients.Config.CAData) > 0 {
-		return t.clients.Config.CAData
-	}
-	if f := t.clients.Config.CAFile; f != "" {
-		if b, err := os.ReadFile(f); err == nil {
-			return b
+// cleanupWarnings reports what the engine could not give back.
+func cleanupWarnings(warnings []error, diags *diag.Diagnostics) {
+	for _, w := range warnings {
+		var re *runengine.ReleaseError
+		var ne *runengine.NamespaceError
+		switch {
+		case errors.As(w, &re):
+			diags.AddWarning("Releasing Capacity Failed", fmt.Sprintf("Container group %q: %v. The claim expires by "+
+				"itself at the run's deadline.", re.Group, re.Err))
+		case errors.As(w, &ne):
+			diags.AddWarning("Run Namespace Not Deleted", fmt.Sprintf("Deleting namespace %s of the run failed: %v. The next "+
+				"run of container group %q deletes it once its deadline has passed; or delete it with kubectl.", ne.Namespace, ne.Err, ne.Group))
+		default:
+			diags.AddWarning("Run Clean-up Failed", w.Error()+".")
 		}
 	}
-	return nil
 }
 
 // bundle assembles the payload; write-only values come from config.
-func (r *runResource) bundle(ctx context.Context, plan, config runModel, operation, playbook string, diags *diag.Diagnostics) (bundle.Bundle, []string) {
+func (r *runResource) bundle(ctx context.Context, plan, config runModel, playbook string, diags *diag.Diagnostics) bundle.Bundle {
 	b := bundle.Bundle{
 		Playbook: playbook, Inventory: plan.Inventory.ValueString(),
 		Limit: plan.Limit.ValueString(), Tags: plan.Tags.ValueString(), SkipTags: plan.SkipTags.ValueString(),
@@ -750,12 +622,7 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, operati
 		Check: plan.CheckMode.ValueBool(), Diff: plan.DiffMode.ValueBool(),
 		Files: goStringMap(ctx, plan.Files, diags), Env: goStringMap(ctx, plan.Env, diags),
 		SecretEnv: goStringMap(ctx, config.EnvWO, diags),
-		Marker:    "\x1ekubeplay-" + newRunID() + " ",
 	}
-	if b.Env == nil {
-		b.Env = map[string]string{}
-	}
-	b.Env["KUBEPLAY_OPERATION"] = operation
 	if !plan.Command.IsNull() {
 		diags.Append(plan.Command.ElementsAs(ctx, &b.Command, false)...)
 		b.Playbook = ""
@@ -767,65 +634,10 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, operati
 		}
 		b.ExtraVars = v
 	}
-	var secrets []string
 	if v := config.ExtraVarsWO.ValueString(); v != "" {
 		b.SecretVars = []byte(v)
-		secrets = append(secrets, jsonLeaves(v)...)
 	}
-	for _, v := range b.SecretEnv {
-		secrets = append(secrets, v)
-	}
-	return b, secrets
-}
-
-// claim takes n from the group's ledger of kind for the run, and returns
-// how to give it back; the claim expires with the run's deadline.
-func claim(ctx context.Context, t *runTarget, kind, runKey string, n int64, ttl time.Duration) (func() error, error) {
-	led := capacity.Ledger{Kube: t.clients.Kube, Namespace: t.group.Namespace, Group: t.group.Name, Kind: kind}
-	wait, cancel := context.WithTimeout(ctx, t.pending)
-	defer cancel()
-	grant, err := led.Acquire(wait, runKey, n, ttl)
-	if err != nil {
-		if wait.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("container group %q had no room for %d more %s within its pod_pending_timeout of %s", t.group.Name, n, kind, t.pending)
-		}
-		return nil, fmt.Errorf("claiming %d %s in container group %q: %w", n, kind, t.group.Name, err)
-	}
-	tflog.Debug(ctx, "capacity claimed", map[string]any{"kind": kind, "n": n, "waited": grant.Waited, "conflicts": grant.Conflicts})
-	return func() error {
-		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		return led.Release(release, runKey)
-	}, nil
-}
-
-// jsonLeaves returns the string and number values of a JSON document, the
-// values to redact from output.
-func jsonLeaves(doc string) []string {
-	var v any
-	if json.Unmarshal([]byte(doc), &v) != nil {
-		return []string{doc}
-	}
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case string:
-			out = append(out, x)
-		case float64:
-			out = append(out, fmt.Sprint(x))
-		}
-	}
-	walk(v)
-	return out
+	return b
 }
 
 // record puts a run's result into the model.
@@ -923,67 +735,10 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	resp.Diagnostics.Append(diags...)
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
-	ex, ok := r.execute(ctx, state, runModel{}, "destroy", state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
+	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	state.RunNamespace = stringOrNull(ex.namespace)
-	r.report(state, ex.res, "Destroy Playbook", &resp.Diagnostics)
-}
-
-// reapOrphans deletes run pods of the group whose deadline has passed: their
-// provider was killed before it could delete them.
-func reapOrphans(ctx context.Context, c *kubeclient.Clients, namespace, group string, namespaces bool) {
-	if namespaces {
-		reapOrphanNamespaces(ctx, c, group)
-	}
-	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelContainerGroup + "=" + group + "," + managed.LabelRun,
-	})
-	if err != nil {
-		tflog.Warn(ctx, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
-		return
-	}
-	now := time.Now()
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		expired := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
-		if d := p.Spec.ActiveDeadlineSeconds; d != nil && p.Status.StartTime != nil &&
-			now.After(p.Status.StartTime.Add(time.Duration(*d)*time.Second)) {
-			expired = true
-		}
-		if !expired {
-			continue
-		}
-		tflog.Info(ctx, "removing an orphaned run pod", map[string]any{"pod": p.Name, "namespace": namespace})
-		if err := runner.DeletePod(ctx, c.Kube, namespace, p.Name); err != nil && !errors.Is(err, context.Canceled) {
-			tflog.Warn(ctx, "removing an orphaned run pod failed", map[string]any{"pod": p.Name, "error": err.Error()})
-		}
-	}
-}
-
-// reapOrphanNamespaces deletes the run namespaces of the group whose
-// deadline has passed. Only runs of namespace labels look: listing
-// namespaces needs rights that a pods-only credential lacks.
-func reapOrphanNamespaces(ctx context.Context, c *kubeclient.Clients, group string) {
-	list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
-		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelContainerGroup + "=" + group + "," + managed.LabelRun,
-	})
-	if err != nil {
-		tflog.Warn(ctx, "listing orphaned run namespaces failed", map[string]any{"error": err.Error()})
-		return
-	}
-	now := time.Now()
-	for i := range list.Items {
-		ns := &list.Items[i]
-		if ns.DeletionTimestamp != nil || !runnamespace.Expired(ns, now) {
-			continue
-		}
-		tflog.Info(ctx, "removing an orphaned run namespace", map[string]any{"namespace": ns.Name})
-		if err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			tflog.Warn(ctx, "removing an orphaned run namespace failed", map[string]any{"namespace": ns.Name, "error": err.Error()})
-		}
-	}
+	state.RunNamespace = stringOrNull(out.Namespace)
+	r.report(state, out.Result, "Destroy Playbook", &resp.Diagnostics)
 }

@@ -84,7 +84,8 @@ type Result struct {
 	NodeName   string
 	StartedAt  time.Time
 	FinishedAt time.Time
-	// Message explains an error or canceled status.
+	// Message explains an error status, or is the cause of a canceled one
+	// (such as "context canceled"), so that a caller says "canceled" once.
 	Message string
 	// Events are the pod's last warning events, for error diagnostics.
 	Events []string
@@ -162,7 +163,7 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 		// The caller's timeout (the run's create timeout) is not a cancel.
 		res.Status, res.Message = StatusError, "the run did not finish within its timeout: "+err.Error()
 	case err != nil && ctx.Err() != nil:
-		res.Status, res.Message = StatusCanceled, "the run was canceled: "+context.Cause(ctx).Error()
+		res.Status, res.Message = StatusCanceled, context.Cause(ctx).Error()
 	case err != nil:
 		res.Status, res.Message = StatusError, err.Error()
 	}

@@ -1,0 +1,176 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// oneDiag returns the only diagnostic as "severity|path|summary" and its detail.
+func oneDiag(t *testing.T, diags diag.Diagnostics) (string, string) {
+	t.Helper()
+	if len(diags) != 1 {
+		t.Fatalf("%d diagnostics, want 1: %v", len(diags), diags)
+	}
+	d := diags[0]
+	p := ""
+	if dp, ok := d.(diag.DiagnosticWithPath); ok {
+		p = dp.Path().String()
+	}
+	return fmt.Sprintf("%s|%s|%s", d.Severity(), p, d.Summary()), d.Detail()
+}
+
+func TestNotStarted(t *testing.T) {
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		err      error
+		head     string
+		inDetail string
+	}{
+		{&runengine.CapacityError{Kind: capacity.Runs, Group: "g", N: 1, Limit: 1, Waited: time.Minute, Err: boom},
+			"Error|container_group|Container Group Capacity Unavailable",
+			`container group "g" had no room for 1 more runs within its pod_pending_timeout of 1m0s.`},
+		{&runengine.CapacityError{Kind: capacity.Forks, Group: "g", N: 3, Limit: 2, Err: boom},
+			"Error|forks|Container Group Capacity Unavailable", `claiming 3 forks in container group "g": boom.`},
+		{&runengine.NamespaceError{Label: "sandbox", Group: "g", Namespace: "sandbox-1", Err: boom},
+			"Error|node_label|Run Namespace Not Created", `Node label "sandbox" gives each run a namespace, and making sandbox-1 failed: boom.`},
+		{fmt.Errorf("container group %q: %w", "g", runengine.ErrGroupUnavailable),
+			"Error|container_group|Container Group Unavailable", `container group "g": the run's container group is unavailable.`},
+	} {
+		var diags diag.Diagnostics
+		notStarted(c.err, &diags)
+		head, detail := oneDiag(t, diags)
+		if head != c.head || !strings.Contains(detail, c.inDetail) {
+			t.Errorf("%T: %s: %s", c.err, head, detail)
+		}
+	}
+}
+
+func TestCleanupWarnings(t *testing.T) {
+	boom := errors.New("boom")
+	var diags diag.Diagnostics
+	cleanupWarnings([]error{
+		&runengine.ReleaseError{Kind: capacity.Forks, Group: "g", Err: boom},
+		&runengine.NamespaceError{Deleting: true, Group: "g", Namespace: "sandbox-1", Err: boom},
+	}, &diags)
+	if len(diags) != 2 || diags.HasError() || diags[0].Summary() != "Releasing Capacity Failed" ||
+		diags[1].Summary() != "Run Namespace Not Deleted" || !strings.Contains(diags[1].Detail(), "Deleting namespace sandbox-1 of the run failed: boom.") {
+		t.Errorf("diagnostics %v", diags)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	boom := errors.New("boom")
+	target := func(changing bool) *runTarget {
+		return &runTarget{group: runengine.Group{Name: "g", Namespace: "runs", Credential: "c"}, changing: changing}
+	}
+	refusal := func(r runengine.Refusal) error {
+		return &runengine.RefusedError{Reason: r, Namespace: "runs", Host: "https://h", Cause: boom, Err: boom}
+	}
+	for _, c := range []struct {
+		err      error
+		changing bool
+		head     string
+		inDetail string
+	}{
+		{refusal(runengine.RefusedQuota), false, "Warning|container_group|Container Group Is Full Now", `quota of group "g": boom`},
+		{refusal(runengine.RefusedQuota), true, "Warning|container_group|Container Group Is Full Now", ""},
+		{refusal(runengine.RefusedOther), true, "Warning|container_group|Run Pod Refused By The Cluster As It Is Now", `namespace "runs" was refused: boom`},
+		{refusal(runengine.RefusedUnauthorized), false, "Error|container_group|Run Credential Rejected", "https://h answered 401 Unauthorized to credential c"},
+		{refusal(runengine.RefusedTLS), false, "Error|container_group|Run Cluster TLS Verification Failed", "failed TLS verification: boom"},
+		{refusal(runengine.RefusedUnreachable), false, "Error|container_group|Run Cluster Unreachable", "could not connect to https://h: boom"},
+		{refusal(runengine.RefusedNotFound), false, "Error|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
+		{boom, false, "Error|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
+	} {
+		var diags diag.Diagnostics
+		refused(context.Background(), target(c.changing), c.err, &diags)
+		head, detail := oneDiag(t, diags)
+		if head != c.head || !strings.Contains(detail, c.inDetail) {
+			t.Errorf("%v (changing %v): %s: %s", c.err, c.changing, head, detail)
+		}
+	}
+	var diags diag.Diagnostics
+	refused(context.Background(), target(true), refusal(runengine.RefusedNotFound), &diags)
+	if len(diags) != 0 {
+		t.Errorf("a namespace this apply makes: %v", diags)
+	}
+}
+
+func TestReportSaysEachThingOnce(t *testing.T) {
+	m := runModel{IgnoreFailure: types.BoolValue(false), RunNamespace: types.StringValue("sandbox-1")}
+	for _, c := range []struct {
+		res     runner.Result
+		summary string
+		detail  string
+	}{
+		{runner.Result{Status: runner.StatusCanceled, Message: "context canceled"}, "Run Canceled", "The run was canceled: context canceled."},
+		{runner.Result{Status: runner.StatusFailed, PodName: "p", ExitCode: 2, PodKept: true, Output: "a\nb\n"}, "Run Failed",
+			"The playbook in pod p exited with code 2. The pod p was kept (keep_pod_on_failure); delete it when done. " +
+				"So was the run's namespace sandbox-1.\n\nThe output's last lines:\na\nb"},
+		{runner.Result{Status: runner.StatusError, Message: "pod p cannot be scheduled", Events: []string{"FailedScheduling: no"}}, "Run Error",
+			"The run could not complete: pod p cannot be scheduled.\n\nThe pod's last warning events:\n  FailedScheduling: no"},
+	} {
+		var diags diag.Diagnostics
+		(&runResource{}).report(m, c.res, "Run", &diags)
+		head, detail := oneDiag(t, diags)
+		if head != "Error||"+c.summary || detail != c.detail {
+			t.Errorf("%s: %q", head, detail)
+		}
+	}
+	var diags diag.Diagnostics
+	m.IgnoreFailure = types.BoolValue(true)
+	(&runResource{}).report(m, runner.Result{Status: runner.StatusFailed}, "Destroy Playbook", &diags)
+	if head, detail := oneDiag(t, diags); head != "Warning||Destroy Playbook Failed" || !strings.HasSuffix(detail, "ignore_failure is set: the apply goes on.") {
+		t.Errorf("%s: %q", head, detail)
+	}
+	diags = nil
+	(&runResource{}).report(m, runner.Result{Status: runner.StatusSuccessful}, "Run", &diags)
+	if len(diags) != 0 {
+		t.Errorf("a successful run: %v", diags)
+	}
+}
+
+func TestRecord(t *testing.T) {
+	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	res := runner.Result{Status: runner.StatusSuccessful, ExitCode: 0, Output: "ok", PodName: "p", NodeName: "n",
+		StartedAt: start, FinishedAt: start.Add(time.Minute), Hosts: map[string]bundle.HostStats{"h": {OK: 2, Changed: 1}}}
+	var m runModel
+	var diags diag.Diagnostics
+	(&runResource{}).record(&m, res, &diags)
+	if diags.HasError() || m.Status.ValueString() != "successful" || m.PodName.ValueString() != "p" ||
+		m.FinishedAt.ValueString() != "2025-01-02T03:05:05Z" || len(m.HostStats.Elements()) != 1 {
+		t.Errorf("model %+v %v", m, diags)
+	}
+	if s := m.HostStats.Elements()["h"].String(); !strings.Contains(s, `"changed":1`) || !strings.Contains(s, `"ok":2`) {
+		t.Errorf("host stats %s", s)
+	}
+}
+
+func TestEngineGroup(t *testing.T) {
+	forks := int64(4)
+	g := engineGroup(&groupSpec{Name: "g", Namespace: "runs", Credential: "c", Image: "img", PodSpecOverride: "spec: {}",
+		MaxForks: &forks, PodPendingTimeout: "90s", Labels: map[string]string{"a": "b"}, DefaultLabel: podspec.Resources{CPU: "1"}})
+	if g.Name != "g" || g.Namespace != "runs" || g.Credential != "c" || g.MaxForks != &forks || g.MaxConcurrentRuns != nil ||
+		g.PendingTimeout != 90*time.Second || g.Pod.Image != "img" || g.Pod.Override != "spec: {}" || g.Pod.Labels["a"] != "b" ||
+		g.Pod.Name != "g" || g.DefaultLabel.CPU != "1" {
+		t.Errorf("group %+v", g)
+	}
+	if g := engineGroup(&groupSpec{PodPendingTimeout: "soon"}); g.PendingTimeout != 0 {
+		t.Errorf("an unparsable timeout: %s, want 0 (the engine's default)", g.PendingTimeout)
+	}
+}

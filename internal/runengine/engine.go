@@ -1,0 +1,185 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package runengine owns a run's whole life in its container group: it
+// renders the run's pod from the group and node label, removes what killed
+// providers left behind, claims the group's capacity, makes the run
+// namespace of a namespace label, runs the bundle in the pod (package
+// runner), and gives everything back whatever happened. It also dry-runs
+// the pod at plan time. Errors are typed; the provider words them.
+package runengine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// The operations a run executes; a destroy gets claims and a namespace of
+// its own, apart from its run's.
+const (
+	OperationCreate  = "create"
+	OperationDestroy = "destroy"
+)
+
+// OnceFunc runs f once per key and gives every caller f's result.
+type OnceFunc func(key string, f func() error) error
+
+// LogFunc receives the engine's progress messages.
+type LogFunc func(level slog.Level, msg string, fields map[string]any)
+
+// Options are what an Engine shares with others of the same process.
+type Options struct {
+	// Sweeps runs the orphan sweep once per group; nil sweeps every run.
+	Sweeps OnceFunc
+	// DryRuns runs one dry run per distinct pod; nil runs every one.
+	DryRuns OnceFunc
+	// Log receives progress messages; nil discards them.
+	Log LogFunc
+}
+
+// Engine runs runs with the clients of one group's cluster.
+type Engine struct {
+	clients         *kubeclient.Clients
+	sweeps, dryRuns OnceFunc
+	log             LogFunc
+	// run runs the pod; tests replace it.
+	run func(context.Context, runner.Spec) runner.Result
+}
+
+// New returns an engine that runs with c.
+func New(c *kubeclient.Clients, o Options) *Engine {
+	e := &Engine{clients: c, sweeps: o.Sweeps, dryRuns: o.DryRuns, log: o.Log}
+	if e.sweeps == nil {
+		e.sweeps = always
+	}
+	if e.dryRuns == nil {
+		e.dryRuns = always
+	}
+	if e.log == nil {
+		e.log = func(slog.Level, string, map[string]any) {}
+	}
+	r := &runner.Runner{Config: c.Config, Kube: c.Kube, Log: func(msg string, f map[string]any) { e.log(slog.LevelDebug, msg, f) }}
+	e.run = r.Run
+	return e
+}
+
+func always(_ string, f func() error) error { return f() }
+
+// NewID returns a fresh run id: 16 hex digits.
+func NewID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Request is one execution of a run.
+type Request struct {
+	RunInfo
+	// Operation is OperationCreate or OperationDestroy.
+	Operation string
+	Group     Group
+	// Label is the run's node label; nil for none.
+	Label *podspec.Label
+	// Bundle is the payload; the engine sets KUBEPLAY_OPERATION, the marker
+	// and, for a namespace label, the kubeconfig and KUBEPLAY_NAMESPACE.
+	Bundle bundle.Bundle
+	// Forks is what the run claims of the group's max_forks.
+	Forks            int64
+	OutputLimit      int
+	KeepPodOnFailure bool
+	// Timeout bounds the whole run, and is the pod's activeDeadlineSeconds.
+	Timeout time.Duration
+	// OnLine receives each output line, redacted, as it arrives.
+	OnLine func(line string)
+}
+
+// Outcome is what one execution gives.
+type Outcome struct {
+	runner.Result
+	// Rendered is the pod as YAML, without its run label.
+	Rendered string
+	// Namespace is the run's namespace, for a namespace label.
+	Namespace string
+	// Warnings are clean-up failures that did not change the result:
+	// *ReleaseError and *NamespaceError.
+	Warnings []error
+}
+
+// Run executes req in a fresh pod of its group and gives back the group's
+// capacity and the run namespace on every path. An error means the run did
+// not start: ErrGroupUnavailable, *CapacityError or *NamespaceError; a run
+// that started, whatever became of it, is an Outcome.
+func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) {
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, req.Timeout)
+	if err != nil {
+		return out, err
+	}
+	out.Rendered, _ = podspec.ToYAML(pod)
+	pod.Labels[managed.LabelRun] = req.ID
+	nsLabel := namespaceLabel(req.Label)
+	e.sweep(ctx, req.Group, nsLabel != nil)
+
+	var claims []ledgerClaim
+	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims)...) }()
+	if claims, err = e.claim(ctx, req); err != nil {
+		return out, err
+	}
+	b := payload(req)
+	secrets := Secrets(b)
+	if nsLabel != nil {
+		ns, kubeconfig, token, err := e.createNamespace(ctx, req, nsLabel)
+		if ns != "" {
+			defer func() {
+				if !out.PodKept {
+					out.Warnings = appendErr(out.Warnings, e.deleteNamespace(ctx, req.Group, ns))
+				}
+			}()
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Namespace = ns
+		b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
+		secrets = append(secrets, token)
+	}
+	out.Result = e.run(ctx, runner.Spec{
+		// The first container hosts the shell: "worker", or a verbatim spec's first.
+		Pod: pod, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
+		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
+		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine,
+	})
+	return out, nil
+}
+
+// payload is req's bundle with what the engine adds to every run's.
+func payload(req Request) bundle.Bundle {
+	b := req.Bundle
+	b.Env = maps.Clone(b.Env)
+	if b.Env == nil {
+		b.Env = map[string]string{}
+	}
+	b.Env["KUBEPLAY_OPERATION"] = req.Operation
+	if b.Marker == "" {
+		b.Marker = "\x1ekubeplay-" + NewID() + " "
+	}
+	return b
+}
+
+func appendErr(errs []error, err error) []error {
+	if err != nil {
+		return append(errs, err)
+	}
+	return errs
+}

@@ -1,0 +1,107 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// sweep removes what providers killed before this one started left in the
+// group: one sweep per group and process finds it all. Only runs of
+// namespace labels look for run namespaces: listing namespaces needs rights
+// that a pods-only credential lacks.
+func (e *Engine) sweep(ctx context.Context, g Group, namespaces bool) {
+	key := strings.Join([]string{e.clients.Config.Host, g.Namespace, g.Name, fmt.Sprint(namespaces)}, "\x00")
+	_ = e.sweeps(key, func() error {
+		if namespaces {
+			e.reapNamespaces(ctx, g.Name)
+		}
+		e.reapPods(ctx, g)
+		return nil
+	})
+}
+
+// runSelector selects the group's run pods and run namespaces.
+func runSelector(group string) string {
+	return managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelContainerGroup + "=" + group + "," + managed.LabelRun
+}
+
+// orphaned reports a run pod that no provider will delete: it ended, or its
+// deadline passed (the provider that made it was killed).
+func orphaned(p *corev1.Pod, now time.Time) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	d := p.Spec.ActiveDeadlineSeconds
+	return d != nil && p.Status.StartTime != nil && now.After(p.Status.StartTime.Add(time.Duration(*d)*time.Second))
+}
+
+// orphanPods lists the group's orphaned run pods.
+func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, error) {
+	pods, err := e.clients.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runSelector(g.Name)})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	now := time.Now()
+	for i := range pods.Items {
+		if orphaned(&pods.Items[i], now) {
+			names = append(names, pods.Items[i].Name)
+		}
+	}
+	return names, nil
+}
+
+// reapPods deletes the group's orphaned run pods, waiting until each is
+// gone so that the quota they held is free.
+func (e *Engine) reapPods(ctx context.Context, g Group) {
+	names, err := e.orphanPods(ctx, g)
+	if err != nil {
+		e.log(slog.LevelWarn, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
+		return
+	}
+	for _, name := range names {
+		e.log(slog.LevelInfo, "removing an orphaned run pod", map[string]any{"pod": name, "namespace": g.Namespace})
+		if err := runner.DeletePod(ctx, e.clients.Kube, g.Namespace, name); err != nil && !errors.Is(err, context.Canceled) {
+			e.log(slog.LevelWarn, "removing an orphaned run pod failed", map[string]any{"pod": name, "error": err.Error()})
+		}
+	}
+}
+
+// reapNamespaces deletes the group's run namespaces past their deadline.
+func (e *Engine) reapNamespaces(ctx context.Context, group string) {
+	nss := e.clients.Kube.CoreV1().Namespaces()
+	list, err := nss.List(ctx, metav1.ListOptions{LabelSelector: runSelector(group)})
+	if err != nil {
+		e.log(slog.LevelWarn, "listing orphaned run namespaces failed", map[string]any{"error": err.Error()})
+		return
+	}
+	now := time.Now()
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if ns.DeletionTimestamp != nil || !runnamespace.Expired(ns, now) {
+			continue
+		}
+		e.log(slog.LevelInfo, "removing an orphaned run namespace", map[string]any{"namespace": ns.Name})
+		if err := nss.Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			e.log(slog.LevelWarn, "removing an orphaned run namespace failed", map[string]any{"namespace": ns.Name, "error": err.Error()})
+		}
+	}
+}

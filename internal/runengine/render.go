@@ -1,0 +1,112 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runengine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+const (
+	// DefaultPendingTimeout applies to a group that sets none.
+	DefaultPendingTimeout = 5 * time.Minute
+	// podGracePeriod: a worker that ignores SIGTERM (sleep as PID 1) would
+	// otherwise hold its quota for 30 s.
+	podGracePeriod = 1
+	// generateName of every run pod.
+	podNamePrefix = "kubeplay-run-"
+)
+
+// Group is what a run needs of its container group.
+type Group struct {
+	Name, Namespace string
+	// Credential names the group's credential; empty for the provider's own.
+	Credential string
+	// MaxConcurrentRuns and MaxForks are the group's ledgers' limits; nil
+	// for no ledger.
+	MaxConcurrentRuns, MaxForks *int64
+	// PendingTimeout bounds waiting for capacity and for the pod to start;
+	// zero or less means DefaultPendingTimeout.
+	PendingTimeout time.Duration
+	// Pod renders the group's pod; its Name and Namespace are the group's.
+	Pod podspec.Group
+	// DefaultLabel fills what a node label leaves unset.
+	DefaultLabel podspec.Resources
+}
+
+func (g Group) pending() time.Duration {
+	if g.PendingTimeout <= 0 {
+		return DefaultPendingTimeout
+	}
+	return g.PendingTimeout
+}
+
+// RunInfo identifies a run to the node label's placeholders.
+type RunInfo struct {
+	// ID is the run's id; empty at plan time, before it is chosen.
+	ID        string
+	Name      string
+	Workspace string
+}
+
+// RenderPod renders a run's pod: the group's pod, with the node label (nil
+// for none) composed over it, generateName, a short grace period and
+// activeDeadlineSeconds of deadline, so that the cluster kills a pod whose
+// provider died. The pod does not carry the run's id label: that is chosen
+// at apply, and the pod a plan shows must be the one apply reports. With
+// run.ID empty, a label that uses {run.id} gives ErrRenderAtApply. Other
+// errors match ErrGroupUnavailable.
+func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (*corev1.Pod, error) {
+	pg := g.Pod
+	pg.Name, pg.Namespace = g.Name, g.Namespace
+	pod, err := podspec.RenderGroup(pg)
+	if err != nil {
+		return nil, unavailable{fmt.Errorf("container group %q: %w", g.Name, err)}
+	}
+	if l != nil {
+		if run.ID == "" && usesRunID(l.DynamicLabels) {
+			return nil, ErrRenderAtApply
+		}
+		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
+			"run.id": run.ID, "run.name": run.Name, "run.group": g.Name, "run.label": l.Name, "run.workspace": run.Workspace,
+		})
+		if err != nil {
+			return nil, unavailable{fmt.Errorf("node label %q: %w", l.Name, err)}
+		}
+		pod.Labels[managed.LabelNodeLabel] = l.Name
+	}
+	pod.GenerateName = podNamePrefix
+	if pod.Spec.TerminationGracePeriodSeconds == nil {
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](podGracePeriod)
+	}
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(deadline / time.Second))
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	return pod, nil
+}
+
+func usesRunID(templates map[string]string) bool {
+	for _, t := range templates {
+		if strings.Contains(t, "{run.id}") {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceLabel returns l when it gives runs a namespace of their own.
+func namespaceLabel(l *podspec.Label) *podspec.Label {
+	if l != nil && l.Type == podspec.TypeNamespace {
+		return l
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runengine
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+func testGroup() Group {
+	return Group{Name: "g", Namespace: "runs", Pod: podspec.Group{Image: "img:1", Labels: map[string]string{"team": "a"}}}
+}
+
+func TestRenderPodGroupOnly(t *testing.T) {
+	pod, err := RenderPod(testGroup(), nil, RunInfo{ID: "abc"}, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.GenerateName != "kubeplay-run-" || pod.Namespace != "runs" {
+		t.Errorf("generateName %q, namespace %q", pod.GenerateName, pod.Namespace)
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 1 {
+		t.Errorf("grace period %v, want 1", g)
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 90 {
+		t.Errorf("activeDeadlineSeconds %v, want 90", d)
+	}
+	if pod.Annotations == nil {
+		t.Error("annotations are nil")
+	}
+	if pod.Labels[managed.LabelContainerGroup] != "g" || pod.Labels["team"] != "a" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	if _, ok := pod.Labels[managed.LabelRun]; ok {
+		t.Error("the rendered pod carries the run label")
+	}
+	if _, ok := pod.Labels[managed.LabelNodeLabel]; ok {
+		t.Error("a pod without node label carries the node-label label")
+	}
+	if c := pod.Spec.Containers[0]; c.Name != podspec.WorkerContainer || c.Image != "img:1" {
+		t.Errorf("first container %s %s", c.Name, c.Image)
+	}
+}
+
+func TestRenderPodKeepsOverriddenGracePeriod(t *testing.T) {
+	g := testGroup()
+	g.Pod.Override = "spec:\n  terminationGracePeriodSeconds: 7\n"
+	pod, err := RenderPod(g, nil, RunInfo{}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *pod.Spec.TerminationGracePeriodSeconds != 7 {
+		t.Errorf("grace period %d, want the override's 7", *pod.Spec.TerminationGracePeriodSeconds)
+	}
+}
+
+func TestRenderPodPlaceholders(t *testing.T) {
+	l := &podspec.Label{Name: "big", Type: podspec.TypePod, DynamicLabels: map[string]string{
+		"id": "{run.id}", "who": "{run.name}-{run.group}-{run.label}-{run.workspace}",
+	}}
+	pod, err := RenderPod(testGroup(), l, RunInfo{ID: "0123", Name: "deploy", Workspace: "prod"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels["id"] != "0123" || pod.Labels["who"] != "deploy-g-big-prod" {
+		t.Errorf("dynamic labels %v", pod.Labels)
+	}
+	if pod.Labels[managed.LabelNodeLabel] != "big" {
+		t.Errorf("node-label label %q", pod.Labels[managed.LabelNodeLabel])
+	}
+	// At plan time the id is not chosen yet.
+	if _, err := RenderPod(testGroup(), l, RunInfo{Name: "deploy"}, time.Minute); !errors.Is(err, ErrRenderAtApply) {
+		t.Errorf("planning with {run.id}: %v, want ErrRenderAtApply", err)
+	}
+	delete(l.DynamicLabels, "id")
+	if _, err := RenderPod(testGroup(), l, RunInfo{Name: "deploy"}, time.Minute); err != nil {
+		t.Errorf("planning without {run.id}: %v", err)
+	}
+}
+
+func TestRenderPodVerbatimSpec(t *testing.T) {
+	l := &podspec.Label{Name: "custom", Type: podspec.TypePod, Spec: "containers:\n  - name: main\n    image: busybox\n"}
+	pod, err := RenderPod(testGroup(), l, RunInfo{ID: "x"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.Containers[0].Name != "main" {
+		t.Errorf("first container %q, want the spec's main", pod.Spec.Containers[0].Name)
+	}
+	if pod.Labels[managed.LabelContainerGroup] != "g" || *pod.Spec.ActiveDeadlineSeconds != 60 {
+		t.Errorf("the group's metadata or the deadline is lost: %v %d", pod.Labels, *pod.Spec.ActiveDeadlineSeconds)
+	}
+}
+
+func TestRenderPodNamespaceLabel(t *testing.T) {
+	l := &podspec.Label{Name: "sandbox", Type: podspec.TypeNamespace}
+	pod, err := RenderPod(testGroup(), l, RunInfo{ID: "x"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels[managed.LabelNodeLabel] != "sandbox" || pod.Spec.Containers[0].Image != "img:1" {
+		t.Errorf("pod %v %s", pod.Labels, pod.Spec.Containers[0].Image)
+	}
+	if namespaceLabel(l) != l || namespaceLabel(&podspec.Label{Type: podspec.TypePod}) != nil || namespaceLabel(nil) != nil {
+		t.Error("namespaceLabel")
+	}
+}
+
+func TestRenderPodErrorsAreGroupUnavailable(t *testing.T) {
+	g := testGroup()
+	g.Pod.Override = "spec: [not, a, map]"
+	_, err := RenderPod(g, nil, RunInfo{ID: "x"}, time.Minute)
+	if !errors.Is(err, ErrGroupUnavailable) || !strings.HasPrefix(err.Error(), `container group "g": `) {
+		t.Errorf("bad override: %v", err)
+	}
+	l := &podspec.Label{Name: "bad", Type: podspec.TypePod, DynamicLabels: map[string]string{"x": "{run.nope}"}}
+	_, err = RenderPod(testGroup(), l, RunInfo{ID: "x"}, time.Minute)
+	if !errors.Is(err, ErrGroupUnavailable) || !strings.HasPrefix(err.Error(), `node label "bad": `) {
+		t.Errorf("bad label: %v", err)
+	}
+}
+
+func TestGroupPending(t *testing.T) {
+	if p := (Group{}).pending(); p != DefaultPendingTimeout {
+		t.Errorf("unset: %s", p)
+	}
+	if p := (Group{PendingTimeout: -time.Second}).pending(); p != DefaultPendingTimeout {
+		t.Errorf("negative: %s", p)
+	}
+	if p := (Group{PendingTimeout: time.Second}).pending(); p != time.Second {
+		t.Errorf("set: %s", p)
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	got := Secrets(testBundle(`{"a": "s1", "n": 42, "l": ["s2", {"b": "s3"}], "t": true, "z": null}`, map[string]string{"TOKEN": "s4"}))
+	slices.Sort(got)
+	if want := []string{"42", "s1", "s2", "s3", "s4"}; !slices.Equal(got, want) {
+		t.Errorf("secrets %q, want %q", got, want)
+	}
+	if got := Secrets(testBundle("not json", nil)); !slices.Equal(got, []string{"not json"}) {
+		t.Errorf("a document that is not JSON: %q", got)
+	}
+	if got := Secrets(testBundle("", nil)); len(got) != 0 {
+		t.Errorf("no secrets: %q", got)
+	}
+}

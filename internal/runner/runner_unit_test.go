@@ -1,0 +1,310 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
+)
+
+func TestMain(m *testing.M) {
+	// See package runnertest.
+	_ = os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	os.Exit(m.Run())
+}
+
+var podsResource = schema.GroupResource{Resource: "pods"}
+
+func testPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "runs"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "img"}}},
+	}
+}
+
+func withStatus(p *corev1.Pod, s corev1.PodStatus) *corev1.Pod {
+	p = p.DeepCopy()
+	p.Status = s
+	return p
+}
+
+func waiting(container, reason string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: container, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "why"}},
+	}}}
+}
+
+func TestRunningOrFailed(t *testing.T) {
+	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+	}}
+	for _, c := range []struct {
+		name    string
+		status  corev1.PodStatus
+		done    bool
+		wantErr string
+	}{
+		{"running", running, true, ""},
+		{"only a sidecar runs", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: running.ContainerStatuses[:1]}, false, ""},
+		{"pending", corev1.PodStatus{Phase: corev1.PodPending}, false, ""},
+		{"creating", waiting("worker", "ContainerCreating"), false, ""},
+		{"failed", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}, false, "ended (Failed) before the run"},
+		{"succeeded", corev1.PodStatus{Phase: corev1.PodSucceeded}, false, "ended (Succeeded)"},
+		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes",
+		}}}, false, "cannot be scheduled: Unschedulable: 0/1 nodes"},
+		{"terminated", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "worker", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 2}},
+		}}}, false, "exited before the run (Error, exit 2)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done, err := runningOrFailed(withStatus(testPod("p"), c.status), "worker")
+			if done != c.done || (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+				t.Errorf("got %v, %v; want %v, %q", done, err, c.done, c.wantErr)
+			}
+		})
+	}
+	for _, reason := range failFastReasons {
+		_, err := runningOrFailed(withStatus(testPod("p"), waiting("init", reason)), "worker")
+		if err == nil || !strings.Contains(err.Error(), "container init of pod p cannot start: "+reason+": why") {
+			t.Errorf("%s: %v", reason, err)
+		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	s := waiting("worker", "ImagePullBackOff")
+	s.Reason, s.Message = "Evicted", "low memory"
+	got := describe(withStatus(testPod("p"), s))
+	if want := "phase Pending; worker waiting: ImagePullBackOff why; Evicted: low memory"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestTransientAndQuota(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		err       error
+		transient bool
+	}{
+		{refused, true},
+		{apierrors.NewServiceUnavailable("restarting"), true},
+		{apierrors.NewTooManyRequests("slow down", 1), true},
+		{apierrors.NewInternalError(errors.New("etcd")), true},
+		{apierrors.NewNotFound(podsResource, "p"), false},
+		{apierrors.NewForbidden(podsResource, "p", errors.New("no")), false},
+	} {
+		if got := transient(c.err); got != c.transient {
+			t.Errorf("transient(%v) = %v", c.err, got)
+		}
+	}
+	if !IsQuotaExceeded(apierrors.NewForbidden(podsResource, "p", errors.New("exceeded quota: q"))) ||
+		IsQuotaExceeded(apierrors.NewForbidden(podsResource, "p", errors.New("no"))) ||
+		IsQuotaExceeded(errors.New("exceeded quota")) {
+		t.Error("IsQuotaExceeded")
+	}
+}
+
+// setStatus changes the pod's status in the fake, as the kubelet would.
+func setStatus(t *testing.T, kube *fake.Clientset, name string, s corev1.PodStatus) {
+	p, err := kube.CoreV1().Pods("runs").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	p.Status = s
+	if _, err := kube.CoreV1().Pods("runs").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWaitRunning(t *testing.T) {
+	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+	}}
+	for _, c := range []struct {
+		name    string
+		change  func(*testing.T, *fake.Clientset)
+		wantErr string
+	}{
+		{"runs", func(t *testing.T, k *fake.Clientset) { setStatus(t, k, "p", running) }, ""},
+		{"image pull fails", func(t *testing.T, k *fake.Clientset) { setStatus(t, k, "p", waiting("worker", "ErrImagePull")) }, "cannot start: ErrImagePull"},
+		{"deleted", func(t *testing.T, k *fake.Clientset) {
+			_ = k.CoreV1().Pods("runs").Delete(context.Background(), "p", metav1.DeleteOptions{})
+		}, "pod p was deleted before it ran"},
+		{"never starts", func(*testing.T, *fake.Clientset) {}, "did not start within the pending timeout of 300ms (phase Pending"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kube := runnertest.NewClientset(withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodPending}))
+			r := &Runner{Kube: kube}
+			time.AfterFunc(50*time.Millisecond, func() { c.change(t, kube) })
+			start := time.Now()
+			p, err := r.waitRunning(t.Context(), Spec{Container: "worker", PendingTimeout: 300 * time.Millisecond}, testPod("p"))
+			if (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+				t.Fatalf("error %v, want %q", err, c.wantErr)
+			}
+			if c.wantErr == "" && p.Status.Phase != corev1.PodRunning {
+				t.Errorf("returned pod %v", p.Status)
+			}
+			if took := time.Since(start); c.name != "never starts" && took > 250*time.Millisecond {
+				t.Errorf("took %s: the wait does not end when the pod changes", took)
+			}
+		})
+	}
+}
+
+func TestFinish(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name       string
+		ctx        context.Context
+		err        error
+		keep       bool
+		status     string
+		message    string
+		podDeleted bool
+	}{
+		{"canceled", canceled, boom, false, StatusCanceled, "context canceled", true},
+		{"timed out", expired, boom, false, StatusError, "the run did not finish within its timeout: boom", true},
+		{"error", context.Background(), boom, false, StatusError, "boom", true},
+		{"error, pod kept", context.Background(), boom, true, StatusError, "boom", false},
+		{"successful", context.Background(), nil, true, StatusSuccessful, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kube := runnertest.NewClientset(testPod("p"), &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: "e", Namespace: "runs"},
+				InvolvedObject: corev1.ObjectReference{Name: "p"}, Type: corev1.EventTypeWarning, Reason: "Failed", Message: "pull",
+			})
+			r := &Runner{Kube: kube}
+			res := r.finish(c.ctx, Spec{KeepPodOnFailure: c.keep}, Result{Status: StatusSuccessful}, testPod("p"), c.err)
+			if res.Status != c.status || res.Message != c.message || res.PodKept == c.podDeleted || res.FinishedAt.IsZero() {
+				t.Errorf("result %+v", res)
+			}
+			if wantEvents := c.status == StatusError; (len(res.Events) == 1) != wantEvents {
+				t.Errorf("events %q", res.Events)
+			}
+			_, err := kube.CoreV1().Pods("runs").Get(context.Background(), "p", metav1.GetOptions{})
+			if deleted := apierrors.IsNotFound(err); deleted != c.podDeleted {
+				t.Errorf("pod deleted %v, want %v", deleted, c.podDeleted)
+			}
+		})
+	}
+}
+
+func TestDeletePodRetriesTransientErrors(t *testing.T) {
+	kube := runnertest.NewClientset(testPod("p"))
+	fails := 2
+	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fails > 0 {
+			fails--
+			return true, nil, apierrors.NewServiceUnavailable("restarting")
+		}
+		return false, nil, nil
+	})
+	if err := DeletePod(t.Context(), kube, "runs", "p"); err != nil || fails != 0 {
+		t.Fatalf("%v (%d failures left)", err, fails)
+	}
+	if err := DeletePod(t.Context(), kube, "runs", "p"); err != nil {
+		t.Errorf("deleting a pod that is gone: %v", err)
+	}
+	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource, "p", errors.New("no"))
+	})
+	if err := DeletePod(t.Context(), kube, "runs", "p"); !apierrors.IsForbidden(err) {
+		t.Errorf("a permanent error: %v", err)
+	}
+}
+
+func TestCreateWaitsForQuota(t *testing.T) {
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "runs"}}
+	kube := runnertest.NewClientset(quota)
+	var full atomic.Bool
+	full.Store(true)
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if full.Load() {
+			return true, nil, apierrors.NewForbidden(podsResource, "", errors.New("exceeded quota: q"))
+		}
+		return false, nil, nil
+	})
+	r := &Runner{Kube: kube}
+	s := Spec{Pod: testPod(""), PendingTimeout: 300 * time.Millisecond}
+	s.Pod.GenerateName = "run-"
+	if _, err := r.create(t.Context(), s); err == nil || !strings.Contains(err.Error(), "had no capacity for the run within the pending timeout of 300ms") {
+		t.Fatalf("a full quota: %v", err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() {
+		full.Store(false)
+		quota.Status.Used = corev1.ResourceList{corev1.ResourcePods: {}}
+		_, _ = kube.CoreV1().ResourceQuotas("runs").UpdateStatus(context.Background(), quota, metav1.UpdateOptions{})
+	})
+	s.PendingTimeout = 5 * time.Second
+	p, err := r.create(t.Context(), s)
+	if err != nil || !strings.HasPrefix(p.Name, "run-") {
+		t.Fatalf("after the quota changed: %v %v", p, err)
+	}
+}
+
+// Run ends a run that cannot start as error, without a pod left.
+func TestRunThatCannotStart(t *testing.T) {
+	kube := runnertest.NewClientset()
+	r := &Runner{Kube: kube}
+	var logged []string
+	r.Log = func(msg string, _ map[string]any) { logged = append(logged, msg) }
+	s := Spec{Pod: testPod(""), Container: "worker", PendingTimeout: 200 * time.Millisecond, Bundle: bundle.Bundle{Command: []string{"true"}}}
+	s.Pod.GenerateName = "run-"
+	res := r.Run(t.Context(), s)
+	if res.Status != StatusError || res.ExitCode != -1 || !strings.HasPrefix(res.PodName, "run-") || !strings.Contains(res.Message, "did not start") {
+		t.Fatalf("result %+v", res)
+	}
+	if pods, _ := kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("pods left: %d", len(pods.Items))
+	}
+	if len(logged) != 1 || logged[0] != "run pod created" {
+		t.Errorf("log %q", logged)
+	}
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewBadRequest("invalid pod")
+	})
+	res = r.Run(t.Context(), s)
+	if res.Status != StatusError || res.PodName != "" || !strings.Contains(res.Message, "creating the run pod in namespace runs: invalid pod") {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestVanished(t *testing.T) {
+	terminating := testPod("terminating")
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	failed := withStatus(testPod("failed"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"})
+	r := &Runner{Kube: runnertest.NewClientset(terminating, failed, testPod("running"))}
+	for name, want := range map[string]string{
+		"gone": "was deleted", "terminating": "was deleted (terminating)", "failed": "failed (Evicted)", "running": "",
+	} {
+		if got := r.vanished(t.Context(), testPod(name)); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}
