@@ -14,7 +14,8 @@ terraform {
 }
 
 provider "kubeplay" {
-  config_path = var.kubeconfig
+  config_path       = var.kubeconfig
+  catalog_namespace = var.catalog_namespace
 }
 
 # The provider's own connection runs the playbooks. Other kinds: a bearer
@@ -31,7 +32,7 @@ resource "kubeplay_credential" "local" {
 resource "kubeplay_container_group" "quickstart" {
   name                = "quickstart"
   credential          = kubeplay_credential.local.name
-  namespace           = "kubeplay-quickstart"
+  namespace           = var.namespace
   manage_namespace    = true
   image               = var.image
   max_concurrent_runs = 2

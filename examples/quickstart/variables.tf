@@ -8,3 +8,15 @@ variable "image" {
   type        = string
   default     = "kubeplay.test/ee:v1"
 }
+
+variable "catalog_namespace" {
+  description = "The namespace that stores kubeplay's definitions; the provider creates it when missing."
+  type        = string
+  default     = "kubeplay-system"
+}
+
+variable "namespace" {
+  description = "The namespace the container group creates for its runs, and deletes with the group."
+  type        = string
+  default     = "kubeplay-quickstart"
+}

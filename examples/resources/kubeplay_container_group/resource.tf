@@ -5,7 +5,7 @@ resource "kubeplay_container_group" "awx" {
   credential       = kubeplay_credential.awx.name
   namespace        = "awx-runs"
   manage_namespace = true
-  image            = "quay.io/ansible/awx-ee:24.6.1"
+  image            = var.image
 
   max_concurrent_runs = 10
   max_cores           = "8"
@@ -15,7 +15,6 @@ resource "kubeplay_container_group" "awx" {
   # Merged over the default pod: the first container is "worker".
   pod_spec_override = yamlencode({
     spec = {
-      serviceAccountName = "awx-runner"
       containers = [{
         name = "worker"
         env  = [{ name = "ANSIBLE_FORCE_COLOR", value = "0" }]
@@ -28,8 +27,10 @@ resource "kubeplay_container_group" "awx" {
 
 # A Nodepool-style pool: node labels that set no resources get these.
 resource "kubeplay_container_group" "pool" {
-  name      = "main"
-  namespace = "ci-runs"
+  name             = "main"
+  namespace        = "ci-runs"
+  manage_namespace = true
+  image            = var.image
 
   default_label_cpu          = "500m"
   default_label_memory       = 1024

@@ -3,9 +3,9 @@
 resource "kubeplay_credential" "awx" {
   name         = "awx"
   kind         = "bearer_token"
-  host         = "https://k8s.example.com:6443"
+  host         = var.host
   bearer_token = var.awx_token
-  ca_cert      = file("${path.module}/ca.crt")
+  ca_cert      = var.cluster_ca
   namespace    = "awx-runs"
 
   # Bump to send a new token: Terraform cannot see changes of write-only values.
@@ -16,8 +16,8 @@ resource "kubeplay_credential" "awx" {
 resource "kubeplay_credential" "staging" {
   name       = "staging"
   kind       = "kubeconfig"
-  kubeconfig = file("${path.module}/staging.kubeconfig")
-  context    = "staging-admin"
+  kubeconfig = file(var.staging_kubeconfig)
+  context    = var.staging_context
 }
 
 # The provider's own connection.
@@ -26,21 +26,22 @@ resource "kubeplay_credential" "self" {
   kind = "provider"
 }
 
+# A service account is provisioned in a namespace that exists: this phase
+# makes it first, and deletes it after the credential on destroy.
+resource "kubeplay_phase" "ci_namespace" {
+  name      = "ci-namespace"
+  documents = [yamlencode({ apiVersion = "v1", kind = "Namespace", metadata = { name = "ci-runs" } })]
+}
+
 # A service account with the pod-manager Role, and a kubeconfig for a CI system.
 resource "kubeplay_credential" "runner" {
   name              = "runner"
   kind              = "service_account"
-  namespace         = "ci-runs"
+  namespace         = kubeplay_phase.ci_namespace.objects[0].name
   export_kubeconfig = true
 }
 
 output "runner_kubeconfig" {
   value     = kubeplay_credential.runner.exported_kubeconfig
   sensitive = true
-}
-
-variable "awx_token" {
-  type      = string
-  sensitive = true
-  ephemeral = true
 }

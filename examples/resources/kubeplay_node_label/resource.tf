@@ -1,5 +1,7 @@
 # A pod label: requests, limits (a missing limit falls back to the request),
-# a GPU and labels templated over the run.
+# a GPU and labels templated over the run. A label only stores a pod
+# template: no pod starts until a run uses it, so nothing pulls its image
+# here (a run would need the image on the nodes, and a GPU node).
 resource "kubeplay_node_label" "fedora" {
   name              = "pod-fedora"
   image             = "docker.io/fedora:40"
@@ -24,7 +26,7 @@ resource "kubeplay_node_label" "fedora" {
 }
 
 # Nodepool's recommended custom spec, used verbatim: the first container
-# hosts the run's shell.
+# hosts the run's shell. Stored only, like the label above.
 resource "kubeplay_node_label" "custom" {
   name = "custom-pod"
   spec = <<-EOT

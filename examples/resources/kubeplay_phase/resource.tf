@@ -2,12 +2,6 @@
 # the target cluster's, and a workload. depends_on orders them, so
 # `terraform plan` shows the whole phase plan and `terraform apply` runs it.
 
-variable "target_kubeconfig" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
-
 resource "kubeplay_credential" "target" {
   name       = "target-cluster"
   kind       = "kubeconfig"
@@ -16,7 +10,8 @@ resource "kubeplay_credential" "target" {
 
 # workload01's kubeconfig comes from the target cluster, which provisioned it
 # with Cluster API (airship's cluster map: parent target-cluster, dynamic
-# kubeconfig). Apply waits while the cluster is still being provisioned.
+# kubeconfig): the Secret target-infra/workload01-kubeconfig there. Apply
+# waits while the cluster is still being provisioned.
 resource "kubeplay_credential" "workload" {
   name               = "workload01"
   kind               = "cluster_api"
@@ -27,7 +22,8 @@ resource "kubeplay_credential" "workload" {
   depends_on         = [kubeplay_phase.initinfra_target]
 }
 
-# initinfra-ephemeral: on the provider's own (ephemeral) cluster.
+# initinfra-ephemeral: on the provider's own (ephemeral) cluster, a
+# namespace and a CustomResourceDefinition.
 resource "kubeplay_phase" "initinfra_ephemeral" {
   name = "initinfra-ephemeral"
   documents = [
@@ -38,6 +34,8 @@ resource "kubeplay_phase" "initinfra_ephemeral" {
 }
 
 # initinfra-target: a kustomization rendered as airshipctl renders bundles.
+# Its namespace, target-infra, already exists (Cluster API's, holding
+# workload01's kubeconfig): adopt takes it over.
 resource "kubeplay_phase" "initinfra_target" {
   name             = "initinfra-target"
   cluster          = kubeplay_credential.target.name
@@ -67,9 +65,12 @@ resource "kubeplay_phase" "workload" {
       template:
         spec:
           restartPolicy: Never
+          terminationGracePeriodSeconds: 1
           containers:
           - name: migrate
-            image: registry.example.com/shop/migrate:1.4.2
+            image: ${var.image}
+            imagePullPolicy: IfNotPresent
+            command: ["python3", "-c", "print('shop schema migrated to 1.4.2')"]
     ---
     # Kept in the bundle for other tools, never applied.
     apiVersion: airshipit.org/v1alpha1

@@ -1,24 +1,30 @@
-# A service account with the pod-manager Role runs the playbooks.
+# A service account with the pod-manager Role runs the playbooks. It is
+# provisioned in a namespace that exists: this phase makes it first.
+resource "kubeplay_phase" "runs_namespace" {
+  name      = "ansible-runs-namespace"
+  documents = [yamlencode({ apiVersion = "v1", kind = "Namespace", metadata = { name = "ansible-runs" } })]
+}
+
 resource "kubeplay_credential" "runner" {
   name      = "runner"
   kind      = "service_account"
-  namespace = "ansible-runs"
+  namespace = kubeplay_phase.runs_namespace.objects[0].name
 }
 
 resource "kubeplay_container_group" "default" {
   name       = "default"
-  namespace  = "ansible-runs"
+  namespace  = kubeplay_credential.runner.namespace
   credential = kubeplay_credential.runner.name
-  image      = "quay.io/ansible/awx-ee:latest"
+  image      = var.image
 }
 
 # A bigger pod for heavy playbooks, merged over the group's pod.
 resource "kubeplay_node_label" "large" {
   name         = "large"
-  image        = "quay.io/ansible/awx-ee:latest"
-  cpu          = "2"
-  memory       = 4096
-  memory_limit = 8192
+  image        = var.image
+  cpu          = "500m"
+  memory       = 1024
+  memory_limit = 2048
   labels       = { size = "large" }
 }
 
@@ -29,9 +35,8 @@ resource "kubeplay_run" "site" {
   node_label      = kubeplay_node_label.large.name
 
   playbook = file("${path.module}/site.yml")
-  files = {
-    "roles/web/tasks/main.yml" = file("${path.module}/roles/web/tasks/main.yml")
-  }
+  # The roles/ directory beside the playbook, shipped with it.
+  files      = { for f in fileset(path.module, "roles/**") : f => file("${path.module}/${f}") }
   inventory  = file("${path.module}/inventory.ini")
   extra_vars = { release = "2026.11", replicas = 3 }
 
@@ -52,17 +57,19 @@ resource "kubeplay_run" "site" {
   }
 }
 
-# A plain command, for images without Ansible.
+# A plain command, for images without Ansible. ignore_failure records a
+# failure without failing the apply.
 resource "kubeplay_run" "smoke" {
   container_group = kubeplay_container_group.default.name
-  command         = ["sh", "-c", "curl -fsS https://example.com/healthz"]
+  command         = ["sh", "-c", "uname -sr && df -h /tmp"]
   ignore_failure  = true
 }
 
 # A namespace label: the run gets a namespace of its own, with a service
 # account the playbook reaches through KUBECONFIG (kubernetes.core reads
 # K8S_AUTH_KUBECONFIG). The namespace is deleted when the run ends. This
-# needs a credential that may create namespaces and RBAC objects.
+# needs a credential that may create namespaces and RBAC objects: this group
+# has none, so it uses the provider's connection.
 resource "kubeplay_node_label" "scratch" {
   name   = "scratch"
   type   = "namespace"
@@ -70,9 +77,10 @@ resource "kubeplay_node_label" "scratch" {
 }
 
 resource "kubeplay_container_group" "admin" {
-  name      = "admin"
-  namespace = "ansible-admin-runs"
-  image     = "quay.io/ansible/awx-ee:latest"
+  name             = "admin"
+  namespace        = "ansible-admin-runs"
+  manage_namespace = true
+  image            = var.image
 }
 
 resource "kubeplay_run" "integration" {
@@ -89,14 +97,7 @@ output "site_recap" {
   value = kubeplay_run.site.host_stats
 }
 
-variable "db_password" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
-
-variable "api_token" {
-  type      = string
-  sensitive = true
-  ephemeral = true
+output "integration_namespace" {
+  description = "The namespace the integration run got; it is gone now."
+  value       = kubeplay_run.integration.run_namespace
 }

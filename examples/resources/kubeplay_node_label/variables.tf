@@ -1,0 +1,10 @@
+variable "kubeconfig" {
+  description = "The path of a kubeconfig file for the cluster to use, for example the local test cluster's .cache/testcluster/kubeconfig."
+  type        = string
+}
+
+variable "catalog_namespace" {
+  description = "The namespace that stores kubeplay's definitions (credentials, container groups, node labels, phase inventories)."
+  type        = string
+  default     = "kubeplay-system"
+}

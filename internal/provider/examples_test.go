@@ -1,0 +1,724 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/config"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
+)
+
+// TestAccExamples applies every directory under examples/ as it is, the
+// files it reads included, with variables that point it at the test cluster;
+// checks what it made; destroys it; and checks with client-go that nothing it
+// made is left. Data source examples read what the matching resource example,
+// applied with the terraform CLI as another workspace, defined.
+//
+// The examples' names are literal (awx-runs, target-infra, ...), so the
+// subtests run one after another; each has a catalog namespace of its own.
+func TestAccExamples(t *testing.T) {
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
+	}
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := filepath.Join(root, "examples")
+	// The examples' required_providers name kubeplay/kubeplay; the framework
+	// serves the in-process provider as hashicorp/kubeplay unless told.
+	t.Setenv("TF_ACC_PROVIDER_NAMESPACE", "kubeplay")
+	cli := sync.OnceValue(func() exampleCLI {
+		var c exampleCLI
+		c.bin, c.config, c.err = providerCLI(t)
+		return c
+	})
+	run := func(name string, test func(t *testing.T, dir string)) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			test(t, filepath.Join(examples, name))
+			t.Logf("%s: %s", name, time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+
+	run("provider", func(t *testing.T, dir string) { testExampleProvider(t, dir, cli) })
+	run("quickstart", testExampleQuickstart)
+	run("resources/kubeplay_credential", testExampleCredential)
+	run("resources/kubeplay_container_group", testExampleContainerGroup)
+	run("resources/kubeplay_node_label", testExampleNodeLabel)
+	run("resources/kubeplay_phase", testExamplePhase)
+	run("resources/kubeplay_run", testExampleRun)
+	run("data-sources/kubeplay_credential", func(t *testing.T, dir string) { testExampleCredentialData(t, dir, cli) })
+	run("data-sources/kubeplay_container_group", func(t *testing.T, dir string) { testExampleContainerGroupData(t, dir, cli) })
+	run("data-sources/kubeplay_node_label", func(t *testing.T, dir string) { testExampleNodeLabelData(t, dir, cli) })
+	run("data-sources/kubeplay_phase", func(t *testing.T, dir string) { testExamplePhaseData(t, dir, cli) })
+}
+
+// Namespaces and CRDs the examples make; destroy must remove them all.
+var (
+	credentialExampleNamespaces = []string{"ci-runs"}
+	groupExampleNamespaces      = []string{"awx-runs", "ci-runs"}
+	phaseExampleNamespaces      = []string{"ephemeral-infra", "target-infra", "shop"}
+	phaseExampleCRDs            = []string{"racks.infra.example.com"}
+	runExampleNamespaces        = []string{"ansible-runs", "ansible-admin-runs"}
+)
+
+// testExampleProvider applies the provider example with the provider built
+// from this tree, started by terraform as a plugin: the in-process provider
+// of the other tests is one server for every provider block, so the last
+// block configured would serve all three.
+func testExampleProvider(t *testing.T, dir string, cli func() exampleCLI) {
+	c := cli()
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	t.Setenv("TF_CLI_CONFIG_FILE", mirrorCLIConfig(t, c))
+	x := newExampleEnv(t, dir, nil, nil)
+	ns := x.namespace("example-provider")
+	tokenUser, execUser := "token-user", "exec-user"
+	token := x.token(ns, tokenUser, "")
+	execToken := x.token(ns, execUser, "")
+	x.bindClusterWide(ns, tokenUser, "cluster-admin")
+	x.bindClusterWide(ns, execUser, "cluster-admin")
+	// The eks block runs `aws eks get-token`: a stand-in on PATH prints a
+	// token of another service account, so the identity shows which block
+	// connected how.
+	bin := t.TempDir()
+	aws := fmt.Sprintf("#!/bin/sh\nprintf '%%s' '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}'\n", execToken)
+	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(aws), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	host, ca := x.clusterHostAndCA()
+	sa := func(name string) string { return "system:serviceaccount:" + ns + ":" + name }
+	step := x.step(map[string]string{
+		"kubeconfig_context": x.currentContext(),
+		"cluster_endpoint":   host,
+		"cluster_ca":         ca,
+		"cluster_token":      token,
+	},
+		statecheck.ExpectKnownOutputValue("identities", knownvalue.ObjectExact(map[string]knownvalue.Check{
+			"kubeconfig": knownvalue.StringExact(x.adminUser),
+			"token":      knownvalue.StringExact(sa(tokenUser)),
+			"exec":       knownvalue.StringExact(sa(execUser)),
+		})),
+		statecheck.ExpectKnownValue("kubeplay_credential.eks", tfjsonpath.New("can_run_pods"), knownvalue.Bool(true)),
+	)
+	// No factories: terraform init installs the build from the mirror.
+	step.ProtoV6ProviderFactories = nil
+	step.Check = x.checkCatalog(3, 0, 0, 0)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+// mirrorCLIConfig returns a CLI configuration that installs kubeplay/kubeplay
+// from a filesystem mirror holding the build, since terraform init, which the
+// framework runs, fails with dev_overrides when the registry is unreachable.
+func mirrorCLIConfig(t *testing.T, c exampleCLI) string {
+	t.Helper()
+	mirror := t.TempDir()
+	dir := filepath.Join(mirror, "registry.terraform.io", "kubeplay", "kubeplay", "0.0.1", runtime.GOOS+"_"+runtime.GOARCH)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	build := filepath.Join(filepath.Dir(c.config), "terraform-provider-kubeplay")
+	if err := os.Symlink(build, filepath.Join(dir, "terraform-provider-kubeplay")); err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(mirror, "terraformrc")
+	body := fmt.Sprintf(`provider_installation {
+  filesystem_mirror {
+    path    = %q
+    include = ["registry.terraform.io/kubeplay/kubeplay"]
+  }
+  direct {
+    exclude = ["registry.terraform.io/kubeplay/kubeplay"]
+  }
+}
+`, mirror)
+	if err := os.WriteFile(rc, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func testExampleQuickstart(t *testing.T, dir string) {
+	ns := randName("example-quickstart")
+	x := newExampleEnv(t, dir, []string{ns}, nil)
+	resource.Test(t, x.testCase(x.checkGone,
+		x.step(map[string]string{"namespace": ns},
+			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{
+				"localhost": knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"ok": knownvalue.Int64Exact(4), "changed": knownvalue.Int64Exact(1), "failed": knownvalue.Int64Exact(0),
+				}),
+			})),
+			statecheck.ExpectKnownOutputValue("output", knownvalue.StringRegexp(regexp.MustCompile(`Hello from an ephemeral pod \(release 2026\.11\)`))),
+			statecheck.ExpectKnownValue("kubeplay_container_group.quickstart", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
+		),
+	))
+}
+
+// credentialVars sets up what the credential example needs: a service
+// account whose token may run pods in any namespace (the awx credential
+// checks awx-runs), and the test kubeconfig as the staging one.
+func (x *exampleEnv) credentialVars() (vars map[string]string, awxUser string) {
+	ns := x.namespace("example-awx")
+	token := x.token(ns, "awx", "")
+	x.bindClusterWide(ns, "awx", "edit")
+	host, ca := x.clusterHostAndCA()
+	return map[string]string{
+		"host":               host,
+		"cluster_ca":         ca,
+		"awx_token":          token,
+		"staging_kubeconfig": x.kubeconfig,
+		"staging_context":    x.currentContext(),
+	}, "system:serviceaccount:" + ns + ":awx"
+}
+
+func testExampleCredential(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, credentialExampleNamespaces, nil)
+	vars, awxUser := x.credentialVars()
+	cred := func(name, attr string, want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("kubeplay_credential."+name, tfjsonpath.New(attr), want)
+	}
+	step := x.step(vars,
+		cred("awx", "username", knownvalue.StringExact(awxUser)),
+		cred("awx", "can_run_pods", knownvalue.Bool(true)),
+		cred("awx", "namespace", knownvalue.StringExact("awx-runs")),
+		cred("staging", "username", knownvalue.StringExact(x.adminUser)),
+		cred("self", "username", knownvalue.StringExact(x.adminUser)),
+		cred("runner", "username", knownvalue.StringExact("system:serviceaccount:ci-runs:runner")),
+		cred("runner", "can_run_pods", knownvalue.Bool(true)),
+		cred("runner", "exported_kubeconfig", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^\s+namespace: ci-runs$`))),
+	)
+	step.Check = resource.ComposeTestCheckFunc(checkNoSecretInState(vars["awx_token"]), x.checkCatalog(4, 0, 1, 0))
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+func testExampleContainerGroup(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, groupExampleNamespaces, nil)
+	group := func(name, attr string, want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("kubeplay_container_group."+name, tfjsonpath.New(attr), want)
+	}
+	step := x.step(nil,
+		group("awx", "namespace", knownvalue.StringExact("awx-runs")),
+		group("awx", "rendered_pod", knownvalue.StringRegexp(regexp.MustCompile(`(?s)name: ANSIBLE_FORCE_COLOR.*image: `+regexp.QuoteMeta(acctest.TestImage())))),
+		group("pool", "namespace", knownvalue.StringExact("ci-runs")),
+		group("pool", "pod_pending_timeout", knownvalue.StringExact("10m")),
+	)
+	step.Check = resource.ComposeTestCheckFunc(
+		x.checkQuota("awx-runs", "kubeplay-awx", corev1.ResourcePods, "10"),
+		x.checkQuota("ci-runs", "kubeplay-main", "requests.nvidia.com/gpu", "2"),
+	)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+func testExampleNodeLabel(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, nil, nil)
+	label := func(name, attr string, want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("kubeplay_node_label."+name, tfjsonpath.New(attr), want)
+	}
+	step := x.step(nil,
+		label("fedora", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)image: docker.io/fedora:40.*nvidia.com/gpu: "?1`))),
+		label("custom", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`name: custom-pod`))),
+		label("namespace", "type", knownvalue.StringExact("namespace")),
+	)
+	step.Check = x.checkCatalog(0, 0, 0, 3)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+// provisionWorkload01 does what Cluster API would for the phase example:
+// namespace target-infra on the target cluster (the test cluster) holds
+// workload01's kubeconfig, the test cluster's with its certificates
+// embedded, in Secret workload01-kubeconfig, key value.
+func (x *exampleEnv) provisionWorkload01() {
+	x.t.Helper()
+	ctx := context.Background()
+	if _, err := x.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "target-infra"}}, metav1.CreateOptions{}); err != nil {
+		x.t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "workload01-kubeconfig"},
+		Data:       map[string][]byte{"value": x.selfContainedKubeconfig()},
+	}
+	if _, err := x.kube.CoreV1().Secrets("target-infra").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+func (x *exampleEnv) phaseVars() map[string]string {
+	return map[string]string{"target_kubeconfig": string(x.selfContainedKubeconfig())}
+}
+
+// phaseObjects checks a phase's objects, in document order.
+func phaseObjects(addr string, objs ...[4]string) statecheck.StateCheck {
+	l := make([]knownvalue.Check, 0, len(objs))
+	for _, o := range objs {
+		l = append(l, knownvalue.ObjectPartial(map[string]knownvalue.Check{
+			"api_version": knownvalue.StringExact(o[0]), "kind": knownvalue.StringExact(o[1]),
+			"namespace": knownvalue.StringExact(o[2]), "name": knownvalue.StringExact(o[3]),
+		}))
+	}
+	return statecheck.ExpectKnownValue(addr, tfjsonpath.New("objects"), knownvalue.ListExact(l))
+}
+
+func testExamplePhase(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, phaseExampleNamespaces, phaseExampleCRDs)
+	step := x.step(x.phaseVars(),
+		phaseObjects("kubeplay_phase.initinfra_ephemeral",
+			[4]string{"v1", "Namespace", "", "ephemeral-infra"},
+			[4]string{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "racks.infra.example.com"}),
+		phaseObjects("kubeplay_phase.initinfra_target",
+			[4]string{"v1", "Namespace", "", "target-infra"},
+			[4]string{"infra.example.com/v1alpha1", "Rack", "target-infra", "rack-a"},
+			[4]string{"infra.example.com/v1alpha1", "Rack", "target-infra", "rack-b"},
+			[4]string{"v1", "ConfigMap", "target-infra", "site-settings"}),
+		phaseObjects("kubeplay_phase.workload",
+			[4]string{"v1", "Namespace", "", "shop"},
+			[4]string{"batch/v1", "Job", "shop", "migrate"}),
+		statecheck.ExpectKnownValue("kubeplay_credential.workload", tfjsonpath.New("username"), knownvalue.StringExact(x.adminUser)),
+	)
+	prepare := step.PreConfig
+	step.PreConfig = func() { x.provisionWorkload01(); prepare() }
+	step.Check = func(*terraform.State) error {
+		job, err := x.kube.BatchV1().Jobs("shop").Get(context.Background(), "migrate", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if job.Status.Succeeded != 1 {
+			return fmt.Errorf("job shop/migrate has not succeeded: %+v", job.Status)
+		}
+		return nil
+	}
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+func testExampleRun(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, runExampleNamespaces, nil)
+	password, token := randName("example-password"), randName("example-token")
+	run := func(name, attr string, want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue("kubeplay_run."+name, tfjsonpath.New(attr), want)
+	}
+	web := knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"ok": knownvalue.Int64Exact(3), "changed": knownvalue.Int64Exact(2), "failed": knownvalue.Int64Exact(0),
+		"unreachable": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
+		"ignored": knownvalue.Int64Exact(0),
+	})
+	step := x.step(map[string]string{"db_password": password, "api_token": token},
+		run("site", "status", knownvalue.StringExact("successful")),
+		// limit = "web": db1 is in the inventory but not in the recap.
+		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
+		run("smoke", "status", knownvalue.StringExact("successful")),
+		run("smoke", "output", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^Linux `))),
+		run("integration", "status", knownvalue.StringExact("successful")),
+		run("integration", "run_namespace", knownvalue.StringRegexp(regexp.MustCompile(`^scratch-[0-9a-f]+$`))),
+		run("integration", "output", knownvalue.StringRegexp(regexp.MustCompile(`testing in namespace scratch-`))),
+	)
+	step.Check = resource.ComposeTestCheckFunc(
+		checkNoSecretInState(password),
+		checkNoSecretInState(token),
+		// The run's own namespace was deleted when it ended; it must stay gone.
+		func(s *terraform.State) error {
+			rs := s.RootModule().Resources["kubeplay_run.integration"]
+			if rs == nil {
+				return errors.New("no kubeplay_run.integration in the state")
+			}
+			x.made = append(x.made, rs.Primary.Attributes["run_namespace"])
+			return nil
+		},
+	)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+// The data source examples. Each reads definitions that another workspace,
+// the matching resource example applied with the terraform CLI, made; the
+// data source workspace's destroy leaves them, the other's removes them.
+
+func testExampleCredentialData(t *testing.T, dir string, cli func() exampleCLI) {
+	x := newExampleEnv(t, dir, credentialExampleNamespaces, nil)
+	vars, awxUser := x.credentialVars()
+	x.otherWorkspace(cli, "resources/kubeplay_credential", vars)
+	resource.Test(t, x.testCase(x.checkStillDefined(4, 0, 0),
+		x.step(nil,
+			statecheck.ExpectKnownValue("data.kubeplay_credential.awx", tfjsonpath.New("kind"), knownvalue.StringExact("bearer_token")),
+			statecheck.ExpectKnownValue("data.kubeplay_credential.awx", tfjsonpath.New("username"), knownvalue.StringExact(awxUser)),
+			statecheck.ExpectKnownValue("data.kubeplay_credential.awx", tfjsonpath.New("namespace"), knownvalue.StringExact("awx-runs")),
+			statecheck.ExpectKnownOutputValue("awx_can_run_pods", knownvalue.Bool(true)),
+		),
+	))
+}
+
+func testExampleContainerGroupData(t *testing.T, dir string, cli func() exampleCLI) {
+	x := newExampleEnv(t, dir, groupExampleNamespaces, nil)
+	x.otherWorkspace(cli, "resources/kubeplay_container_group", nil)
+	resource.Test(t, x.testCase(x.checkStillDefined(1, 2, 0),
+		x.step(nil,
+			statecheck.ExpectKnownValue("data.kubeplay_container_group.awx", tfjsonpath.New("namespace"), knownvalue.StringExact("awx-runs")),
+			statecheck.ExpectKnownValue("data.kubeplay_container_group.awx", tfjsonpath.New("max_concurrent_runs"), knownvalue.Int64Exact(10)),
+			statecheck.ExpectKnownValue("data.kubeplay_container_group.awx", tfjsonpath.New("credential"), knownvalue.StringExact("awx")),
+			statecheck.ExpectKnownOutputValue("awx_run_pod", knownvalue.StringRegexp(regexp.MustCompile(`image: `+regexp.QuoteMeta(acctest.TestImage())))),
+		),
+	))
+}
+
+func testExampleNodeLabelData(t *testing.T, dir string, cli func() exampleCLI) {
+	x := newExampleEnv(t, dir, nil, nil)
+	x.otherWorkspace(cli, "resources/kubeplay_node_label", nil)
+	resource.Test(t, x.testCase(x.checkStillDefined(0, 0, 3),
+		x.step(nil,
+			statecheck.ExpectKnownValue("data.kubeplay_node_label.fedora", tfjsonpath.New("cpu"), knownvalue.StringExact("1")),
+			statecheck.ExpectKnownValue("data.kubeplay_node_label.fedora", tfjsonpath.New("gpu_resource"), knownvalue.StringExact("nvidia.com/gpu")),
+			statecheck.ExpectKnownOutputValue("fedora_template", knownvalue.StringRegexp(regexp.MustCompile(`image: docker.io/fedora:40`))),
+		),
+	))
+}
+
+func testExamplePhaseData(t *testing.T, dir string, cli func() exampleCLI) {
+	x := newExampleEnv(t, dir, phaseExampleNamespaces, phaseExampleCRDs)
+	x.provisionWorkload01()
+	x.otherWorkspace(cli, "resources/kubeplay_phase", x.phaseVars())
+	step := x.step(nil,
+		statecheck.ExpectKnownOutputValue("target_infra_objects", knownvalue.SetExact([]knownvalue.Check{
+			knownvalue.StringExact("Namespace /target-infra"),
+			knownvalue.StringExact("Rack target-infra/rack-a"),
+			knownvalue.StringExact("Rack target-infra/rack-b"),
+			knownvalue.StringExact("ConfigMap target-infra/site-settings"),
+		})),
+	)
+	// The inventory id is the one the phase put on its members.
+	step.Check = func(s *terraform.State) error {
+		ds := s.RootModule().Resources["data.kubeplay_phase.initinfra_target"]
+		if ds == nil {
+			return errors.New("no data.kubeplay_phase.initinfra_target in the state")
+		}
+		ns, err := x.kube.CoreV1().Namespaces().Get(context.Background(), "target-infra", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got, want := ds.Primary.Attributes["inventory_id"], ns.Labels["applyset.kubernetes.io/part-of"]; got == "" || got != want {
+			return fmt.Errorf("inventory_id = %q, want %q, the part-of label of namespace target-infra", got, want)
+		}
+		return nil
+	}
+	resource.Test(t, x.testCase(x.checkStillDefined(2, 0, 0), step))
+}
+
+// exampleEnv is one example directory applied to the test cluster, with a
+// catalog namespace of its own.
+type exampleEnv struct {
+	*testEnv
+	t *testing.T
+	// dir is the example directory.
+	dir string
+	// workParent is the TestCase's WorkingDir; the framework makes its
+	// working directory, the one directory in it, when the test starts.
+	workParent string
+	prepared   bool
+	// made are the namespaces and CRDs the example makes.
+	made, crds []string
+}
+
+// exampleCLI is the terraform CLI and a CLI configuration for the provider
+// built from this tree.
+type exampleCLI struct {
+	bin, config string
+	err         error
+}
+
+func newExampleEnv(t *testing.T, dir string, namespaces, crds []string) *exampleEnv {
+	t.Helper()
+	e := newTestEnv(t)
+	// newTestEnv's cleanup deletes whatever e.catalog names when the test ends.
+	e.catalog = randName("example-catalog")
+	x := &exampleEnv{testEnv: e, t: t, dir: dir, workParent: t.TempDir(), made: slices.Clone(namespaces), crds: crds}
+	ctx := context.Background()
+	for _, ns := range namespaces {
+		if _, err := x.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+			t.Fatalf("namespace %s, which the example makes, already exists: an interrupted run left it; delete it", ns)
+		}
+	}
+	// Normally destroy has removed them; this is for a test that failed.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, ns := range x.made {
+			if err := waitfor.Delete(ctx, x.kube.CoreV1().Namespaces(), ns, metav1.DeleteOptions{}, &corev1.Namespace{}); err != nil {
+				t.Errorf("deleting namespace %s: %v", ns, err)
+			}
+		}
+		for _, crd := range x.crds {
+			if err := x.dynamic().Resource(crdResource).Delete(ctx, crd, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting CRD %s: %v", crd, err)
+			}
+		}
+	})
+	return x
+}
+
+// step applies the example directory with vars, and the kubeconfig and
+// catalog namespace of the test.
+func (x *exampleEnv) step(vars map[string]string, checks ...statecheck.StateCheck) resource.TestStep {
+	v := config.Variables{
+		"kubeconfig":        config.StringVariable(x.kubeconfig),
+		"catalog_namespace": config.StringVariable(x.catalog),
+	}
+	for k, s := range vars {
+		v[k] = config.StringVariable(s)
+	}
+	return resource.TestStep{
+		// At the step: the example's own provider blocks configure it.
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		PreConfig:                x.prepareWorkDir,
+		ConfigDirectory:          config.StaticDirectory(x.dir),
+		ConfigVariables:          v,
+		ConfigStateChecks:        checks,
+	}
+}
+
+func (x *exampleEnv) testCase(checkDestroy func() error, steps ...resource.TestStep) resource.TestCase {
+	return resource.TestCase{
+		TerraformVersionChecks: writeOnlyVersions,
+		WorkingDir:             x.workParent,
+		CheckDestroy:           func(*terraform.State) error { return checkDestroy() },
+		Steps:                  steps,
+	}
+}
+
+// prepareWorkDir copies the example's subdirectories (roles/, a
+// kustomization), which ConfigDirectory leaves out, into the framework's
+// working directory, and makes that the process's working directory: the
+// provider runs in this process, and resolves the relative paths an example
+// gives it (a kustomization) from there, as it would in its own process
+// started by terraform.
+func (x *exampleEnv) prepareWorkDir() {
+	if x.prepared {
+		return
+	}
+	x.prepared = true
+	work, err := filepath.Glob(filepath.Join(x.workParent, "work*"))
+	if err != nil || len(work) != 1 {
+		x.t.Fatalf("want one working directory in %s, found %v (%v)", x.workParent, work, err)
+	}
+	entries, err := os.ReadDir(x.dir)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	for _, de := range entries {
+		if de.IsDir() {
+			if err := os.CopyFS(filepath.Join(work[0], de.Name()), os.DirFS(filepath.Join(x.dir, de.Name()))); err != nil {
+				x.t.Fatal(err)
+			}
+		}
+	}
+	x.t.Chdir(work[0])
+}
+
+// otherWorkspace applies the example directory rel (under examples/) with
+// the terraform CLI and the provider built from this tree, from a copy with
+// a state of its own, as another team's workspace would. When the test ends
+// it is destroyed, and then nothing it made may be left.
+func (x *exampleEnv) otherWorkspace(cli func() exampleCLI, rel string, vars map[string]string) {
+	x.t.Helper()
+	c := cli()
+	if c.err != nil {
+		x.t.Fatal(c.err)
+	}
+	ws := filepath.Join(x.t.TempDir(), "workspace")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(filepath.Dir(filepath.Dir(x.dir)), rel))); err != nil {
+		x.t.Fatal(err)
+	}
+	all := map[string]string{"kubeconfig": x.kubeconfig, "catalog_namespace": x.catalog}
+	for k, v := range vars {
+		all[k] = v
+	}
+	b, err := json.Marshal(all)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "test.auto.tfvars.json"), b, 0o600); err != nil {
+		x.t.Fatal(err)
+	}
+	args := []string{"-auto-approve", "-input=false", "-no-color", "-compact-warnings"}
+	x.t.Cleanup(func() {
+		if err := terraformCLI(c.bin, c.config, ws, append([]string{"destroy"}, args...)...); err != nil {
+			x.t.Errorf("destroying the %s workspace: %v", rel, err)
+			return
+		}
+		if err := x.checkGone(); err != nil {
+			x.t.Errorf("after destroying the %s workspace: %v", rel, err)
+		}
+	})
+	if err := terraformCLI(c.bin, c.config, ws, append([]string{"apply"}, args...)...); err != nil {
+		x.t.Fatalf("applying %s as another workspace: %v", rel, err)
+	}
+}
+
+// checkGone fails when anything the example made is left: a definition in
+// its catalog namespace (credentials, groups, phase inventories, labels), a
+// namespace or CRD it made, or a kubeplay pod in one of its namespaces.
+func (x *exampleEnv) checkGone() error {
+	ctx := context.Background()
+	var errs []error
+	if err := x.checkCatalog(0, 0, 0, 0)(nil); err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range x.made {
+		n, err := x.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			errs = append(errs, fmt.Errorf("namespace %s is left (%s)", ns, n.Status.Phase))
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, err)
+		}
+	}
+	for _, crd := range x.crds {
+		_, err := x.dynamic().Resource(crdResource).Get(ctx, crd, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			errs = append(errs, fmt.Errorf("CRD %s is left", crd))
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, err)
+		}
+	}
+	pods, err := x.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: managed.Selector()})
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, p := range pods.Items {
+			if slices.Contains(x.made, p.Namespace) {
+				errs = append(errs, fmt.Errorf("kubeplay pod %s/%s is left", p.Namespace, p.Name))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkCatalog fails unless the catalog namespace holds exactly these
+// numbers of credential Secrets, group ConfigMaps, phase inventory
+// ConfigMaps and node label PodTemplates.
+func (x *exampleEnv) checkCatalog(credentials, groups, phases, labels int) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ctx := context.Background()
+		secrets, err := x.kube.CoreV1().Secrets(x.catalog).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		cms, err := x.kube.CoreV1().ConfigMaps(x.catalog).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		templates, err := x.kube.CoreV1().PodTemplates(x.catalog).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var groupCMs, phaseCMs []string
+		for _, cm := range cms.Items {
+			switch {
+			case cm.Name == "kube-root-ca.crt": // in every namespace
+			case managed.Owns(&cm, managed.LabelComponent, managed.ComponentContainerGroup):
+				groupCMs = append(groupCMs, cm.Name)
+			default:
+				phaseCMs = append(phaseCMs, cm.Name)
+			}
+		}
+		got := [4]int{len(secrets.Items), len(groupCMs), len(phaseCMs), len(templates.Items)}
+		if want := [4]int{credentials, groups, phases, labels}; got != want {
+			return fmt.Errorf("catalog %s holds %d Secrets, %d group ConfigMaps, %d other ConfigMaps %v and %d PodTemplates; want %v",
+				x.catalog, got[0], got[1], got[2], phaseCMs, got[3], want)
+		}
+		return nil
+	}
+}
+
+// checkStillDefined is the data source workspace's CheckDestroy: its
+// destroy deletes nothing, so the other workspace's definitions remain.
+func (x *exampleEnv) checkStillDefined(credentials, groups, labels int) func() error {
+	return func() error {
+		ctx := context.Background()
+		secrets, err := x.kube.CoreV1().Secrets(x.catalog).List(ctx, metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, managed.ComponentCredential)})
+		if err != nil {
+			return err
+		}
+		cms, err := x.kube.CoreV1().ConfigMaps(x.catalog).List(ctx, metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, managed.ComponentContainerGroup)})
+		if err != nil {
+			return err
+		}
+		templates, err := x.kube.CoreV1().PodTemplates(x.catalog).List(ctx, metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, managed.ComponentNodeLabel)})
+		if err != nil {
+			return err
+		}
+		if got, want := [3]int{len(secrets.Items), len(cms.Items), len(templates.Items)}, [3]int{credentials, groups, labels}; got != want {
+			return fmt.Errorf("after the data source workspace's destroy, catalog %s holds %v credentials, groups and labels; want %v", x.catalog, got, want)
+		}
+		return nil
+	}
+}
+
+// checkQuota checks one hard limit of a ResourceQuota.
+func (x *exampleEnv) checkQuota(ns, name string, res corev1.ResourceName, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		q, err := x.kube.CoreV1().ResourceQuotas(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := q.Spec.Hard[res]; got.String() != want {
+			return fmt.Errorf("ResourceQuota %s/%s: %s = %s, want %s", ns, name, res, got.String(), want)
+		}
+		return nil
+	}
+}
+
+// bindClusterWide binds a service account to a ClusterRole in every
+// namespace, until the test ends.
+func (x *exampleEnv) bindClusterWide(ns, sa, role string) {
+	x.t.Helper()
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + sa},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+	}
+	if _, err := x.kube.RbacV1().ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{}); err != nil {
+		x.t.Fatal(err)
+	}
+	x.t.Cleanup(func() {
+		if err := x.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			x.t.Errorf("deleting ClusterRoleBinding %s: %v", crb.Name, err)
+		}
+	})
+}
+
+// currentContext is the test kubeconfig's current context.
+func (x *exampleEnv) currentContext() string {
+	x.t.Helper()
+	raw, err := clientcmd.LoadFromFile(x.kubeconfig)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return raw.CurrentContext
+}
