@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 const groupAddr = "kubeplay_container_group.test"
@@ -148,7 +149,7 @@ func TestAccContainerGroup_lifecycle(t *testing.T) {
 				// Drift in the catalog: the stored image was edited.
 				PreConfig: func() {
 					e.editConfigMap(name, func(cm *corev1.ConfigMap) {
-						cm.Data[groupSpecKey] = strings.Replace(cm.Data[groupSpecKey], img, "edited:latest", 1)
+						cm.Data[catalog.GroupSpecKey] = strings.Replace(cm.Data[catalog.GroupSpecKey], img, "edited:latest", 1)
 					})
 				},
 				Config: groupConfig(e, v2),

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -176,12 +177,12 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
 				PreConfig: func() {
 					e.editPodTemplate(name, func(pt *corev1.PodTemplate) {
 						var l podspec.Label
-						if err := json.Unmarshal([]byte(pt.Annotations[annotationLabelSpec]), &l); err != nil {
+						if err := json.Unmarshal([]byte(pt.Annotations[catalog.AnnotationLabelSpec]), &l); err != nil {
 							t.Fatal(err)
 						}
 						l.CPU = "2"
 						b, _ := json.Marshal(l)
-						pt.Annotations[annotationLabelSpec] = string(b)
+						pt.Annotations[catalog.AnnotationLabelSpec] = string(b)
 					})
 				},
 				Config: labelConfig(e, v2),

@@ -43,6 +43,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
@@ -330,7 +331,7 @@ func workspace() string {
 // runTarget is what a run needs from its group: where and with what clients
 // it runs, and the pod it creates.
 type runTarget struct {
-	group   *groupSpec
+	group   *catalog.Group
 	clients *kubeclient.Clients // nil at plan time when the credential is not usable yet
 	pod     *corev1.Pod
 	pending time.Duration
@@ -346,14 +347,14 @@ var errKnownAtApply = errors.New("the run's container group or node label is kno
 
 // groupFor returns the run's group: at plan time as this plan leaves it,
 // at apply as the catalog holds it (the group is applied first).
-func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*groupSpec, bool, error) {
+func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*catalog.Group, bool, error) {
 	if p, ok := r.data.plannedGroups.get(name); ok && planning {
 		if p.value == nil {
 			return nil, false, errKnownAtApply
 		}
 		return p.value, p.changing, nil
 	}
-	g, _, err := readGroup(ctx, r.data, name)
+	g, err := readGroup(ctx, r.data, name)
 	if err == nil && g == nil {
 		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -369,7 +370,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, nil
 	}
-	l, _, _, err := readLabel(ctx, r.data, name)
+	l, err := readLabel(ctx, r.data, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -401,7 +402,7 @@ func (r *runResource) target(ctx context.Context, m runModel, runID string, dead
 		tflog.Debug(ctx, "no dry run of the run's pod: its credential is not usable yet", map[string]any{"reason": err.Error()})
 		c = nil
 	}
-	pod, err := podspec.RenderGroup(g.podGroup())
+	pod, err := podspec.RenderGroup(g.PodGroup())
 	if err != nil {
 		return nil, fmt.Errorf("container group %q: %w", name, err)
 	}
