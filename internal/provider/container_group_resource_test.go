@@ -280,9 +280,9 @@ func TestAccContainerGroup_applyErrors(t *testing.T) {
 }
 
 // TestAccContainerGroup_planErrors: each bad input fails the plan, naming
-// the attribute and, for YAML, the line.
+// the attribute and, for YAML, the line. Validation needs no cluster, so it
+// runs in plain go test.
 func TestAccContainerGroup_planErrors(t *testing.T) {
-	e := newTestEnv(t)
 	cases := []struct{ body, want string }{
 		{"  namespace = \"other\"\n  pod_spec_override = <<-EOT\n" + seed000Override + "\n  EOT\n",
 			`(?s)Conflicting Namespaces.*metadata.namespace "my-namespace" but namespace is "other"`},
@@ -301,12 +301,12 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {
 		steps = append(steps, resource.TestStep{
-			Config:      groupConfig(e, "  name = \"bad\"\n"+c.body),
+			Config:      unreachableProvider + "\nresource \"kubeplay_container_group\" \"test\" {\n  name = \"bad\"\n" + c.body + "}\n",
 			PlanOnly:    true,
 			ExpectError: expectError(c.want),
 		})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
 // checkQuota checks the group's ResourceQuota holds exactly want.
