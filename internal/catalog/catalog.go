@@ -196,6 +196,8 @@ type codec[T any, O object, L runtime.Object] struct {
 	// digestKey is the annotation that records digest(o).
 	digestKey string
 	digest    func(o O) string
+	// assign copies the content of src into dst.
+	assign func(dst, src O)
 }
 
 func (s *Store) fail(op string, k Kind, name string, err error) *Error {
@@ -244,7 +246,7 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 		return Entry[T]{}, fmt.Errorf("encoding %s %q: %w", c.kind, name, err)
 	}
 	cl := c.client(s.kube, s.namespace)
-	got, err := write(ctx, cl, want, mode)
+	got, err := write(ctx, cl, want, mode, c.assign)
 	if err != nil {
 		e := s.fail("writing", c.kind, name, err)
 		switch {
@@ -269,8 +271,9 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 }
 
 // write creates want, or with CreateOrUpdate replaces the content of the
-// stored object of its name, which must be kubeplay's.
-func write[O object, L runtime.Object](ctx context.Context, cl client[O, L], want O, mode Mode) (O, error) {
+// stored object of its name, which must be kubeplay's. The stored object
+// keeps its identity and what others put on it (owners, finalizers).
+func write[O object, L runtime.Object](ctx context.Context, cl client[O, L], want O, mode Mode, assign func(dst, src O)) (O, error) {
 	opts := metav1.CreateOptions{FieldManager: managed.FieldManager}
 	if mode == NewOnly {
 		return cl.Create(ctx, want, opts)
@@ -286,29 +289,10 @@ func write[O object, L runtime.Object](ctx context.Context, cl client[O, L], wan
 	if !managed.Owns(existing, managed.LabelComponent, component) {
 		return existing, ErrNotDefinition
 	}
-	return cl.Update(ctx, assignTo(existing, want), metav1.UpdateOptions{FieldManager: managed.FieldManager})
-}
-
-// assignTo copies what kubeplay writes of src into dst, keeping dst's
-// identity and whatever else others put on it (owners, finalizers).
-func assignTo[O object](dst, src O) O {
-	dst.SetLabels(src.GetLabels())
-	dst.SetAnnotations(src.GetAnnotations())
-	assignContent(dst, src)
-	return dst
-}
-
-// assignContent copies the content fields of the catalog's object types.
-func assignContent(dst, src any) {
-	switch d := dst.(type) {
-	case *corev1.Secret:
-		s := src.(*corev1.Secret)
-		d.Data, d.StringData, d.Type = s.Data, nil, s.Type
-	case *corev1.ConfigMap:
-		d.Data, d.BinaryData = src.(*corev1.ConfigMap).Data, nil
-	case *corev1.PodTemplate:
-		d.Template = src.(*corev1.PodTemplate).Template
-	}
+	existing.SetLabels(want.GetLabels())
+	existing.SetAnnotations(want.GetAnnotations())
+	assign(existing, want)
+	return cl.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.FieldManager})
 }
 
 func remove[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *codec[T, O, L], name string) error {

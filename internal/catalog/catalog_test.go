@@ -192,11 +192,8 @@ func TestLabelDigestAfterDefaulting(t *testing.T) {
 	writes := 0
 	kube.PrependReactor("*", "podtemplates", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		var pt *corev1.PodTemplate
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			pt, _ = a.GetObject().(*corev1.PodTemplate)
-		case k8stesting.UpdateAction:
-			pt, _ = a.GetObject().(*corev1.PodTemplate)
+		if w, ok := a.(interface{ GetObject() runtime.Object }); ok {
+			pt, _ = w.GetObject().(*corev1.PodTemplate)
 		}
 		if pt != nil {
 			writes++

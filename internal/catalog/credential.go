@@ -44,6 +44,9 @@ var credentials = &codec[Credential, *corev1.Secret, *corev1.SecretList]{
 	},
 	digestKey: credential.AnnotationDigest,
 	digest:    func(sec *corev1.Secret) string { return credential.Digest(sec.Data) },
+	assign: func(dst, src *corev1.Secret) {
+		dst.Data, dst.StringData, dst.Type = src.Data, nil, src.Type
+	},
 }
 
 // GetCredential reads the credential called name.

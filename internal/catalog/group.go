@@ -79,6 +79,7 @@ var groups = &codec[Group, *corev1.ConfigMap, *corev1.ConfigMapList]{
 	decode:    decodeGroup,
 	digestKey: AnnotationDigest,
 	digest:    configMapDigest,
+	assign:    func(dst, src *corev1.ConfigMap) { dst.Data, dst.BinaryData = src.Data, nil },
 }
 
 func encodeGroup(g Group, ns string) (*corev1.ConfigMap, error) {

@@ -48,6 +48,7 @@ var labels = &codec[podspec.Label, *corev1.PodTemplate, *corev1.PodTemplateList]
 	decode:    decodeLabel,
 	digestKey: AnnotationDigest,
 	digest:    podTemplateDigest,
+	assign:    func(dst, src *corev1.PodTemplate) { dst.Template = src.Template },
 }
 
 // RenderLabel renders the YAML kubeplay shows for a label: its pod

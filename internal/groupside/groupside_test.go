@@ -31,8 +31,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func namespace(name string, labels map[string]string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+// runsNamespace is the namespace "runs" with labels.
+func runsNamespace(labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "runs", Labels: labels}}
 }
 
 func forbid(kube *fake.Clientset, verb, resource string) {
@@ -69,7 +70,7 @@ func TestPodsOnlyToleratesForbidden(t *testing.T) {
 		t.Errorf("a pods-only group wrote %v", w)
 	}
 	// Readable namespace, but the ledgers may not be deleted: still fine.
-	kube = fake.NewClientset(namespace("runs", nil))
+	kube = fake.NewClientset(runsNamespace(nil))
 	forbid(kube, "delete", "configmaps")
 	forbid(kube, "get", "resourcequotas")
 	forbid(kube, "delete", "resourcequotas")
@@ -93,7 +94,7 @@ func TestForbiddenFailsAGroupWithLimits(t *testing.T) {
 }
 
 func TestNamespaceAdoptionRefused(t *testing.T) {
-	kube := fake.NewClientset(namespace("runs", map[string]string{"app": "web"}))
+	kube := fake.NewClientset(runsNamespace(map[string]string{"app": "web"}))
 	_, err := Ensure(context.Background(), kube, Spec{Name: "g", Namespace: "runs", ManageNamespace: true})
 	var ee *NamespaceExistsError
 	if !errors.As(err, &ee) || ee.Namespace != "runs" || ee.Group != "g" {
@@ -103,11 +104,11 @@ func TestNamespaceAdoptionRefused(t *testing.T) {
 		t.Errorf("a refused adoption wrote %v", w)
 	}
 	// Another group's namespace is not adopted either; the group's own is kept.
-	kube = fake.NewClientset(namespace("runs", managed.Labels(managed.LabelContainerGroup, "other")))
+	kube = fake.NewClientset(runsNamespace(managed.Labels(managed.LabelContainerGroup, "other")))
 	if _, err := Ensure(context.Background(), kube, Spec{Name: "g", Namespace: "runs", ManageNamespace: true}); !errors.As(err, &ee) {
 		t.Errorf("another group's namespace: %v", err)
 	}
-	kube = fake.NewClientset(namespace("runs", managed.Labels(managed.LabelContainerGroup, "g")))
+	kube = fake.NewClientset(runsNamespace(managed.Labels(managed.LabelContainerGroup, "g")))
 	if out, err := Ensure(context.Background(), kube, Spec{Name: "g", Namespace: "runs", ManageNamespace: true}); err != nil || out != Ready {
 		t.Errorf("the group's own namespace: %v, %v", out, err)
 	}
@@ -180,7 +181,7 @@ func TestEnsureAndRemove(t *testing.T) {
 
 func TestRemoveUnmanaged(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(namespace("runs", nil))
+	kube := fake.NewClientset(runsNamespace(nil))
 	s := Spec{Name: "g", Namespace: "runs", MaxForks: ptr(1), Limits: capacity.Limits{MaxConcurrentRuns: ptr(1)}}
 	if _, err := Ensure(ctx, kube, s); err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func TestRemoveUnmanaged(t *testing.T) {
 		t.Errorf("pods-only Remove: %v, actions %v", err, kube.Actions())
 	}
 	// Failures say what failed.
-	kube = fake.NewClientset(namespace("runs", nil))
+	kube = fake.NewClientset(runsNamespace(nil))
 	forbid(kube, "delete", "configmaps")
 	var le *LedgerError
 	if err := Remove(ctx, kube, s); !errors.As(err, &le) || le.Op != OpDelete || le.Kind != capacity.Runs {
@@ -227,14 +228,14 @@ func TestRemoveUnmanaged(t *testing.T) {
 
 func TestEnsureErrors(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(namespace("runs", nil))
+	kube := fake.NewClientset(runsNamespace(nil))
 	forbid(kube, "create", "resourcequotas")
 	var qe *QuotaError
 	_, err := Ensure(ctx, kube, Spec{Name: "g", Namespace: "runs", Limits: capacity.Limits{MaxCores: "1"}})
 	if !errors.As(err, &qe) || qe.Op != OpWrite || qe.Name != "kubeplay-g" || !strings.Contains(err.Error(), "writing ResourceQuota runs/kubeplay-g") {
 		t.Errorf("err = %v", err)
 	}
-	kube = fake.NewClientset(namespace("runs", nil))
+	kube = fake.NewClientset(runsNamespace(nil))
 	forbid(kube, "create", "configmaps")
 	var le *LedgerError
 	_, err = Ensure(ctx, kube, Spec{Name: "g", Namespace: "runs", MaxForks: ptr(2)})
@@ -252,7 +253,7 @@ func TestSharing(t *testing.T) {
 	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "runs"}}
 	run := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "run-1", Namespace: "runs",
 		Labels: map[string]string{managed.LabelContainerGroup: "g"}}}
-	kube := fake.NewClientset(namespace("runs", nil), web, run)
+	kube := fake.NewClientset(runsNamespace(nil), web, run)
 	s := Spec{Name: "g", Namespace: "runs"}
 	others := []Spec{s, {Name: "h", Namespace: "runs"}, {Name: "i", Namespace: "elsewhere"}}
 	users, err := Sharing(ctx, kube, s, others)
