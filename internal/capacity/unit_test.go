@@ -20,14 +20,13 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
-// TestMain turns off client-go's watch-list for the unit tests: the fake
-// clientset does not send the bookmark that ends its initial events, so the
-// watch-based waits of DeleteQuota would never sync against it. Acceptance
-// tests keep the default.
+// TestMain turns off client-go's watch-list: the fake clientset does not
+// send the bookmark that ends its initial events, so the watch-based waits
+// of DeleteQuota would never sync against it. The feature gate is read once
+// per process, so acceptance tests wait with a list and a watch too, which
+// waitfor handles alike.
 func TestMain(m *testing.M) {
-	if os.Getenv("TF_ACC") == "" {
-		os.Setenv("KUBE_FEATURE_WatchListClient", "false")
-	}
+	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	os.Exit(m.Run())
 }
 
