@@ -37,8 +37,7 @@ func LedgerName(group string) string { return "kubeplay-forks-" + group }
 // another process wrote first: read again); when the entries leave no room
 // it watches the ConfigMap until a release or a deadline frees some. Entries
 // past their deadline belong to runs that died without releasing and are
-// reaped by the next writer; live runs extend theirs with Renew. Within a
-// process, runs that share a client and ask for as many forks take turns.
+// reaped by the next writer. Within a process, runs that share a client and ask for as many forks take turns.
 type Ledger struct {
 	Kube      kubernetes.Interface
 	Namespace string
@@ -130,7 +129,7 @@ func (l Ledger) Delete(ctx context.Context) error {
 }
 
 // Acquire claims forks for run, waiting until the sum of live claims plus
-// forks fits the ledger's max_forks. The claim lasts ttl unless renewed.
+// forks fits the ledger's max_forks. The claim lasts ttl.
 func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.Duration) (Grant, error) {
 	var g Grant
 	if !runKey.MatchString(run) {
@@ -213,19 +212,6 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	}
 }
 
-// Renew extends run's claim to ttl from now.
-func (l Ledger) Renew(ctx context.Context, run string, ttl time.Duration) error {
-	return l.modify(ctx, func(entries map[string]Entry) (bool, error) {
-		e, ok := entries[run]
-		if !ok {
-			return false, fmt.Errorf("run %q holds no forks in container group %q (its claim expired and was reaped)", run, l.Group)
-		}
-		e.Expires = time.Now().Add(ttl)
-		entries[run] = e
-		return true, nil
-	})
-}
-
 // Release removes run's claim; releasing twice is harmless.
 func (l Ledger) Release(ctx context.Context, run string) error {
 	err := l.modify(ctx, func(entries map[string]Entry) (bool, error) {
@@ -237,16 +223,6 @@ func (l Ledger) Release(ctx context.Context, run string) error {
 		return nil
 	}
 	return err
-}
-
-// Claims returns the live claims.
-func (l Ledger) Claims(ctx context.Context) (map[string]Entry, int64, error) {
-	_, entries, maxForks, err := l.read(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	reap(entries, time.Now())
-	return entries, maxForks, nil
 }
 
 func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool, error)) error {

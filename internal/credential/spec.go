@@ -104,26 +104,7 @@ func (s Spec) KubeconfigSecretName() string { return s.ClusterName + "-kubeconfi
 // Secret renders the catalog Secret for the spec and the report of its last
 // check at checkedAt.
 func (s Spec) Secret(catalogNamespace string, rep Report, checkedAt time.Time) *corev1.Secret {
-	data := map[string][]byte{keyKind: []byte(s.Kind)}
-	put := func(k, v string) {
-		if v != "" {
-			data[k] = []byte(v)
-		}
-	}
-	put(keyHost, s.Host)
-	put(keyCACert, s.CACert)
-	put(keyToken, s.BearerToken)
-	put(keyKubeconfig, s.Kubeconfig)
-	put(keyContext, s.Context)
-	put(keyNamespace, s.Namespace)
-	put(keyServiceAccount, s.ServiceAccount)
-	put(keyParent, s.Parent)
-	put(keyClusterName, s.ClusterName)
-	put(keyClusterNS, s.ClusterNamespace)
-	put(keyWaitTimeout, s.KubeconfigTimeout)
-	if s.Kind == KindBearerToken || s.Kind == KindServiceAccount {
-		data[keyVerifySSL] = []byte(strconv.FormatBool(s.VerifySSL))
-	}
+	data := s.data()
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      s.Name,
@@ -149,6 +130,34 @@ func (s Spec) Secret(catalogNamespace string, rep Report, checkedAt time.Time) *
 		sec.Annotations[AnnotationExport] = "true"
 	}
 	return sec
+}
+
+// Digest is the Digest of the data the spec's Secret holds: it keys clients
+// by content before the Secret is written.
+func (s Spec) Digest() string { return Digest(s.data()) }
+
+func (s Spec) data() map[string][]byte {
+	data := map[string][]byte{keyKind: []byte(s.Kind)}
+	put := func(k, v string) {
+		if v != "" {
+			data[k] = []byte(v)
+		}
+	}
+	put(keyHost, s.Host)
+	put(keyCACert, s.CACert)
+	put(keyToken, s.BearerToken)
+	put(keyKubeconfig, s.Kubeconfig)
+	put(keyContext, s.Context)
+	put(keyNamespace, s.Namespace)
+	put(keyServiceAccount, s.ServiceAccount)
+	put(keyParent, s.Parent)
+	put(keyClusterName, s.ClusterName)
+	put(keyClusterNS, s.ClusterNamespace)
+	put(keyWaitTimeout, s.KubeconfigTimeout)
+	if s.Kind == KindBearerToken || s.Kind == KindServiceAccount {
+		data[keyVerifySSL] = []byte(strconv.FormatBool(s.VerifySSL))
+	}
+	return data
 }
 
 // Digest is a stable SHA-256 over a Secret's data. It lives only in the

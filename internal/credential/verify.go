@@ -177,14 +177,6 @@ func ValidateKubeconfig(content, context string) error {
 	return nil
 }
 
-// ValidateCACert checks that pem holds at least one certificate.
-func ValidateCACert(pem string) error {
-	if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
-		return errors.New("no PEM-encoded certificate was found")
-	}
-	return nil
-}
-
 // Annotations of the catalog Secret that record the last check.
 const (
 	AnnotationGroups    = "kubeplay.io/groups"

@@ -75,10 +75,3 @@ func (p *Pool) Get(key string, build func() (*rest.Config, error)) (*Clients, er
 	p.clients[key] = c
 	return c, nil
 }
-
-// Len returns how many clusters the pool holds clients for.
-func (p *Pool) Len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.clients)
-}

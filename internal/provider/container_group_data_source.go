@@ -5,14 +5,16 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 var (
@@ -47,19 +49,22 @@ func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.Read
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	store := d.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
+		return
+	}
 	name := m.Name.ValueString()
-	g, rendered, err := readGroup(ctx, d.data, name)
+	e, err := store.GetGroup(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		addNotFound(&resp.Diagnostics, catalog.KindGroup, name, store.Namespace())
+		return
+	}
 	if err != nil {
-		resp.Diagnostics.AddError("Reading Container Group Failed", err.Error()+".")
+		addCatalogError(&resp.Diagnostics, err)
 		return
 	}
-	if g == nil {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Container Group Not Found",
-			fmt.Sprintf("No container group %q in catalog namespace %q. Check the name and the provider's catalog_namespace.",
-				name, d.data.catalogNamespace))
-		return
-	}
-	g.fill(ctx, &m, rendered, &resp.Diagnostics)
+	warnDrift(&resp.Diagnostics, catalog.KindGroup, name, e.Drift)
+	fillGroup(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 

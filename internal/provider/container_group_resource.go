@@ -5,7 +5,7 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,14 +26,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 )
 
 var (
@@ -45,9 +42,6 @@ var (
 )
 
 const (
-	// managed.ComponentContainerGroup labels a container group's catalog ConfigMap.
-	groupSpecKey = "group.json"
-	groupPodKey  = "pod.yaml"
 	// groupPlanCheckTimeout bounds the plan-time look at the cluster.
 	groupPlanCheckTimeout = 10 * time.Second
 	// groupDeleteTimeout bounds the wait for a managed namespace to go.
@@ -88,36 +82,6 @@ type containerGroupModel struct {
 	RenderedPod                types.String `tfsdk:"rendered_pod"`
 }
 
-// groupSpec is what the catalog ConfigMap stores, and what runs read.
-type groupSpec struct {
-	Name              string            `json:"name"`
-	Credential        string            `json:"credential,omitempty"`
-	Namespace         string            `json:"namespace"`
-	ManageNamespace   bool              `json:"manage_namespace"`
-	Image             string            `json:"image"`
-	PodSpecOverride   string            `json:"pod_spec_override,omitempty"`
-	MaxConcurrentRuns *int64            `json:"max_concurrent_runs,omitempty"`
-	MaxCores          string            `json:"max_cores,omitempty"`
-	MaxRAM            *int64            `json:"max_ram,omitempty"`
-	MaxResources      map[string]string `json:"max_resources"`
-	MaxForks          *int64            `json:"max_forks,omitempty"`
-	DefaultLabel      podspec.Resources `json:"default_label"`
-	PodPendingTimeout string            `json:"pod_pending_timeout"`
-	LaunchRetries     int64             `json:"launch_retries"`
-	Priority          *int64            `json:"priority,omitempty"`
-	Labels            map[string]string `json:"labels"`
-	Annotations       map[string]string `json:"annotations"`
-}
-
-func (g groupSpec) limits() capacity.Limits {
-	return capacity.Limits{MaxConcurrentRuns: g.MaxConcurrentRuns, MaxCores: g.MaxCores, MaxRAM: g.MaxRAM, MaxResources: g.MaxResources}
-}
-
-func (g groupSpec) podGroup() podspec.Group {
-	return podspec.Group{Name: g.Name, Namespace: g.Namespace, Image: g.Image, Labels: g.Labels,
-		Annotations: g.Annotations, Override: g.PodSpecOverride}
-}
-
 func (r *containerGroupResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_container_group"
 }
@@ -137,8 +101,9 @@ const containerGroupDescription = "A container group says where runs execute and
 	"plan-time warning. `max_forks` is coordinated through a ledger: a ConfigMap `kubeplay-forks-<name>` in " +
 	"`namespace` whose entries map a run to the forks it holds and a deadline. A run claims forks by updating the " +
 	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 Conflict` " +
-	"and reads again; when the live claims leave no room it watches the ledger until a run releases its claim. A run " +
-	"that dies without releasing is reaped once its deadline passes, and live runs renew theirs.\n\n" +
+	"and reads again; when the live claims leave no room it watches the ledger until a run releases its claim. A claim " +
+	"lasts as long as the run's timeout: the claim of a run that dies without releasing it is removed by the next " +
+	"writer once that has passed.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -336,14 +301,14 @@ func (r *containerGroupResource) ValidateConfig(ctx context.Context, req resourc
 }
 
 // specFromGroupModel builds the stored form; ok is false while inputs are unknown.
-func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.Diagnostics) (groupSpec, bool) {
+func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.Diagnostics) (catalog.Group, bool) {
 	if m.Name.IsUnknown() || m.Credential.IsUnknown() || m.Namespace.IsUnknown() || m.Image.IsUnknown() ||
 		m.PodSpecOverride.IsUnknown() || m.MaxCores.IsUnknown() || m.MaxResources.IsUnknown() || m.Labels.IsUnknown() ||
 		m.Annotations.IsUnknown() || m.DefaultLabelCPU.IsUnknown() || m.DefaultLabelCPULimit.IsUnknown() ||
 		m.DefaultLabelExtraResources.IsUnknown() || m.PodPendingTimeout.IsUnknown() {
-		return groupSpec{}, false
+		return catalog.Group{}, false
 	}
-	return groupSpec{
+	return catalog.Group{
 		Name:              m.Name.ValueString(),
 		Credential:        m.Credential.ValueString(),
 		Namespace:         m.Namespace.ValueString(),
@@ -369,7 +334,8 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 	}, true
 }
 
-func (g groupSpec) fill(ctx context.Context, m *containerGroupModel, rendered string, diags *diag.Diagnostics) {
+// fillGroup sets the model from a stored group and its rendered pod.
+func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, rendered string, diags *diag.Diagnostics) {
 	m.ID = types.StringValue(g.Name)
 	m.Name = types.StringValue(g.Name)
 	m.Credential = stringOrNull(g.Credential)
@@ -393,15 +359,6 @@ func (g groupSpec) fill(ctx context.Context, m *containerGroupModel, rendered st
 	m.Labels = nullableStringMap(ctx, g.Labels, diags)
 	m.Annotations = nullableStringMap(ctx, g.Annotations, diags)
 	m.RenderedPod = types.StringValue(rendered)
-}
-
-// renderGroupPod renders the default run pod as YAML.
-func renderGroupPod(g groupSpec) (string, error) {
-	pod, err := podspec.RenderGroup(g.podGroup())
-	if err != nil {
-		return "", err
-	}
-	return podspec.ToYAML(pod)
 }
 
 func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -431,7 +388,7 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	plan.RenderedPod = types.StringUnknown()
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
 	if known {
-		y, err := renderGroupPod(spec)
+		y, err := spec.RenderPod()
 		if err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override",
 				"Merging pod_spec_override into the default pod failed: "+err.Error()+".")
@@ -439,39 +396,38 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 		}
 		plan.RenderedPod = types.StringValue(y)
 	}
-	if !req.State.Raw.IsNull() {
-		raw, diags := req.Private.GetKey(ctx, privateDriftKey)
-		resp.Diagnostics.Append(diags...)
-		var drift string
-		if len(raw) > 0 && json.Unmarshal(raw, &drift) == nil && drift != "" {
-			resp.Diagnostics.AddWarning("Container Group Changed Outside Terraform",
-				fmt.Sprintf("Container group %q: %s. Apply creates it again.", plan.Name.ValueString(), drift))
-			plan.RenderedPod = types.StringUnknown() // forces an update
-		}
+	if planDrift(ctx, req, &resp.Diagnostics, catalog.KindGroup, plan.Name.ValueString()) {
+		plan.RenderedPod = types.StringUnknown() // forces an update
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if r.data != nil && !plan.Name.IsUnknown() {
-		var v *groupSpec
+		var v *catalog.Group
 		if known {
 			v = &spec
 		}
 		r.data.plannedGroups.put(plan.Name.ValueString(), v, req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw))
 	}
-	if known && !spec.limits().Empty() {
+	if known && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)
 	}
+}
+
+// sideSpec is what the group's cluster must hold for it.
+func sideSpec(g catalog.Group) groupside.Spec {
+	return groupside.Spec{Name: g.Name, Namespace: g.Namespace, ManageNamespace: g.ManageNamespace,
+		Limits: g.Limits(), MaxForks: g.MaxForks}
 }
 
 // warnShared warns when the group's namespace holds another group or other
 // workloads, which its quota would also limit. It says nothing when the
 // cluster cannot be reached at plan time.
-func (r *containerGroupResource) warnShared(ctx context.Context, g groupSpec, diags *diag.Diagnostics) {
+func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group, diags *diag.Diagnostics) {
 	if r.data == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, groupPlanCheckTimeout)
 	defer cancel()
-	c, err := r.data.clients()
+	store, err := r.data.catalog()
 	if err != nil {
 		return
 	}
@@ -480,15 +436,19 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g groupSpec, di
 		tflog.Debug(ctx, "skipping the shared-namespace check", map[string]any{"error": err.Error()})
 		return
 	}
-	var users []string
-	if others, err := r.otherGroups(ctx, c, g); err == nil {
-		users = append(users, others...)
+	// Groups of the same credential run on the same cluster.
+	var others []groupside.Spec
+	if list, err := store.ListGroups(ctx); err == nil {
+		for _, e := range list {
+			if e.Value.Credential == g.Credential {
+				others = append(others, sideSpec(e.Value))
+			}
+		}
 	}
-	workloads, err := capacity.NamespaceUsers(ctx, gc.Kube, g.Namespace, g.Name)
+	users, err := groupside.Sharing(ctx, gc.Kube, sideSpec(g), others)
 	if err != nil {
 		tflog.Debug(ctx, "skipping the shared-namespace check", map[string]any{"error": err.Error()})
 	}
-	users = append(users, workloads...)
 	if len(users) > 0 {
 		diags.AddAttributeWarning(path.Root("namespace"), "Namespace Is Shared",
 			fmt.Sprintf("Namespace %q also holds %s. The group's ResourceQuota covers the whole namespace, so they count "+
@@ -497,40 +457,16 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g groupSpec, di
 	}
 }
 
-// otherGroups lists other container groups of the catalog in g's namespace
-// on the same cluster.
-func (r *containerGroupResource) otherGroups(ctx context.Context, c *kubeclient.Clients, g groupSpec) ([]string, error) {
-	list, err := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: managed.LabelManagedBy + "=" + managed.ManagedByValue + "," + managed.LabelComponent + "=" + managed.ComponentContainerGroup,
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, cm := range list.Items {
-		var o groupSpec
-		if cm.Name == g.Name || json.Unmarshal([]byte(cm.Data[groupSpecKey]), &o) != nil {
-			continue
-		}
-		if o.Namespace == g.Namespace && o.Credential == g.Credential {
-			out = append(out, fmt.Sprintf("container group %q", o.Name))
-		}
-	}
-	return out, nil
-}
-
-// managed.LabelComponent is the catalog's component label.
-
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, nil)...)
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
-// write ensures the namespace, the quota and the forks ledger on the run
+// write ensures the namespace, the quota and the ledgers on the run
 // cluster, then stores the group in the catalog.
 func (r *containerGroupResource) write(ctx context.Context, getPlan getter, create bool, state stateSetter, diags *diag.Diagnostics) {
 	var plan containerGroupModel
@@ -539,178 +475,104 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		return
 	}
 	g, _ := specFromGroupModel(ctx, plan, diags)
-	rendered, err := renderGroupPod(g)
-	if err != nil {
+	if _, err := g.RenderPod(); err != nil {
 		diags.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override", err.Error()+".")
 		return
 	}
-	c := r.data.catalogClients(ctx, diags)
-	if c == nil {
+	store := r.data.catalogWriter(ctx, diags)
+	if store == nil {
 		return
 	}
-	cms := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace)
-	existing, err := cms.Get(ctx, g.Name, metav1.GetOptions{})
-	found := err == nil
-	switch {
-	case found && create:
-		diags.AddAttributeError(path.Root("name"), "Container Group Already Exists",
-			fmt.Sprintf("ConfigMap %s/%s already exists. Import it with `terraform import <address> %s`, or choose another name.",
-				r.data.catalogNamespace, g.Name, g.Name))
-		return
-	case err != nil && !apierrors.IsNotFound(err):
-		diags.AddError("Reading Container Group Failed", fmt.Sprintf("Reading ConfigMap %s/%s: %v.", r.data.catalogNamespace, g.Name, err))
-		return
+	mode := catalog.CreateOrUpdate
+	if create {
+		if err := store.CheckAbsent(ctx, catalog.KindGroup, g.Name); err != nil {
+			addCatalogError(diags, err)
+			return
+		}
+		mode = catalog.NewOnly
 	}
-	gc, ok := r.groupClients(ctx, g, diags)
-	if !ok {
-		return
-	}
-	if !r.ensureRunSide(ctx, gc, g, diags) {
-		return
-	}
-	body, err := json.MarshalIndent(g, "", "  ")
+	gc, err := r.data.credentialClients(ctx, g.Credential)
 	if err != nil {
-		diags.AddError("Encoding Container Group Failed", err.Error())
+		addCredentialUnavailable(diags, g.Name, g.Credential, err)
 		return
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      g.Name,
-			Namespace: r.data.catalogNamespace,
-			Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: managed.ComponentContainerGroup,
-				managed.LabelContainerGroup: g.Name},
-		},
-		Data: map[string]string{groupSpecKey: string(body), groupPodKey: rendered},
-	}
-	if found {
-		existing.Labels, existing.Data = cm.Labels, cm.Data
-		_, err = cms.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-	} else {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
-	}
+	outcome, err := groupside.Ensure(ctx, gc.Kube, sideSpec(g))
 	if err != nil {
-		diags.AddError("Writing Container Group Failed", fmt.Sprintf("Writing ConfigMap %s/%s: %v.", r.data.catalogNamespace, g.Name, err))
+		addGroupSideError(diags, g, gc.Config.Host, err)
 		return
 	}
-	g.fill(ctx, &plan, rendered, diags)
+	switch outcome {
+	case groupside.PodsOnly:
+		tflog.Debug(ctx, "the group's credential may not read its namespace; it manages pods only", map[string]any{"namespace": g.Namespace})
+	case groupside.NamespaceAbsent:
+		diags.AddAttributeWarning(path.Root("namespace"), "Namespace Not Found",
+			fmt.Sprintf("Namespace %q does not exist on %s yet; runs of container group %q fail until it does.",
+				g.Namespace, gc.Config.Host, g.Name))
+	}
+	e, err := store.PutGroup(ctx, g, mode)
+	if err != nil {
+		addCatalogError(diags, err)
+		return
+	}
+	fillGroup(ctx, e.Value, &plan, e.Rendered, diags)
 	diags.Append(state.Set(ctx, &plan)...)
 }
 
-// groupClients returns the clients of the cluster the group's runs use.
-func (r *containerGroupResource) groupClients(ctx context.Context, g groupSpec, diags *diag.Diagnostics) (*kubeclient.Clients, bool) {
-	gc, err := r.data.credentialClients(ctx, g.Credential)
-	if err != nil {
-		if g.Credential == "" {
-			diags.AddError("Kubernetes Connection Unavailable", err.Error())
-		} else {
-			diags.AddAttributeError(path.Root("credential"), "Credential Unavailable",
-				fmt.Sprintf("Container group %q cannot use credential %q: %v.", g.Name, g.Credential, err))
-		}
-		return nil, false
-	}
-	return gc, true
-}
-
-// ensureRunSide creates or checks the namespace, then sets the quota and the
-// ledger to match the group.
-func (r *containerGroupResource) ensureRunSide(ctx context.Context, gc *kubeclient.Clients, g groupSpec, diags *diag.Diagnostics) bool {
-	host := gc.Config.Host
-	nss := gc.Kube.CoreV1().Namespaces()
-	ns, err := nss.Get(ctx, g.Namespace, metav1.GetOptions{})
-	needsNamespace := !g.limits().Empty() || g.MaxForks != nil
-	// A group that manages nothing but pods works with seed 001's pod-manager
-	// Role alone, which may not read namespaces, quotas or ConfigMaps.
-	podsOnly := !g.ManageNamespace && !needsNamespace
-	forbiddenOK := func(err error) error {
-		if podsOnly && apierrors.IsForbidden(err) {
-			return nil
-		}
-		return err
-	}
-	if forbiddenOK(err) == nil && err != nil {
-		tflog.Debug(ctx, "the group's credential may not read its namespace; it manages pods only", map[string]any{"namespace": g.Namespace})
-		return true
-	}
+// addGroupSideError reports a failure on the group's cluster at the
+// attribute that asked for what failed.
+func addGroupSideError(diags *diag.Diagnostics, g catalog.Group, host string, err error) {
+	var (
+		exists  *groupside.NamespaceExistsError
+		missing *groupside.NamespaceMissingError
+		nsErr   *groupside.NamespaceError
+		quota   *groupside.QuotaError
+		ledger  *groupside.LedgerError
+	)
 	switch {
-	case err == nil && g.ManageNamespace && ns.Labels[managed.LabelContainerGroup] != g.Name:
+	case errors.As(err, &exists):
 		diags.AddAttributeError(path.Root("manage_namespace"), "Namespace Already Exists",
 			fmt.Sprintf("Namespace %q already exists on %s and was not created by container group %q; a managed namespace "+
 				"is deleted with the group, so kubeplay does not adopt it. Set manage_namespace = false, or choose a new namespace.",
 				g.Namespace, host, g.Name))
-		return false
-	case apierrors.IsNotFound(err) && g.ManageNamespace:
-		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.Namespace, Labels: map[string]string{
-			managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: g.Name,
-		}}}, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
-		if err != nil {
-			diags.AddAttributeError(path.Root("namespace"), "Creating Namespace Failed",
-				fmt.Sprintf("Creating namespace %q on %s: %v.", g.Namespace, host, err))
-			return false
-		}
-	case apierrors.IsNotFound(err) && needsNamespace:
+	case errors.As(err, &missing):
 		diags.AddAttributeError(path.Root("namespace"), "Namespace Not Found",
 			fmt.Sprintf("Namespace %q does not exist on %s, and the group's quota and forks ledger live there. Create it, "+
 				"or set manage_namespace = true.", g.Namespace, host))
-		return false
-	case apierrors.IsNotFound(err):
-		diags.AddAttributeWarning(path.Root("namespace"), "Namespace Not Found",
-			fmt.Sprintf("Namespace %q does not exist on %s yet; runs of container group %q fail until it does.", g.Namespace, host, g.Name))
-		return true
-	case err != nil:
+	case errors.As(err, &nsErr) && nsErr.Op == groupside.OpDelete:
+		diags.AddError("Deleting Namespace Failed", fmt.Sprintf("Deleting namespace %q on %s: %v. A namespace "+
+			"that stays Terminating has a finalizer that has not finished: see `kubectl get namespace %s -o yaml`.",
+			g.Namespace, host, nsErr.Err, g.Namespace))
+	case errors.As(err, &nsErr) && nsErr.Op == groupside.OpCreate:
+		diags.AddAttributeError(path.Root("namespace"), "Creating Namespace Failed",
+			fmt.Sprintf("Creating namespace %q on %s: %v.", g.Namespace, host, nsErr.Err))
+	case errors.As(err, &nsErr):
 		diags.AddAttributeError(path.Root("namespace"), "Reading Namespace Failed",
 			fmt.Sprintf("Reading namespace %q on %s: %v. Check that the cluster is reachable and that the credential may "+
-				"read namespaces.", g.Namespace, host, err))
-		return false
-	}
-	if err := forbiddenOK(capacity.ApplyQuota(ctx, gc.Kube, g.Name, g.Namespace, g.limits())); err != nil {
+				"read namespaces.", g.Namespace, host, nsErr.Err))
+	case errors.As(err, &quota) && quota.Op == groupside.OpDelete:
+		diags.AddError("Deleting Quota Failed", fmt.Sprintf("Deleting ResourceQuota %s/%s on %s: %v.",
+			quota.Namespace, quota.Name, host, quota.Err))
+	case errors.As(err, &quota):
 		diags.AddAttributeError(path.Root("max_concurrent_runs"), "Writing Quota Failed",
-			fmt.Sprintf("Setting ResourceQuota %s/%s on %s: %v.", g.Namespace, capacity.QuotaName(g.Name), host, err))
-		return false
+			fmt.Sprintf("Setting ResourceQuota %s/%s on %s: %v.", quota.Namespace, quota.Name, host, quota.Err))
+	case errors.As(err, &ledger):
+		addLedgerError(diags, host, ledger)
+	default:
+		diags.AddError("Container Group Provisioning Failed", fmt.Sprintf("Container group %q on %s: %v.", g.Name, host, err))
 	}
-	led := capacity.Ledger{Kube: gc.Kube, Namespace: g.Namespace, Group: g.Name}
-	if g.MaxForks != nil {
-		err = led.Ensure(ctx, *g.MaxForks)
-	} else {
-		err = forbiddenOK(led.Delete(ctx))
-	}
-	if err != nil {
-		diags.AddAttributeError(path.Root("max_forks"), "Writing Forks Ledger Failed",
-			fmt.Sprintf("Setting ConfigMap %s/%s on %s: %v.", g.Namespace, capacity.LedgerName(g.Name), host, err))
-		return false
-	}
-	runs := capacity.Ledger{Kube: gc.Kube, Namespace: g.Namespace, Group: g.Name, Kind: capacity.Runs}
-	if g.MaxConcurrentRuns != nil {
-		err = runs.Ensure(ctx, *g.MaxConcurrentRuns)
-	} else {
-		err = forbiddenOK(runs.Delete(ctx))
-	}
-	if err != nil {
-		diags.AddAttributeError(path.Root("max_concurrent_runs"), "Writing Runs Ledger Failed",
-			fmt.Sprintf("Setting ConfigMap %s/%s on %s: %v.", g.Namespace, runs.ConfigMapName(), host, err))
-		return false
-	}
-	return true
 }
 
-// readGroup reads a group from the catalog; nil when it does not exist.
-func readGroup(ctx context.Context, data *providerData, name string) (*groupSpec, string, error) {
-	c, err := data.clients()
-	if err != nil {
-		return nil, "", err
+func addLedgerError(diags *diag.Diagnostics, host string, e *groupside.LedgerError) {
+	title, attr := "Forks Ledger", path.Root("max_forks")
+	if e.Kind == capacity.Runs {
+		title, attr = "Runs Ledger", path.Root("max_concurrent_runs")
 	}
-	cm, err := c.Kube.CoreV1().ConfigMaps(data.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, "", nil
+	if e.Op == groupside.OpDelete {
+		diags.AddError("Deleting "+title+" Failed", fmt.Sprintf("Deleting ConfigMap %s/%s on %s: %v.", e.Namespace, e.Name, host, e.Err))
+		return
 	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reading ConfigMap %s/%s: %w", data.catalogNamespace, name, err)
-	}
-	var g groupSpec
-	if err := json.Unmarshal([]byte(cm.Data[groupSpecKey]), &g); err != nil || g.Name == "" {
-		return nil, "", fmt.Errorf("ConfigMap %s/%s is not a kubeplay container group (its %s is missing or invalid); "+
-			"delete it or fix it", data.catalogNamespace, name, groupSpecKey)
-	}
-	return &g, cm.Data[groupPodKey], nil
+	diags.AddAttributeError(attr, "Writing "+title+" Failed",
+		fmt.Sprintf("Setting ConfigMap %s/%s on %s: %v.", e.Namespace, e.Name, host, e.Err))
 }
 
 func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -719,49 +581,38 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	name := state.Name.ValueString()
-	g, rendered, err := readGroup(ctx, r.data, name)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading Container Group Failed", err.Error()+".")
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
 		return
 	}
-	if g == nil {
+	name := state.Name.ValueString()
+	e, err := store.GetGroup(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
 		tflog.Info(ctx, "container group ConfigMap is gone; removing it from state", map[string]any{"container_group": name})
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, r.runSideDrift(ctx, *g))...)
-	g.fill(ctx, &state, rendered, &resp.Diagnostics)
+	if err != nil {
+		addCatalogError(&resp.Diagnostics, err)
+		return
+	}
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)
+	fillGroup(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// runSideDrift names what the group needs on its cluster and is missing, as
-// private state for ModifyPlan; nil when all is there or it cannot tell.
-func (r *containerGroupResource) runSideDrift(ctx context.Context, g groupSpec) []byte {
+// runSideDrift names what the group needs on its cluster and is missing;
+// "" when all is there or it cannot tell.
+func (r *containerGroupResource) runSideDrift(ctx context.Context, g catalog.Group) string {
 	gc, err := r.data.credentialClients(ctx, g.Credential)
 	if err != nil {
-		return nil
+		return ""
 	}
-	var missing []string
-	kube := gc.Kube.CoreV1()
-	if _, err := kube.Namespaces().Get(ctx, g.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) && g.ManageNamespace {
-		missing = append(missing, "namespace "+g.Namespace)
-	}
-	if !g.limits().Empty() {
-		if _, err := kube.ResourceQuotas(g.Namespace).Get(ctx, capacity.QuotaName(g.Name), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			missing = append(missing, "ResourceQuota "+g.Namespace+"/"+capacity.QuotaName(g.Name))
-		}
-	}
-	if g.MaxForks != nil {
-		if _, err := kube.ConfigMaps(g.Namespace).Get(ctx, capacity.LedgerName(g.Name), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			missing = append(missing, "forks ledger "+g.Namespace+"/"+capacity.LedgerName(g.Name))
-		}
-	}
+	missing := groupside.Missing(ctx, gc.Kube, sideSpec(g))
 	if len(missing) == 0 {
-		return nil
+		return ""
 	}
-	b, _ := json.Marshal(strings.Join(missing, ", ") + " is gone")
-	return b
+	return strings.Join(missing, ", ") + " is gone"
 }
 
 func (r *containerGroupResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -775,47 +626,21 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 	// hang the destroy.
 	ctx, cancel := context.WithTimeout(ctx, groupDeleteTimeout)
 	defer cancel()
-	gc, err := r.data.credentialClients(ctx, g.Credential)
-	switch {
-	case err != nil:
+	if gc, err := r.data.credentialClients(ctx, g.Credential); err != nil {
 		// The credential may be destroyed in the same apply: nothing left to reach.
 		resp.Diagnostics.AddWarning("Container Group Cluster Unavailable",
 			fmt.Sprintf("Container group %q: %v. Its quota and ledger in namespace %q were not removed; delete them by hand "+
 				"if the cluster still exists.", g.Name, err, g.Namespace))
-	default:
-		if g.ManageNamespace {
-			if err := runnamespace.Delete(ctx, gc.Kube, g.Namespace); err != nil {
-				resp.Diagnostics.AddError("Deleting Namespace Failed", fmt.Sprintf("Deleting namespace %q on %s: %v. A namespace "+
-					"that stays Terminating has a finalizer that has not finished: see `kubectl get namespace %s -o yaml`.",
-					g.Namespace, gc.Config.Host, err, g.Namespace))
-				return
-			}
-		} else if !g.limits().Empty() || g.MaxForks != nil {
-			// A pods-only group made neither: its credential may lack the rights to delete them.
-			if err := capacity.DeleteQuota(ctx, gc.Kube, g.Name, g.Namespace); err != nil && !apierrors.IsNotFound(err) {
-				resp.Diagnostics.AddError("Deleting Quota Failed", fmt.Sprintf("Deleting ResourceQuota %s/%s on %s: %v.",
-					g.Namespace, capacity.QuotaName(g.Name), gc.Config.Host, err))
-				return
-			}
-			if err := (capacity.Ledger{Kube: gc.Kube, Namespace: g.Namespace, Group: g.Name, Kind: capacity.Runs}).Delete(ctx); err != nil {
-				resp.Diagnostics.AddError("Deleting Runs Ledger Failed", fmt.Sprintf("Deleting the runs ledger of group %q in %s: %v.", g.Name, g.Namespace, err))
-				return
-			}
-			if err := (capacity.Ledger{Kube: gc.Kube, Namespace: g.Namespace, Group: g.Name}).Delete(ctx); err != nil {
-				resp.Diagnostics.AddError("Deleting Forks Ledger Failed", fmt.Sprintf("Deleting ConfigMap %s/%s on %s: %v.",
-					g.Namespace, capacity.LedgerName(g.Name), gc.Config.Host, err))
-				return
-			}
-		}
-	}
-	c, err := r.data.clients()
-	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+	} else if err := groupside.Remove(ctx, gc.Kube, sideSpec(g)); err != nil {
+		addGroupSideError(&resp.Diagnostics, g, gc.Config.Host, err)
 		return
 	}
-	err = c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace).Delete(ctx, g.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Deleting Container Group Failed", fmt.Sprintf("Deleting ConfigMap %s/%s: %v.", r.data.catalogNamespace, g.Name, err))
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
+		return
+	}
+	if err := store.DeleteGroup(ctx, g.Name); err != nil {
+		addCatalogError(&resp.Diagnostics, err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 const groupAddr = "kubeplay_container_group.test"
@@ -148,7 +149,7 @@ func TestAccContainerGroup_lifecycle(t *testing.T) {
 				// Drift in the catalog: the stored image was edited.
 				PreConfig: func() {
 					e.editConfigMap(name, func(cm *corev1.ConfigMap) {
-						cm.Data[groupSpecKey] = strings.Replace(cm.Data[groupSpecKey], img, "edited:latest", 1)
+						cm.Data[catalog.GroupSpecKey] = strings.Replace(cm.Data[catalog.GroupSpecKey], img, "edited:latest", 1)
 					})
 				},
 				Config: groupConfig(e, v2),
@@ -279,9 +280,9 @@ func TestAccContainerGroup_applyErrors(t *testing.T) {
 }
 
 // TestAccContainerGroup_planErrors: each bad input fails the plan, naming
-// the attribute and, for YAML, the line.
+// the attribute and, for YAML, the line. Validation needs no cluster, so it
+// runs in plain go test.
 func TestAccContainerGroup_planErrors(t *testing.T) {
-	e := newTestEnv(t)
 	cases := []struct{ body, want string }{
 		{"  namespace = \"other\"\n  pod_spec_override = <<-EOT\n" + seed000Override + "\n  EOT\n",
 			`(?s)Conflicting Namespaces.*metadata.namespace "my-namespace" but namespace is "other"`},
@@ -300,12 +301,12 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {
 		steps = append(steps, resource.TestStep{
-			Config:      groupConfig(e, "  name = \"bad\"\n"+c.body),
+			Config:      unreachableProvider + "\nresource \"kubeplay_container_group\" \"test\" {\n  name = \"bad\"\n" + c.body + "}\n",
 			PlanOnly:    true,
 			ExpectError: expectError(c.want),
 		})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
 // checkQuota checks the group's ResourceQuota holds exactly want.

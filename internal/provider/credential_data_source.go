@@ -5,15 +5,14 @@ package provider
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 )
 
@@ -107,29 +106,22 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c, err := d.data.clients()
-	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+	store := d.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
 		return
 	}
-	ns, name := d.data.catalogNamespace, m.Name.ValueString()
-	sec, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Credential Not Found",
-			fmt.Sprintf("No credential %q exists in catalog namespace %q. Check the name, and that the provider's "+
-				"catalog_namespace matches the workspace that created it.", name, ns))
+	name := m.Name.ValueString()
+	e, err := store.GetCredential(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		addNotFound(&resp.Diagnostics, catalog.KindCredential, name, store.Namespace())
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
+		addCatalogError(&resp.Diagnostics, err)
 		return
 	}
-	spec, _, err := credential.FromSecret(sec)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Credential Secret", err.Error()+".")
-		return
-	}
-	rep, checkedAt := credential.ReportFromAnnotations(sec.Annotations)
+	warnDrift(&resp.Diagnostics, catalog.KindCredential, name, e.Drift)
+	spec, rep := e.Value.Spec, e.Value.Report
 	m.ID = types.StringValue(name)
 	m.Kind = types.StringValue(spec.Kind)
 	m.Description = stringOrNull(spec.Description)
@@ -153,6 +145,6 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	m.MissingPermissions, diags = types.ListValueFrom(ctx, types.StringType, nonNil(rep.Missing))
 	resp.Diagnostics.Append(diags...)
 	m.CanRunPods = types.BoolValue(rep.CanRun())
-	m.CheckedAt = types.StringValue(checkedAt)
+	m.CheckedAt = types.StringValue(checkedAt(e.Value.CheckedAt))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -23,12 +23,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 var (
@@ -38,10 +36,6 @@ var (
 	_ resource.ResourceWithValidateConfig = (*credentialResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*credentialResource)(nil)
 )
-
-// privateDriftKey marks, in private state, a catalog Secret whose content no
-// longer matches what Terraform wrote.
-const privateDriftKey = "drift"
 
 // credentialCheckTimeout bounds the reachability and permission checks, so an
 // unreachable host fails the apply instead of hanging it.
@@ -371,16 +365,9 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 		plan.ExportedKubeconfig = types.StringNull()
 		changed = true
 	}
-	if !req.State.Raw.IsNull() {
-		drift, diags := req.Private.GetKey(ctx, privateDriftKey)
-		resp.Diagnostics.Append(diags...)
-		if len(drift) > 0 {
-			resp.Diagnostics.AddWarning("Credential Changed Outside Terraform",
-				fmt.Sprintf("The catalog Secret of credential %q, or the service account it provisioned, no longer holds "+
-					"what Terraform wrote (%s). Apply writes it again from the configuration.", plan.Name.ValueString(), drift))
-			markCheckUnknown(&plan)
-			changed = true
-		}
+	if planDrift(ctx, req, &resp.Diagnostics, catalog.KindCredential, plan.Name.ValueString()) {
+		markCheckUnknown(&plan)
+		changed = true
 	}
 	if changed {
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
@@ -409,13 +396,7 @@ func (r *credentialResource) Create(ctx context.Context, req resource.CreateRequ
 func (r *credentialResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, req.Config.Get, false, &resp.State, &resp.Diagnostics)
 	// The Secret now holds what Terraform wrote: forget the drift Read saw.
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, nil)...)
-}
-
-type getter func(context.Context, any) diag.Diagnostics
-
-type stateSetter interface {
-	Set(context.Context, any) diag.Diagnostics
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
 // write provisions (for service_account), checks the credential against its
@@ -428,39 +409,27 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	if diags.HasError() {
 		return
 	}
-	c := r.data.catalogClients(ctx, diags)
-	if c == nil {
+	store := r.data.catalogWriter(ctx, diags)
+	if store == nil {
 		return
 	}
-	ns, name := r.data.catalogNamespace, plan.Name.ValueString()
-	secrets := c.Kube.CoreV1().Secrets(ns)
-	existing, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	found := err == nil
-	switch {
-	case found && create:
-		diags.AddAttributeError(path.Root("name"), "Credential Already Exists",
-			fmt.Sprintf("Secret %s/%s already exists. Import it with `terraform import <address> %s`, or choose another name.", ns, name, name))
-		return
-	case err != nil && !apierrors.IsNotFound(err):
-		diags.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
-		return
-	}
-
-	spec := specFromModel(plan, config)
-	var account credential.Account
-	if spec.Kind == credential.KindServiceAccount {
-		account = credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: name}
-		prov, err := credential.Provision(ctx, c.Kube, account)
-		if err != nil {
-			diags.AddAttributeError(path.Root("namespace"), "Service Account Provisioning Failed",
-				fmt.Sprintf("Provisioning service account %s/%s for credential %q failed: %v.", account.Namespace, account.Name, name, err))
-			r.undoProvision(ctx, c, account, create, diags)
+	name, mode := plan.Name.ValueString(), catalog.CreateOrUpdate
+	if create {
+		if err := store.CheckAbsent(ctx, catalog.KindCredential, name); err != nil {
+			addCatalogError(diags, err)
 			return
 		}
-		spec.Host, spec.BearerToken, spec.CACert, spec.VerifySSL = c.Config.Host, prov.Token, prov.CACert, true
-		if spec.CACert == "" {
-			spec.CACert = string(c.Config.CAData)
-		}
+		mode = catalog.NewOnly
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		addConnectionUnavailable(diags, err)
+		return
+	}
+	spec := specFromModel(plan, config)
+	account, ok := r.provision(ctx, c, &spec, create, diags)
+	if !ok {
+		return
 	}
 	rep, ok := r.check(ctx, spec, c, diags)
 	if !ok {
@@ -468,15 +437,8 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 		return
 	}
 	now := time.Now()
-	sec := spec.Secret(ns, rep, now)
-	if found {
-		existing.Labels, existing.Annotations, existing.Data, existing.Type = sec.Labels, sec.Annotations, sec.Data, sec.Type
-		_, err = secrets.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.FieldManager})
-	} else {
-		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: managed.FieldManager})
-	}
-	if err != nil {
-		diags.AddError("Writing Credential Failed", fmt.Sprintf("Writing Secret %s/%s: %v.", ns, name, err))
+	if _, err := store.PutCredential(ctx, catalog.Credential{Spec: spec, Report: rep, CheckedAt: now}, mode); err != nil {
+		addCatalogError(diags, err)
 		r.undoProvision(ctx, c, account, create, diags)
 		return
 	}
@@ -486,8 +448,37 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 				"bind it to a Role with seed 001's pod-manager rules (or use kind = \"service_account\").",
 				name, rep.Username, rep.Namespace, rep.Missing))
 	}
-	r.fill(ctx, &plan, spec, rep, now.UTC().Format(time.RFC3339), diags)
+	r.fill(ctx, &plan, spec, rep, checkedAt(now), diags)
 	diags.Append(state.Set(ctx, &plan)...)
+}
+
+// provision provisions the service account of a service_account credential
+// and completes spec with its token; for other kinds it does nothing.
+func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Clients, spec *credential.Spec, create bool, diags *diag.Diagnostics) (credential.Account, bool) {
+	if spec.Kind != credential.KindServiceAccount {
+		return credential.Account{}, true
+	}
+	account := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
+	prov, err := credential.Provision(ctx, c.Kube, account)
+	if err != nil {
+		diags.AddAttributeError(path.Root("namespace"), "Service Account Provisioning Failed",
+			fmt.Sprintf("Provisioning service account %s/%s for credential %q failed: %v.", account.Namespace, account.Name, spec.Name, err))
+		r.undoProvision(ctx, c, account, create, diags)
+		return account, false
+	}
+	spec.Host, spec.BearerToken, spec.CACert, spec.VerifySSL = c.Config.Host, prov.Token, prov.CACert, true
+	if spec.CACert == "" {
+		spec.CACert = string(c.Config.CAData)
+	}
+	return account, true
+}
+
+// checkedAt formats the time of a check as the state holds it.
+func checkedAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // undoProvision removes a service account provisioned by a create that failed.
@@ -509,7 +500,7 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c 
 	if spec.Kind == credential.KindClusterAPI {
 		cc, err = r.data.clusterAPIClients(ctx, spec)
 	} else {
-		cc, err = r.data.specClients(spec, credential.Digest(spec.Secret("", credential.Report{}, time.Time{}).Data), c)
+		cc, err = r.data.specClients(spec, spec.Digest(), c)
 	}
 	if err != nil {
 		attr := "kind"
@@ -524,44 +515,11 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c 
 	cctx, cancel := context.WithTimeout(ctx, credentialCheckTimeout)
 	defer cancel()
 	rep, err := credential.Verify(cctx, cc.Kube, host, spec.Namespace)
-	if err == nil {
-		return rep, true
+	if err != nil {
+		addCredentialCheckError(diags, spec, host, err)
+		return credential.Report{}, false
 	}
-	secretAttr := map[string]string{
-		credential.KindBearerToken: "bearer_token", credential.KindKubeconfig: "kubeconfig",
-		credential.KindServiceAccount: "service_account_name", credential.KindProvider: "kind",
-		credential.KindClusterAPI: "cluster_name",
-	}[spec.Kind]
-	tlsAttr, hostAttr := "ca_cert", "host"
-	if spec.Kind != credential.KindBearerToken {
-		tlsAttr, hostAttr = secretAttr, secretAttr
-	}
-	var ce *credential.CheckError
-	if !errors.As(err, &ce) {
-		ce = &credential.CheckError{Failure: credential.FailureOther, Host: host, Err: err}
-	}
-	switch ce.Failure {
-	case credential.FailureUnauthorized:
-		diags.AddAttributeError(path.Root(secretAttr), "Credential Rejected",
-			fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %q: it does not accept its %s "+
-				"(wrong, expired or revoked). Check %s.", host, spec.Name, secretAttr, secretAttr))
-	case credential.FailureTLS:
-		diags.AddAttributeError(path.Root(tlsAttr), "TLS Verification Failed",
-			fmt.Sprintf("Connecting to %s with credential %q failed TLS verification: %v. Set %s to the PEM certificate "+
-				"of the CA that signed the API server's certificate.", host, spec.Name, ce.Err, tlsAttr))
-	case credential.FailureUnreachable:
-		diags.AddAttributeError(path.Root(hostAttr), "Cluster Unreachable",
-			fmt.Sprintf("Credential %q could not connect to %s: %v. Check that the host is right and that the API "+
-				"server is running and reachable from where Terraform runs.", spec.Name, host, ce.Err))
-	case credential.FailureForbidden:
-		diags.AddAttributeError(path.Root(secretAttr), "Credential Forbidden",
-			fmt.Sprintf("The API server at %s authenticated credential %q but refused it even self-review (403): %v. "+
-				"Grant it the system:basic-user ClusterRole.", host, spec.Name, ce.Err))
-	default:
-		diags.AddError("Credential Check Failed",
-			fmt.Sprintf("Checking credential %q against %s failed: %v.", spec.Name, host, ce.Err))
-	}
-	return credential.Report{}, false
+	return rep, true
 }
 
 func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -570,50 +528,51 @@ func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c, err := r.data.clients()
-	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
 		return
 	}
-	ns, name := r.data.catalogNamespace, state.Name.ValueString()
-	sec, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	name := state.Name.ValueString()
+	e, err := store.GetCredential(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
 		tflog.Info(ctx, "credential Secret is gone; removing it from state", map[string]any{"credential": name})
 		resp.State.RemoveResource(ctx)
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Reading Credential Failed", fmt.Sprintf("Reading Secret %s/%s: %v.", ns, name, err))
+		addCatalogError(&resp.Diagnostics, err)
 		return
 	}
-	spec, tampered, err := credential.FromSecret(sec)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid Credential Secret", err.Error()+". Delete the Secret or fix it, then apply again.")
+	spec := e.Value.Spec
+	accountDrift, ok := r.accountDrift(ctx, spec, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	var drift string
-	if tampered {
-		drift = "its data was edited"
-	}
-	if spec.Kind == credential.KindServiceAccount {
-		a := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: name}
-		ok, err := credential.Exists(ctx, c.Kube, a)
-		if err != nil {
-			resp.Diagnostics.AddError("Reading Service Account Failed", fmt.Sprintf("Reading %s/%s: %v.", a.Namespace, a.Name, err))
-			return
-		}
-		if !ok {
-			drift = fmt.Sprintf("the ServiceAccount or token Secret %s/%s is gone", a.Namespace, a.TokenSecretName())
-		}
-	}
-	if drift != "" {
-		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, []byte(fmt.Sprintf("%q", drift)))...)
-	} else {
-		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, nil)...)
-	}
-	rep, checkedAt := credential.ReportFromAnnotations(sec.Annotations)
-	r.fill(ctx, &state, spec, rep, checkedAt, &resp.Diagnostics)
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, accountDrift)...)
+	r.fill(ctx, &state, spec, e.Value.Report, checkedAt(e.Value.CheckedAt), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// accountDrift says what is gone of a service_account credential's account.
+func (r *credentialResource) accountDrift(ctx context.Context, spec credential.Spec, diags *diag.Diagnostics) (string, bool) {
+	if spec.Kind != credential.KindServiceAccount {
+		return "", true
+	}
+	c, err := r.data.clients()
+	if err != nil {
+		addConnectionUnavailable(diags, err)
+		return "", false
+	}
+	a := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
+	ok, err := credential.Exists(ctx, c.Kube, a)
+	if err != nil {
+		diags.AddError("Reading Service Account Failed", fmt.Sprintf("Reading %s/%s: %v.", a.Namespace, a.Name, err))
+		return "", false
+	}
+	if !ok {
+		return fmt.Sprintf("the ServiceAccount or token Secret %s/%s is gone", a.Namespace, a.TokenSecretName()), true
+	}
+	return "", true
 }
 
 func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -624,7 +583,7 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	c, err := r.data.clients()
 	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+		addConnectionUnavailable(&resp.Diagnostics, err)
 		return
 	}
 	if state.Kind.ValueString() == credential.KindServiceAccount {
@@ -634,9 +593,12 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 			return
 		}
 	}
-	ns, name := r.data.catalogNamespace, state.Name.ValueString()
-	if err := c.Kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Deleting Credential Failed", fmt.Sprintf("Deleting Secret %s/%s: %v.", ns, name, err))
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
+		return
+	}
+	if err := store.DeleteCredential(ctx, state.Name.ValueString()); err != nil {
+		addCatalogError(&resp.Diagnostics, err)
 	}
 }
 
@@ -728,7 +690,7 @@ func (r *credentialResource) checkParentCycle(ctx context.Context, plan credenti
 	if plan.Kind.ValueString() != credential.KindClusterAPI || plan.Parent.IsUnknown() || plan.Parent.IsNull() || r.data == nil {
 		return
 	}
-	c, err := r.data.clients()
+	store, err := r.data.catalog()
 	if err != nil {
 		return
 	}
@@ -745,14 +707,10 @@ func (r *credentialResource) checkParentCycle(ctx context.Context, plan credenti
 		if len(chain) > 16 {
 			return
 		}
-		sec, err := c.Kube.CoreV1().Secrets(r.data.catalogNamespace).Get(ctx, next, metav1.GetOptions{})
-		if err != nil {
+		e, err := store.GetCredential(ctx, next)
+		if err != nil || e.Value.Spec.Kind != credential.KindClusterAPI {
 			return
 		}
-		spec, _, err := credential.FromSecret(sec)
-		if err != nil || spec.Kind != credential.KindClusterAPI {
-			return
-		}
-		next = spec.Parent
+		next = e.Value.Spec.Parent
 	}
 }

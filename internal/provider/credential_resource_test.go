@@ -492,11 +492,9 @@ func selfSignedCA(t *testing.T) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
-// TestAccCredential_planErrors covers each plan-time validation.
+// TestAccCredential_planErrors covers each plan-time validation. It needs
+// no cluster, so it runs in plain go test.
 func TestAccCredential_planErrors(t *testing.T) {
-	if os.Getenv(resource.EnvTfAcc) == "" {
-		t.Skipf("acceptance test: set %s=1", resource.EnvTfAcc)
-	}
 	cred := func(body string) string {
 		return "provider \"kubeplay\" {\n  host = \"https://127.0.0.1:1\"\n}\nresource \"kubeplay_credential\" \"test\" {\n" + body + "\n}\n"
 	}
@@ -544,7 +542,7 @@ func TestAccCredential_planErrors(t *testing.T) {
 	for _, c := range cases {
 		steps = append(steps, resource.TestStep{Config: cred(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
 	}
-	resource.Test(t, resource.TestCase{
+	resource.UnitTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		TerraformVersionChecks:   writeOnlyVersions,
 		Steps:                    steps,

@@ -4,11 +4,20 @@
 package provider
 
 import (
+	"context"
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
+
+// getter reads a plan, state or config into a model.
+type getter func(context.Context, any) diag.Diagnostics
+
+type stateSetter interface {
+	Set(context.Context, any) diag.Diagnostics
+}
 
 func stringOrNull(s string) types.String {
 	if s == "" {

@@ -5,10 +5,11 @@ package provider
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
-	"github.com/hashicorp/terraform-plugin-framework/path"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 var (
@@ -43,18 +44,21 @@ func (d *nodeLabelDataSource) Read(ctx context.Context, req datasource.ReadReque
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	store := d.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
+		return
+	}
 	name := m.Name.ValueString()
-	l, _, rendered, err := readLabel(ctx, d.data, name)
+	e, err := store.GetLabel(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		addNotFound(&resp.Diagnostics, catalog.KindLabel, name, store.Namespace())
+		return
+	}
 	if err != nil {
-		resp.Diagnostics.AddError("Reading Node Label Failed", err.Error()+".")
+		addCatalogError(&resp.Diagnostics, err)
 		return
 	}
-	if l == nil {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Node Label Not Found",
-			fmt.Sprintf("No node label %q in catalog namespace %q. Check the name and the provider's catalog_namespace.",
-				name, d.data.catalogNamespace))
-		return
-	}
-	fillLabel(ctx, *l, &m, rendered, &resp.Diagnostics)
+	warnDrift(&resp.Diagnostics, catalog.KindLabel, name, e.Drift)
+	fillLabel(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

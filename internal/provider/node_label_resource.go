@@ -5,9 +5,8 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"strings"
 
@@ -26,10 +25,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -39,22 +36,6 @@ var (
 	_ resource.ResourceWithImportState    = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*nodeLabelResource)(nil)
-)
-
-const (
-	componentNodeLabel = "node-label"
-	// Annotations of a node label's PodTemplate: its non-pod attributes.
-	annotationLabelSpec     = "kubeplay.io/label-spec"
-	annotationLabelType     = "kubeplay.io/label-type"
-	annotationPythonPath    = "kubeplay.io/python-path"
-	annotationShellType     = "kubeplay.io/shell-type"
-	annotationDynamicLabels = "kubeplay.io/dynamic-labels"
-	// privateVersionKey holds, in private state, the resourceVersion of the
-	// PodTemplate Terraform wrote; another version means someone edited it.
-	privateVersionKey = "resource_version"
-	// namespacePlaceholderImage fills the container a PodTemplate must have
-	// for a namespace label, which has no pod.
-	namespacePlaceholderImage = "kubeplay.invalid/namespace-label"
 )
 
 type nodeLabelResource struct {
@@ -361,44 +342,50 @@ func (r *nodeLabelResource) ValidateConfig(ctx context.Context, req resource.Val
 			"gpu is set but gpu_resource is not: Kubernetes needs the name of the extended resource the cluster's GPUs are "+
 				"advertised as. Set gpu_resource, for example to \"nvidia.com/gpu\".")
 	}
-	checkList := func(attrName string, v types.String, out any, what string) {
-		if v.IsNull() || v.IsUnknown() {
-			return
-		}
-		if err := podspec.ParseList(v.ValueString(), out, what); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root(attrName), "Invalid "+strings.ToUpper(what[:1])+what[1:],
-				fmt.Sprintf("%s must be a YAML or JSON list of Kubernetes %s: %v.", attrName, what, err))
-		}
+	checkLabelList(&resp.Diagnostics, "volumes", m.Volumes, &[]corev1.Volume{}, "volumes")
+	checkLabelList(&resp.Diagnostics, "volume_mounts", m.VolumeMounts, &[]corev1.VolumeMount{}, "volume mounts")
+	checkLimit(&resp.Diagnostics, "cpu_limit", "cpu", knownString(m.CPULimit), knownString(m.CPU))
+	checkLimit(&resp.Diagnostics, "memory_limit", "memory", int64Quantity(m.MemoryLimit, "Mi"), int64Quantity(m.Memory, "Mi"))
+	checkLimit(&resp.Diagnostics, "storage_limit", "storage", int64Quantity(m.StorageLimit, "M"), int64Quantity(m.Storage, "M"))
+}
+
+// checkLabelList checks a YAML or JSON list attribute by decoding it into out.
+func checkLabelList(diags *diag.Diagnostics, attrName string, v types.String, out any, what string) {
+	if v.IsNull() || v.IsUnknown() {
+		return
 	}
-	checkList("volumes", m.Volumes, &[]corev1.Volume{}, "volumes")
-	checkList("volume_mounts", m.VolumeMounts, &[]corev1.VolumeMount{}, "volume mounts")
-	checkLimit := func(limAttr, reqAttr string, lim, req string) {
-		if lim == "" || req == "" {
-			return
-		}
-		l, errL := podspec.ParseQuantity(lim)
-		q, errQ := podspec.ParseQuantity(req)
-		if errL == nil && errQ == nil && l.Cmp(q) < 0 {
-			resp.Diagnostics.AddAttributeError(path.Root(limAttr), "Limit Below Request",
-				fmt.Sprintf("%s (%s) is below %s (%s); Kubernetes refuses such a pod. Raise %s or lower %s.",
-					limAttr, lim, reqAttr, req, limAttr, reqAttr))
-		}
+	if err := podspec.ParseList(v.ValueString(), out, what); err != nil {
+		diags.AddAttributeError(path.Root(attrName), "Invalid "+strings.ToUpper(what[:1])+what[1:],
+			fmt.Sprintf("%s must be a YAML or JSON list of Kubernetes %s: %v.", attrName, what, err))
 	}
-	intQ := func(v types.Int64, unit string) string {
-		if v.IsNull() || v.IsUnknown() {
-			return ""
-		}
-		return fmt.Sprintf("%d%s", v.ValueInt64(), unit)
+}
+
+// checkLimit fails a limit below its request; "" is unset or unknown.
+func checkLimit(diags *diag.Diagnostics, limAttr, reqAttr string, lim, req string) {
+	if lim == "" || req == "" {
+		return
 	}
-	known := func(v types.String) string {
-		if v.IsUnknown() {
-			return ""
-		}
-		return v.ValueString()
+	l, errL := podspec.ParseQuantity(lim)
+	q, errQ := podspec.ParseQuantity(req)
+	if errL == nil && errQ == nil && l.Cmp(q) < 0 {
+		diags.AddAttributeError(path.Root(limAttr), "Limit Below Request",
+			fmt.Sprintf("%s (%s) is below %s (%s); Kubernetes refuses such a pod. Raise %s or lower %s.",
+				limAttr, lim, reqAttr, req, limAttr, reqAttr))
 	}
-	checkLimit("cpu_limit", "cpu", known(m.CPULimit), known(m.CPU))
-	checkLimit("memory_limit", "memory", intQ(m.MemoryLimit, "Mi"), intQ(m.Memory, "Mi"))
-	checkLimit("storage_limit", "storage", intQ(m.StorageLimit, "M"), intQ(m.Storage, "M"))
+}
+
+func int64Quantity(v types.Int64, unit string) string {
+	if v.IsNull() || v.IsUnknown() {
+		return ""
+	}
+	return fmt.Sprintf("%d%s", v.ValueInt64(), unit)
+}
+
+func knownString(v types.String) string {
+	if v.IsUnknown() {
+		return ""
+	}
+	return v.ValueString()
 }
 
 // labelFromModel builds the stored form; ok is false while inputs are unknown.
@@ -479,66 +466,6 @@ func fillLabel(ctx context.Context, l podspec.Label, m *nodeLabelModel, rendered
 	m.RenderedTemplate = types.StringValue(rendered)
 }
 
-// renderLabel returns the PodTemplate to store and the YAML to show.
-func renderLabel(l podspec.Label, catalog string) (*corev1.PodTemplate, string, error) {
-	pt := &corev1.PodTemplate{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodTemplate"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      l.Name,
-			Namespace: catalog,
-			Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: componentNodeLabel,
-				managed.LabelNodeLabel: l.Name},
-			Annotations: map[string]string{annotationLabelType: l.Type},
-		},
-	}
-	spec, err := json.Marshal(l)
-	if err != nil {
-		return nil, "", err
-	}
-	pt.Annotations[annotationLabelSpec] = string(spec)
-	if l.PythonPath != "" {
-		pt.Annotations[annotationPythonPath] = l.PythonPath
-	}
-	if l.ShellType != "" {
-		pt.Annotations[annotationShellType] = l.ShellType
-	}
-	if l.DynamicLabels != nil {
-		dl, _ := json.Marshal(l.DynamicLabels)
-		pt.Annotations[annotationDynamicLabels] = string(dl)
-	}
-	if l.Type == podspec.TypeNamespace {
-		pt.Template = corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{managed.LabelNodeLabel: l.Name}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "namespace", Image: namespacePlaceholderImage}},
-				RestartPolicy: corev1.RestartPolicyNever},
-		}
-		var docs []string
-		ns, sa, role, rb := podspec.NamespaceObjects(l.Name+"-{run.id}", l.Name)
-		ns.Labels, ns.Annotations = mergedLabels(ns.Labels, l.Labels), l.Annotations
-		for _, o := range []any{ns, sa, role, rb} {
-			y, err := podspec.ToYAML(o)
-			if err != nil {
-				return nil, "", err
-			}
-			docs = append(docs, y)
-		}
-		return pt, strings.Join(docs, "---\n"), nil
-	}
-	tpl, err := podspec.RenderLabel(l, podspec.Resources{})
-	if err != nil {
-		return nil, "", err
-	}
-	pt.Template = *tpl
-	y, err := podspec.ToYAML(tpl)
-	return pt, y, err
-}
-
-func mergedLabels(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
-	maps.Copy(out, b)
-	return out
-}
-
 func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return
@@ -551,22 +478,15 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	plan.RenderedTemplate = types.StringUnknown()
 	l, known := labelFromModel(ctx, plan, &resp.Diagnostics)
 	if known {
-		_, y, err := renderLabel(l, "")
+		y, err := catalog.RenderLabel(l)
 		if err != nil {
 			resp.Diagnostics.AddError("Invalid Node Label", err.Error()+".")
 			return
 		}
 		plan.RenderedTemplate = types.StringValue(y)
 	}
-	if !req.State.Raw.IsNull() {
-		raw, d := req.Private.GetKey(ctx, privateDriftKey)
-		resp.Diagnostics.Append(d...)
-		if len(raw) > 0 && string(raw) != "null" {
-			resp.Diagnostics.AddWarning("Node Label Changed Outside Terraform",
-				fmt.Sprintf("The PodTemplate of node label %q was edited outside Terraform since Terraform wrote it. Apply "+
-					"writes it again from the configuration.", plan.Name.ValueString()))
-			plan.RenderedTemplate = types.StringUnknown() // forces an update
-		}
+	if planDrift(ctx, req, &resp.Diagnostics, catalog.KindLabel, plan.Name.ValueString()) {
+		plan.RenderedTemplate = types.StringUnknown() // forces an update
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if r.data != nil && !plan.Name.IsUnknown() {
@@ -579,87 +499,41 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 }
 
 func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.write(ctx, req.Plan.Get, true, &resp.State, resp.Private, &resp.Diagnostics)
+	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
 func (r *nodeLabelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.write(ctx, req.Plan.Get, false, &resp.State, resp.Private, &resp.Diagnostics)
+	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
-type privateSetter interface {
-	SetKey(context.Context, string, []byte) diag.Diagnostics
-}
-
-func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bool, state stateSetter, private privateSetter, diags *diag.Diagnostics) {
+func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bool, state stateSetter, diags *diag.Diagnostics) {
 	var plan nodeLabelModel
 	diags.Append(getPlan(ctx, &plan)...)
 	if diags.HasError() {
 		return
 	}
 	l, _ := labelFromModel(ctx, plan, diags)
-	pt, rendered, err := renderLabel(l, r.data.catalogNamespace)
-	if err != nil {
+	if _, err := catalog.RenderLabel(l); err != nil {
 		diags.AddError("Invalid Node Label", err.Error()+".")
 		return
 	}
-	c := r.data.catalogClients(ctx, diags)
-	if c == nil {
+	store := r.data.catalogWriter(ctx, diags)
+	if store == nil {
 		return
 	}
-	pts := c.Kube.CoreV1().PodTemplates(r.data.catalogNamespace)
-	existing, err := pts.Get(ctx, l.Name, metav1.GetOptions{})
-	found := err == nil
-	switch {
-	case found && create:
-		diags.AddAttributeError(path.Root("name"), "Node Label Already Exists",
-			fmt.Sprintf("PodTemplate %s/%s already exists. Import it with `terraform import <address> %s`, or choose another name.",
-				r.data.catalogNamespace, l.Name, l.Name))
-		return
-	case err != nil && !apierrors.IsNotFound(err):
-		diags.AddError("Reading Node Label Failed", fmt.Sprintf("Reading PodTemplate %s/%s on %s: %v.", r.data.catalogNamespace, l.Name, c.Config.Host, err))
-		return
+	mode := catalog.CreateOrUpdate
+	if create {
+		mode = catalog.NewOnly
 	}
-	var written *corev1.PodTemplate
-	if found {
-		existing.Labels, existing.Annotations, existing.Template = pt.Labels, pt.Annotations, pt.Template
-		written, err = pts.Update(ctx, existing, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-	} else {
-		written, err = pts.Create(ctx, pt, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
-	}
+	e, err := store.PutLabel(ctx, l, mode)
 	if err != nil {
-		diags.AddError("Writing Node Label Failed", fmt.Sprintf("Writing PodTemplate %s/%s on %s: %v.", r.data.catalogNamespace, l.Name, c.Config.Host, err))
+		addCatalogError(diags, err)
 		return
 	}
-	rv, _ := json.Marshal(written.ResourceVersion)
-	diags.Append(private.SetKey(ctx, privateVersionKey, rv)...)
-	diags.Append(private.SetKey(ctx, privateDriftKey, nil)...)
-	fillLabel(ctx, l, &plan, rendered, diags)
+	fillLabel(ctx, e.Value, &plan, e.Rendered, diags)
 	diags.Append(state.Set(ctx, &plan)...)
-}
-
-// readLabel reads a node label from the catalog; nil when it does not exist.
-func readLabel(ctx context.Context, data *providerData, name string) (*podspec.Label, *corev1.PodTemplate, string, error) {
-	c, err := data.clients()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	pt, err := c.Kube.CoreV1().PodTemplates(data.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil, "", nil
-	}
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("reading PodTemplate %s/%s: %w", data.catalogNamespace, name, err)
-	}
-	var l podspec.Label
-	if err := json.Unmarshal([]byte(pt.Annotations[annotationLabelSpec]), &l); err != nil || l.Name == "" {
-		return nil, nil, "", fmt.Errorf("PodTemplate %s/%s is not a kubeplay node label (its %s annotation is missing or "+
-			"invalid); delete it or fix it", data.catalogNamespace, name, annotationLabelSpec)
-	}
-	_, rendered, err := renderLabel(l, data.catalogNamespace)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("PodTemplate %s/%s holds an invalid node label: %w", data.catalogNamespace, name, err)
-	}
-	return &l, pt, rendered, nil
 }
 
 func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -668,26 +542,23 @@ func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	name := state.Name.ValueString()
-	l, pt, rendered, err := readLabel(ctx, r.data, name)
-	if err != nil {
-		resp.Diagnostics.AddError("Reading Node Label Failed", err.Error()+".")
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
 		return
 	}
-	if l == nil {
+	name := state.Name.ValueString()
+	e, err := store.GetLabel(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
 		tflog.Info(ctx, "node label PodTemplate is gone; removing it from state", map[string]any{"node_label": name})
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	// Attributes come from the stored label; an edit anywhere else in the
-	// PodTemplate shows as a new resourceVersion.
-	raw, d := req.Private.GetKey(ctx, privateVersionKey)
-	resp.Diagnostics.Append(d...)
-	var written string
-	if len(raw) > 0 && json.Unmarshal(raw, &written) == nil && written != pt.ResourceVersion {
-		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateDriftKey, []byte(`true`))...)
+	if err != nil {
+		addCatalogError(&resp.Diagnostics, err)
+		return
 	}
-	fillLabel(ctx, *l, &state, rendered, &resp.Diagnostics)
+	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift)...)
+	fillLabel(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -697,14 +568,12 @@ func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteReque
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	c, err := r.data.clients()
-	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Connection Unavailable", err.Error())
+	store := r.data.catalogReader(&resp.Diagnostics)
+	if store == nil {
 		return
 	}
-	ns, name := r.data.catalogNamespace, state.Name.ValueString()
-	if err := c.Kube.CoreV1().PodTemplates(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddError("Deleting Node Label Failed", fmt.Sprintf("Deleting PodTemplate %s/%s: %v.", ns, name, err))
+	if err := store.DeleteLabel(ctx, state.Name.ValueString()); err != nil {
+		addCatalogError(&resp.Diagnostics, err)
 	}
 }
 

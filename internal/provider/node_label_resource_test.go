@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -176,12 +177,12 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
 				PreConfig: func() {
 					e.editPodTemplate(name, func(pt *corev1.PodTemplate) {
 						var l podspec.Label
-						if err := json.Unmarshal([]byte(pt.Annotations[annotationLabelSpec]), &l); err != nil {
+						if err := json.Unmarshal([]byte(pt.Annotations[catalog.AnnotationLabelSpec]), &l); err != nil {
 							t.Fatal(err)
 						}
 						l.CPU = "2"
 						b, _ := json.Marshal(l)
-						pt.Annotations[annotationLabelSpec] = string(b)
+						pt.Annotations[catalog.AnnotationLabelSpec] = string(b)
 					})
 				},
 				Config: labelConfig(e, v2),
@@ -273,9 +274,9 @@ data "kubeplay_node_label" "test" {
 	})
 }
 
-// TestAccNodeLabel_planErrors: each bad input fails the plan at its attribute.
+// TestAccNodeLabel_planErrors: each bad input fails the plan at its
+// attribute. Validation needs no cluster, so it runs in plain go test.
 func TestAccNodeLabel_planErrors(t *testing.T) {
-	e := newTestEnv(t)
 	cases := []struct{ body, want string }{
 		{"  image_pull_policy = \"Sometimes\"\n", `(?s)image_pull_policy.*value must be one of`},
 		{"  gpu = \"1\"\n", `(?s)Missing GPU Resource.*gpu_resource`},
@@ -295,12 +296,12 @@ func TestAccNodeLabel_planErrors(t *testing.T) {
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {
 		steps = append(steps, resource.TestStep{
-			Config:      labelConfig(e, "  name = \"bad\"\n"+c.body),
+			Config:      unreachableProvider + "\nresource \"kubeplay_node_label\" \"test\" {\n  name = \"bad\"\n" + c.body + "}\n",
 			PlanOnly:    true,
 			ExpectError: expectError(c.want),
 		})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
 func qty(list corev1.ResourceList, name string) string {

@@ -34,14 +34,12 @@ const DefaultCatalogNamespace = "kubeplay-system"
 
 type kubeplayProvider struct {
 	version string
-	// getenv is os.Getenv except in unit tests.
-	getenv func(string) string
 }
 
 // New returns the provider factory for version.
 func New(version string) func() provider.Provider {
 	return func() provider.Provider {
-		return &kubeplayProvider{version: version, getenv: os.Getenv}
+		return &kubeplayProvider{version: version}
 	}
 }
 
@@ -272,11 +270,11 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		return
 	}
 	settings.UserAgent = "terraform-provider-kubeplay/" + p.version
-	if err := settings.ApplyEnv(p.getenv); err != nil {
+	if err := settings.ApplyEnv(os.Getenv); err != nil {
 		resp.Diagnostics.AddError("Invalid Provider Environment", err.Error()+". Fix or unset the variable.")
 		return
 	}
-	cfg, src, err := settings.RESTConfig(p.getenv)
+	cfg, src, err := settings.RESTConfig(os.Getenv)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid Kubernetes Connection",
 			"The provider could not build its Kubernetes connection: "+err.Error()+".")

@@ -15,15 +15,12 @@ import (
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -36,11 +33,11 @@ type providerData struct {
 	catalogNamespace string
 	version          string
 
-	catalogMu    sync.Mutex
-	catalogReady bool
+	storeMu sync.Mutex
+	store   *catalog.Store
 
 	// What this plan walk plans for groups, labels and credentials; see plannedSet.
-	plannedGroups       plannedSet[groupSpec]
+	plannedGroups       plannedSet[catalog.Group]
 	plannedLabels       plannedSet[podspec.Label]
 	changingCredentials plannedSet[struct{}]
 
@@ -131,39 +128,75 @@ func (d *providerData) clients() (*kubeclient.Clients, error) {
 	return d.pool.Get(providerPoolKey, func() (*rest.Config, error) { return d.restConfig, nil })
 }
 
-// catalogClients returns the provider's clients with the catalog namespace
-// in place, or nil after adding a diagnostic that says why not.
-func (d *providerData) catalogClients(ctx context.Context, diags *diag.Diagnostics) *kubeclient.Clients {
+// catalog returns the store of the provider's catalog namespace.
+func (d *providerData) catalog() (*catalog.Store, error) {
 	c, err := d.clients()
 	if err != nil {
-		diags.AddError("Kubernetes Connection Unavailable", err.Error())
+		return nil, err
+	}
+	d.storeMu.Lock()
+	defer d.storeMu.Unlock()
+	if d.store == nil {
+		d.store = catalog.New(c.Kube, d.catalogNamespace)
+	}
+	return d.store, nil
+}
+
+// catalogReader returns the catalog, or nil after adding a diagnostic that
+// says why not.
+func (d *providerData) catalogReader(diags *diag.Diagnostics) *catalog.Store {
+	s, err := d.catalog()
+	if err != nil {
+		addConnectionUnavailable(diags, err)
 		return nil
 	}
-	if err := d.ensureCatalog(ctx, c); err != nil {
+	return s
+}
+
+// catalogWriter is catalogReader with the catalog namespace in place.
+func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostics) *catalog.Store {
+	s := d.catalogReader(diags)
+	if s == nil {
+		return nil
+	}
+	if err := s.EnsureNamespace(ctx); err != nil {
 		diags.AddError("Catalog Namespace Unavailable", err.Error()+". The provider's identity needs to create or read "+
 			"namespaces, or create the namespace first.")
 		return nil
 	}
-	return c
+	return s
 }
 
-// ensureCatalog creates the catalog namespace once per provider process.
-func (d *providerData) ensureCatalog(ctx context.Context, c *kubeclient.Clients) error {
-	d.catalogMu.Lock()
-	defer d.catalogMu.Unlock()
-	if d.catalogReady {
-		return nil
+// readGroup reads a group from the catalog; nil when it does not exist.
+func readGroup(ctx context.Context, data *providerData, name string) (*catalog.Group, error) {
+	s, err := data.catalog()
+	if err != nil {
+		return nil, err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   d.catalogNamespace,
-		Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue},
-	}}
-	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating catalog namespace %q: %w", d.catalogNamespace, err)
+	e, err := s.GetGroup(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, nil
 	}
-	d.catalogReady = true
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	return &e.Value, nil
+}
+
+// readLabel reads a node label from the catalog; nil when it does not exist.
+func readLabel(ctx context.Context, data *providerData, name string) (*podspec.Label, error) {
+	s, err := data.catalog()
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.GetLabel(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &e.Value, nil
 }
 
 // providerDataFrom converts the value Configure stored, reporting a
@@ -189,22 +222,22 @@ func (d *providerData) credentialClients(ctx context.Context, name string) (*kub
 	if err != nil || name == "" {
 		return c, err
 	}
-	sec, err := c.Kube.CoreV1().Secrets(d.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("credential %q does not exist in catalog namespace %q; create it with a "+
-			"kubeplay_credential resource or check the name", name, d.catalogNamespace)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading credential %q: %w", name, err)
-	}
-	spec, _, err := credential.FromSecret(sec)
+	s, err := d.catalog()
 	if err != nil {
 		return nil, err
 	}
+	e, err := s.GetCredential(ctx, name)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, fmt.Errorf("%w; create it with a kubeplay_credential resource or check the name", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	spec := e.Value.Spec
 	if spec.Kind == credential.KindClusterAPI {
 		return d.clusterAPIClients(ctx, spec)
 	}
-	return d.specClients(spec, credential.Digest(sec.Data), c)
+	return d.specClients(spec, e.Digest, c)
 }
 
 // specClients returns the pooled clients of a credential whose stored data

@@ -75,6 +75,10 @@ func randName(prefix string) string {
 	return fmt.Sprintf("%s-%06x", prefix, rand.IntN(1<<24))
 }
 
+// unreachableProvider configures the provider with an address where nothing
+// listens, for plans that fail in validation, before any connection.
+const unreachableProvider = "provider \"kubeplay\" {\n  host = \"https://127.0.0.1:1\"\n}\n"
+
 // providerBlock configures the provider with the admin kubeconfig.
 func (e *testEnv) providerBlock() string {
 	return fmt.Sprintf("provider \"kubeplay\" {\n  config_path       = %q\n  catalog_namespace = %q\n}\n", e.kubeconfig, e.catalog)
@@ -128,10 +132,8 @@ func (e *testEnv) token(ns, sa, clusterRole string) string {
 
 // TestAccProvider_configErrors: contradictory provider settings fail the
 // plan with the attribute at fault.
+// It needs no cluster, so it runs in plain go test.
 func TestAccProvider_configErrors(t *testing.T) {
-	if os.Getenv(resource.EnvTfAcc) == "" {
-		t.Skipf("acceptance test: set %s=1", resource.EnvTfAcc)
-	}
 	ca := selfSignedCA(t)
 	withCred := func(p string) string {
 		return p + "\nresource \"kubeplay_credential\" \"test\" {\n  name = \"x\"\n  kind = \"provider\"\n}\n"
@@ -167,7 +169,7 @@ func TestAccProvider_configErrors(t *testing.T) {
 	for _, c := range cases {
 		steps = append(steps, resource.TestStep{Config: withCred(c.provider), PlanOnly: true, ExpectError: expectError(c.want)})
 	}
-	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
 // TestAccProvider_connections configures the provider each way a user can and

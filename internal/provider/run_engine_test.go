@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -163,14 +164,14 @@ func TestRecord(t *testing.T) {
 
 func TestEngineGroup(t *testing.T) {
 	forks := int64(4)
-	g := engineGroup(&groupSpec{Name: "g", Namespace: "runs", Credential: "c", Image: "img", PodSpecOverride: "spec: {}",
+	g := engineGroup(&catalog.Group{Name: "g", Namespace: "runs", Credential: "c", Image: "img", PodSpecOverride: "spec: {}",
 		MaxForks: &forks, PodPendingTimeout: "90s", Labels: map[string]string{"a": "b"}, DefaultLabel: podspec.Resources{CPU: "1"}})
 	if g.Name != "g" || g.Namespace != "runs" || g.Credential != "c" || g.MaxForks != &forks || g.MaxConcurrentRuns != nil ||
 		g.PendingTimeout != 90*time.Second || g.Pod.Image != "img" || g.Pod.Override != "spec: {}" || g.Pod.Labels["a"] != "b" ||
 		g.Pod.Name != "g" || g.DefaultLabel.CPU != "1" {
 		t.Errorf("group %+v", g)
 	}
-	if g := engineGroup(&groupSpec{PodPendingTimeout: "soon"}); g.PendingTimeout != 0 {
+	if g := engineGroup(&catalog.Group{PodPendingTimeout: "soon"}); g.PendingTimeout != 0 {
 		t.Errorf("an unparsable timeout: %s, want 0 (the engine's default)", g.PendingTimeout)
 	}
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
@@ -320,13 +321,12 @@ type runTarget struct {
 
 // engineGroup is the run engine's view of a group: the one place that
 // converts the catalog's group for runs.
-func engineGroup(g *groupSpec) runengine.Group {
+func engineGroup(g *catalog.Group) runengine.Group {
 	pending, _ := time.ParseDuration(g.PodPendingTimeout) // zero or less: the engine's default
 	return runengine.Group{
 		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
 		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
-		Pod: podspec.Group{Name: g.Name, Namespace: g.Namespace, Image: g.Image, Labels: g.Labels,
-			Annotations: g.Annotations, Override: g.PodSpecOverride},
+		Pod:          g.PodGroup(),
 		DefaultLabel: g.DefaultLabel,
 	}
 }
@@ -336,14 +336,14 @@ var errKnownAtApply = errors.New("the run's container group or node label is kno
 
 // groupFor returns the run's group: at plan time as this plan leaves it,
 // at apply as the catalog holds it (the group is applied first).
-func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*groupSpec, bool, error) {
+func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*catalog.Group, bool, error) {
 	if p, ok := r.data.plannedGroups.get(name); ok && planning {
 		if p.value == nil {
 			return nil, false, errKnownAtApply
 		}
 		return p.value, p.changing, nil
 	}
-	g, _, err := readGroup(ctx, r.data, name)
+	g, err := readGroup(ctx, r.data, name)
 	if err == nil && g == nil {
 		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -359,7 +359,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, nil
 	}
-	l, _, _, err := readLabel(ctx, r.data, name)
+	l, err := readLabel(ctx, r.data, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)

@@ -107,12 +107,12 @@ func (f *fakeCluster) ledger(kind string, limit int64) capacity.Ledger {
 
 func claims(t *testing.T, l capacity.Ledger) []string {
 	t.Helper()
-	entries, _, err := l.Claims(t.Context())
+	cm, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Get(t.Context(), l.ConfigMapName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
-	for k := range entries {
+	for k := range cm.Data {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)

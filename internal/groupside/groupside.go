@@ -1,0 +1,247 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package groupside provisions what a container group needs on the cluster
+// its runs execute in: its namespace when it manages one, its ResourceQuota
+// and its forks and runs ledgers. It also says which of them are gone, what
+// else shares the namespace, and removes them when the group goes.
+package groupside
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
+)
+
+// Spec is what provisioning needs to know of a group.
+type Spec struct {
+	Name            string
+	Namespace       string
+	ManageNamespace bool
+	Limits          capacity.Limits
+	MaxForks        *int64
+}
+
+// needsNamespace: the quota or a ledger lives in the namespace.
+func (s Spec) needsNamespace() bool { return !s.Limits.Empty() || s.MaxForks != nil }
+
+// podsOnly: the group manages nothing but run pods, which seed 001's
+// pod-manager Role allows though it may not read namespaces, quotas or
+// ConfigMaps.
+func (s Spec) podsOnly() bool { return !s.ManageNamespace && !s.needsNamespace() }
+
+// Operations that fail, for errors.
+const (
+	OpRead   = "reading"
+	OpCreate = "creating"
+	OpWrite  = "writing"
+	OpDelete = "deleting"
+)
+
+// NamespaceExistsError: a managed namespace exists and was not created by
+// the group; kubeplay does not adopt it, since it would delete it.
+type NamespaceExistsError struct{ Namespace, Group string }
+
+func (e *NamespaceExistsError) Error() string {
+	return fmt.Sprintf("namespace %q exists and was not created by container group %q", e.Namespace, e.Group)
+}
+
+// NamespaceMissingError: the namespace does not exist and the group's quota
+// or ledgers need it.
+type NamespaceMissingError struct{ Namespace string }
+
+func (e *NamespaceMissingError) Error() string {
+	return fmt.Sprintf("namespace %q does not exist", e.Namespace)
+}
+
+// NamespaceError: reading, creating or deleting the namespace failed.
+type NamespaceError struct {
+	Op        string
+	Namespace string
+	Err       error
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("%s namespace %q: %v", e.Op, e.Namespace, e.Err)
+}
+
+func (e *NamespaceError) Unwrap() error { return e.Err }
+
+// QuotaError: writing or deleting the group's ResourceQuota failed.
+type QuotaError struct {
+	Op              string
+	Namespace, Name string
+	Err             error
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("%s ResourceQuota %s/%s: %v", e.Op, e.Namespace, e.Name, e.Err)
+}
+
+func (e *QuotaError) Unwrap() error { return e.Err }
+
+// LedgerError: writing or deleting a ledger failed. Kind is capacity.Forks
+// or capacity.Runs.
+type LedgerError struct {
+	Op              string
+	Kind            string
+	Namespace, Name string
+	Err             error
+}
+
+func (e *LedgerError) Error() string {
+	return fmt.Sprintf("%s the %s ledger ConfigMap %s/%s: %v", e.Op, e.Kind, e.Namespace, e.Name, e.Err)
+}
+
+func (e *LedgerError) Unwrap() error { return e.Err }
+
+// Outcome says how Ensure went when it did not fail.
+type Outcome int
+
+const (
+	// Ready: the namespace exists with what the group needs in it.
+	Ready Outcome = iota
+	// PodsOnly: the credential may not read the namespace, and the group
+	// needs nothing there but run pods; nothing was checked.
+	PodsOnly
+	// NamespaceAbsent: the namespace does not exist, which only its runs
+	// need: they fail until it does.
+	NamespaceAbsent
+)
+
+// Ensure creates or checks the namespace, then sets the quota and the
+// ledgers to match s. Errors are *NamespaceExistsError,
+// *NamespaceMissingError, *NamespaceError, *QuotaError or *LedgerError.
+func Ensure(ctx context.Context, kube kubernetes.Interface, s Spec) (Outcome, error) {
+	// Objects a pods-only group does not need are left alone when the
+	// credential may not touch them.
+	tolerate := func(err error) error {
+		if s.podsOnly() && apierrors.IsForbidden(err) {
+			return nil
+		}
+		return err
+	}
+	if out, done, err := ensureNamespace(ctx, kube, s, tolerate); done || err != nil {
+		return out, err
+	}
+	if err := tolerate(capacity.ApplyQuota(ctx, kube, s.Name, s.Namespace, s.Limits)); err != nil {
+		return Ready, &QuotaError{Op: OpWrite, Namespace: s.Namespace, Name: capacity.QuotaName(s.Name), Err: err}
+	}
+	for _, l := range []struct {
+		kind string
+		max  *int64
+	}{{capacity.Forks, s.MaxForks}, {capacity.Runs, s.Limits.MaxConcurrentRuns}} {
+		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: l.kind}
+		var err error
+		if l.max != nil {
+			err = led.Ensure(ctx, *l.max)
+		} else {
+			err = tolerate(led.Delete(ctx))
+		}
+		if err != nil {
+			return Ready, &LedgerError{Op: OpWrite, Kind: l.kind, Namespace: s.Namespace, Name: led.ConfigMapName(), Err: err}
+		}
+	}
+	return Ready, nil
+}
+
+// ensureNamespace creates or checks the namespace; done means Ensure has
+// nothing more to do.
+func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tolerate func(error) error) (Outcome, bool, error) {
+	nss := kube.CoreV1().Namespaces()
+	ns, err := nss.Get(ctx, s.Namespace, metav1.GetOptions{})
+	switch {
+	case err != nil && tolerate(err) == nil:
+		return PodsOnly, true, nil
+	case err == nil && s.ManageNamespace && ns.Labels[managed.LabelContainerGroup] != s.Name:
+		return Ready, true, &NamespaceExistsError{Namespace: s.Namespace, Group: s.Name}
+	case err == nil:
+		return Ready, false, nil
+	case !apierrors.IsNotFound(err):
+		return Ready, true, &NamespaceError{Op: OpRead, Namespace: s.Namespace, Err: err}
+	case s.ManageNamespace:
+		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace,
+			Labels: managed.Labels(managed.LabelContainerGroup, s.Name)}}, metav1.CreateOptions{FieldManager: managed.FieldManager})
+		if err != nil {
+			return Ready, true, &NamespaceError{Op: OpCreate, Namespace: s.Namespace, Err: err}
+		}
+		return Ready, false, nil
+	case s.needsNamespace():
+		return Ready, true, &NamespaceMissingError{Namespace: s.Namespace}
+	}
+	return NamespaceAbsent, true, nil
+}
+
+// Missing names what s needs on the cluster and is gone, such as
+// "ResourceQuota runs/kubeplay-awx"; nothing when all is there or when it
+// cannot tell (a credential that may not look).
+func Missing(ctx context.Context, kube kubernetes.Interface, s Spec) []string {
+	var missing []string
+	core := kube.CoreV1()
+	if _, err := core.Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) && s.ManageNamespace {
+		missing = append(missing, "namespace "+s.Namespace)
+	}
+	if !s.Limits.Empty() {
+		name := capacity.QuotaName(s.Name)
+		if _, err := core.ResourceQuotas(s.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			missing = append(missing, "ResourceQuota "+s.Namespace+"/"+name)
+		}
+	}
+	if s.MaxForks != nil {
+		name := capacity.LedgerName(s.Name)
+		if _, err := core.ConfigMaps(s.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			missing = append(missing, "forks ledger "+s.Namespace+"/"+name)
+		}
+	}
+	return missing
+}
+
+// Sharing describes what else uses s's namespace, which s's quota would
+// count or contradict: the groups among others that run there (the caller
+// passes the groups on the same cluster), pods of other workloads and other
+// ResourceQuotas. err says the namespace could not be looked at; what was
+// found until then is returned with it.
+func Sharing(ctx context.Context, kube kubernetes.Interface, s Spec, others []Spec) ([]string, error) {
+	var out []string
+	for _, o := range others {
+		if o.Name != s.Name && o.Namespace == s.Namespace {
+			out = append(out, fmt.Sprintf("container group %q", o.Name))
+		}
+	}
+	users, err := capacity.NamespaceUsers(ctx, kube, s.Namespace, s.Name)
+	return append(out, users...), err
+}
+
+// Remove deletes what Ensure made: a managed namespace with everything in
+// it, waiting until it is gone, or else the quota and the ledgers. A
+// pods-only group made none of them, and its credential may lack the rights
+// to delete them: nothing is done. Errors are as Ensure's.
+func Remove(ctx context.Context, kube kubernetes.Interface, s Spec) error {
+	if s.ManageNamespace {
+		if err := runnamespace.Delete(ctx, kube, s.Namespace); err != nil {
+			return &NamespaceError{Op: OpDelete, Namespace: s.Namespace, Err: err}
+		}
+		return nil
+	}
+	if !s.needsNamespace() {
+		return nil
+	}
+	if err := capacity.DeleteQuota(ctx, kube, s.Name, s.Namespace); err != nil && !apierrors.IsNotFound(err) {
+		return &QuotaError{Op: OpDelete, Namespace: s.Namespace, Name: capacity.QuotaName(s.Name), Err: err}
+	}
+	for _, kind := range []string{capacity.Runs, capacity.Forks} {
+		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: kind}
+		if err := led.Delete(ctx); err != nil {
+			return &LedgerError{Op: OpDelete, Kind: kind, Namespace: s.Namespace, Name: led.ConfigMapName(), Err: err}
+		}
+	}
+	return nil
+}

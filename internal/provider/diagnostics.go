@@ -1,0 +1,180 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+)
+
+// Diagnostics that several resources and data sources report alike.
+
+// addConnectionUnavailable: the provider's own connection cannot be used.
+func addConnectionUnavailable(diags *diag.Diagnostics, err error) {
+	diags.AddError("Kubernetes Connection Unavailable", err.Error())
+}
+
+// addCredentialUnavailable: a container group's credential cannot be used.
+func addCredentialUnavailable(diags *diag.Diagnostics, group, cred string, err error) {
+	if cred == "" {
+		addConnectionUnavailable(diags, err)
+		return
+	}
+	diags.AddAttributeError(path.Root("credential"), "Credential Unavailable",
+		fmt.Sprintf("Container group %q cannot use credential %q: %v.", group, cred, err))
+}
+
+// kindTitle is a kind of definition in a diagnostic's summary.
+func kindTitle(k catalog.Kind) string {
+	words := strings.Fields(string(k))
+	for i, w := range words {
+		words[i] = strings.ToUpper(w[:1]) + w[1:]
+	}
+	return strings.Join(words, " ")
+}
+
+// addCatalogError reports a failed catalog operation. A definition that is
+// gone is the caller's to handle: it means different things to a resource
+// and a data source.
+func addCatalogError(diags *diag.Diagnostics, err error) {
+	var e *catalog.Error
+	if !errors.As(err, &e) {
+		diags.AddError("Catalog Operation Failed", err.Error()+".")
+		return
+	}
+	what := kindTitle(e.Kind)
+	switch {
+	case errors.Is(err, catalog.ErrAlreadyExists):
+		diags.AddAttributeError(path.Root("name"), what+" Already Exists",
+			fmt.Sprintf("%s. Import it with `terraform import <address> %s`, or choose another name.", e.Error(), e.Name))
+	case errors.Is(err, catalog.ErrNotDefinition) && e.Op == "deleting":
+		diags.AddWarning(what+" Left In Place",
+			fmt.Sprintf("%s, so destroy left it in place and only forgot the resource.", e.Error()))
+	case errors.Is(err, catalog.ErrNotDefinition):
+		resource, _, _ := strings.Cut(e.Object, " ")
+		diags.AddError("Invalid "+what+" "+resource, e.Error()+". Delete the object or fix it, then apply again.")
+	default:
+		diags.AddError(upperFirst(e.Op)+" "+what+" Failed", upperFirst(e.Error())+".")
+	}
+}
+
+// addNotFound: a data source names a definition the catalog does not hold.
+func addNotFound(diags *diag.Diagnostics, k catalog.Kind, name, namespace string) {
+	diags.AddAttributeError(path.Root("name"), kindTitle(k)+" Not Found",
+		fmt.Sprintf("No %s %q exists in catalog namespace %q. Check the name, and that the provider's "+
+			"catalog_namespace matches the workspace that created it.", k, name, namespace))
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// privateDriftKey holds, in private state, what Read found changed outside
+// Terraform, as a JSON string; ModifyPlan turns it into a forced update.
+const privateDriftKey = "drift"
+
+type privateSetter interface {
+	SetKey(context.Context, string, []byte) diag.Diagnostics
+}
+
+// recordDrift stores what Read found changed outside Terraform; nothing
+// clears it.
+func recordDrift(ctx context.Context, private privateSetter, drift ...string) diag.Diagnostics {
+	var found []string
+	for _, d := range drift {
+		if d != "" {
+			found = append(found, d)
+		}
+	}
+	if len(found) == 0 {
+		return private.SetKey(ctx, privateDriftKey, nil)
+	}
+	b, err := json.Marshal(strings.Join(found, "; "))
+	if err != nil {
+		return diag.Diagnostics{diag.NewErrorDiagnostic("Recording Drift Failed", err.Error())}
+	}
+	return private.SetKey(ctx, privateDriftKey, b)
+}
+
+// planDrift warns of what Read recorded as changed outside Terraform, and
+// reports whether there was any: the caller then forces an update by
+// making a computed attribute unknown.
+func planDrift(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.Diagnostics, k catalog.Kind, name string) bool {
+	if req.State.Raw.IsNull() {
+		return false
+	}
+	raw, d := req.Private.GetKey(ctx, privateDriftKey)
+	diags.Append(d...)
+	var drift string
+	if len(raw) == 0 || json.Unmarshal(raw, &drift) != nil || drift == "" {
+		return false
+	}
+	diags.AddWarning(kindTitle(k)+" Changed Outside Terraform",
+		fmt.Sprintf("The %s %q no longer holds what Terraform wrote: %s. Apply writes it again from the configuration.",
+			k, name, drift))
+	return true
+}
+
+// warnDrift tells a data source's reader that a definition was changed
+// outside kubeplay since it was written.
+func warnDrift(diags *diag.Diagnostics, k catalog.Kind, name, drift string) {
+	if drift == "" {
+		return
+	}
+	diags.AddWarning(kindTitle(k)+" Changed Outside Kubeplay",
+		fmt.Sprintf("The %s %q no longer holds what kubeplay wrote: %s. Applying the workspace that manages it "+
+			"writes it again.", k, name, drift))
+}
+
+// addCredentialCheckError reports why checking a credential against its
+// cluster failed, at the attribute to look at.
+func addCredentialCheckError(diags *diag.Diagnostics, spec credential.Spec, host string, err error) {
+	secretAttr := map[string]string{
+		credential.KindBearerToken: "bearer_token", credential.KindKubeconfig: "kubeconfig",
+		credential.KindServiceAccount: "service_account_name", credential.KindProvider: "kind",
+		credential.KindClusterAPI: "cluster_name",
+	}[spec.Kind]
+	tlsAttr, hostAttr := "ca_cert", "host"
+	if spec.Kind != credential.KindBearerToken {
+		tlsAttr, hostAttr = secretAttr, secretAttr
+	}
+	var ce *credential.CheckError
+	if !errors.As(err, &ce) {
+		ce = &credential.CheckError{Failure: credential.FailureOther, Host: host, Err: err}
+	}
+	switch ce.Failure {
+	case credential.FailureUnauthorized:
+		diags.AddAttributeError(path.Root(secretAttr), "Credential Rejected",
+			fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %q: it does not accept its %s "+
+				"(wrong, expired or revoked). Check %s.", host, spec.Name, secretAttr, secretAttr))
+	case credential.FailureTLS:
+		diags.AddAttributeError(path.Root(tlsAttr), "TLS Verification Failed",
+			fmt.Sprintf("Connecting to %s with credential %q failed TLS verification: %v. Set %s to the PEM certificate "+
+				"of the CA that signed the API server's certificate.", host, spec.Name, ce.Err, tlsAttr))
+	case credential.FailureUnreachable:
+		diags.AddAttributeError(path.Root(hostAttr), "Cluster Unreachable",
+			fmt.Sprintf("Credential %q could not connect to %s: %v. Check that the host is right and that the API "+
+				"server is running and reachable from where Terraform runs.", spec.Name, host, ce.Err))
+	case credential.FailureForbidden:
+		diags.AddAttributeError(path.Root(secretAttr), "Credential Forbidden",
+			fmt.Sprintf("The API server at %s authenticated credential %q but refused it even self-review (403): %v. "+
+				"Grant it the system:basic-user ClusterRole.", host, spec.Name, ce.Err))
+	default:
+		diags.AddError("Credential Check Failed",
+			fmt.Sprintf("Checking credential %q against %s failed: %v.", spec.Name, host, ce.Err))
+	}
+}
