@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -76,7 +77,11 @@ func NewEngine(c *kubeclient.Clients, phase, invNamespace string) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{dyn: c.Dynamic, meta: m, mapper: c.Mapper(), Inv: NewInventory(c.Kube, phase, invNamespace)}, nil
+	return newEngine(c.Dynamic, m, c.Mapper(), c.Kube, phase, invNamespace), nil
+}
+
+func newEngine(dyn dynamic.Interface, m metadata.Interface, mapper meta.ResettableRESTMapper, kube kubernetes.Interface, phase, invNamespace string) *Engine {
+	return &Engine{dyn: dyn, meta: m, mapper: mapper, Inv: NewInventory(kube, phase, invNamespace)}
 }
 
 // Result is what an apply leaves: the members now recorded in the inventory

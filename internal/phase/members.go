@@ -9,7 +9,8 @@ import (
 )
 
 // MemberIndex finds the member a document's ref became: a namespaced
-// document without a namespace went to "default".
+// document without a namespace went to "default", a cluster-scoped one
+// with a namespace lost it.
 type MemberIndex struct {
 	byKey  map[string]Ref
 	byName map[string][]Ref
@@ -33,11 +34,9 @@ func (idx MemberIndex) Find(r Ref) (Ref, bool) {
 	if m, ok := idx.byKey[r.Key()]; ok {
 		return m, true
 	}
-	if r.Namespace == "" {
-		for _, m := range idx.byName[unnamespaced(r)] {
-			if m.Namespace == "default" || m.Namespace == "" {
-				return m, true
-			}
+	for _, m := range idx.byName[unnamespaced(r)] {
+		if m.Namespace == "" || r.Namespace == "" && m.Namespace == "default" {
+			return m, true
 		}
 	}
 	return Ref{}, false
