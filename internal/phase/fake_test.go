@@ -221,7 +221,9 @@ func (f *fakeCluster) appliedKinds() []string {
 
 // dynMeta serves the metadata calls the engine makes (Get, List) from the
 // dynamic fake, so that both see the same objects.
-type dynMeta struct{ dyn *dynamicfake.FakeDynamicClient }
+type dynMeta struct {
+	dyn *dynamicfake.FakeDynamicClient
+}
 
 func (d dynMeta) Resource(gvr schema.GroupVersionResource) metadata.Getter {
 	return dynMetaResource{dyn: d.dyn, gvr: gvr}
