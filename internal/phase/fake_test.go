@@ -5,7 +5,6 @@ package phase
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -100,7 +99,7 @@ func (f *fakeCluster) apply(action k8stesting.Action) (bool, runtime.Object, err
 		return false, nil, nil
 	}
 	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(pa.GetPatch(), &u.Object); err != nil {
+	if err := u.UnmarshalJSON(pa.GetPatch()); err != nil {
 		return true, nil, err
 	}
 	u.SetNamespace(pa.GetNamespace())

@@ -201,6 +201,9 @@ func (e *Engine) await(ctx context.Context, w *waiter, conds []Condition) error 
 		var err error
 		switch ev.Type {
 		case event.ErrorEvent:
+			if ctx.Err() != nil {
+				return w.ended(ctx)
+			}
 			err = fmt.Errorf("watching the objects' status: %w", ev.Error)
 		case event.SyncEvent:
 			if w.want == wantDeleted {
@@ -216,6 +219,12 @@ func (e *Engine) await(ctx context.Context, w *waiter, conds []Condition) error 
 			return nil
 		}
 	}
+	return w.ended(ctx)
+}
+
+// ended is the error of a wait whose watcher stopped: a *WaitError when
+// the deadline passed.
+func (w *waiter) ended(ctx context.Context) error {
 	switch err := ctx.Err(); {
 	case errors.Is(err, context.DeadlineExceeded):
 		return w.timeout()
