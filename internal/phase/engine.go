@@ -130,7 +130,7 @@ type prepared struct {
 // the CRDs are established) the rest; prune or abandon what left the set;
 // wait for readiness. The inventory is written before each batch is applied
 // and trimmed to what exists after a failure, so nothing applied is ever
-// missing from it. previous are the members Terraform's state knows.
+// missing from it. previous are the members the caller recorded.
 func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts Options) (Result, error) {
 	res := Result{Fields: map[string]string{}}
 	recorded, _, err := e.Inv.Load(ctx)
@@ -188,26 +188,27 @@ func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts 
 		}
 	}
 	if opts.WaitTimeout > 0 {
-		wctx, cancel := context.WithTimeout(ctx, opts.WaitTimeout)
-		err := e.WaitReady(wctx, all, opts.Conditions)
-		cancel()
-		if err != nil {
+		if err := e.waitReady(ctx, all, opts.Conditions, opts.WaitTimeout); err != nil {
 			return res, err
 		}
 	}
-	gone := Removed(members, all)
-	if len(gone) > 0 {
-		if opts.Prune {
-			err = e.Delete(ctx, gone, max(opts.WaitTimeout, crdEstablishTimeout))
-		} else {
-			err = e.abandon(ctx, gone)
-		}
-		if err != nil {
-			return res, err
-		}
+	if err := e.release(ctx, Removed(members, all), opts); err != nil {
+		return res, err
 	}
 	res.Members = all
 	return res, e.Inv.Store(ctx, all)
+}
+
+// release deletes the objects that left the phase (prune) or abandons them.
+func (e *Engine) release(ctx context.Context, gone []Ref, opts Options) error {
+	switch {
+	case len(gone) == 0:
+		return nil
+	case opts.Prune:
+		return e.Delete(ctx, gone, max(opts.WaitTimeout, crdEstablishTimeout))
+	default:
+		return e.abandon(ctx, gone)
+	}
 }
 
 // discoveryRetries bounds how often a kind that a CRD of this bundle defines
@@ -432,9 +433,13 @@ func (e *Engine) waitEstablished(ctx context.Context, ps []prepared, timeout tim
 	for _, p := range ps {
 		refs = append(refs, p.Ref)
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	return e.waitReady(ctx, refs, nil, timeout)
+}
+
+func (e *Engine) waitReady(ctx context.Context, refs []Ref, conds []Condition, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return e.WaitReady(wctx, refs, nil)
+	return e.WaitReady(ctx, refs, conds)
 }
 
 // abandon takes objects out of the phase without deleting them: it drops
