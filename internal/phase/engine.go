@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -43,7 +45,7 @@ const (
 // Policies lists the policies in the order the docs give them.
 var Policies = []string{string(PolicyStrict), string(PolicyAdopt), string(PolicyForceAdopt)}
 
-// crdEstablishTimeout bounds the wait for CRDs when wait_timeout is 0:
+// crdEstablishTimeout bounds the wait for CRDs when the wait timeout is 0:
 // custom resources cannot be applied before their CRD is established.
 const crdEstablishTimeout = 2 * time.Minute
 
@@ -75,23 +77,12 @@ func NewEngine(c *kubeclient.Clients, phase, invNamespace string) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{dyn: c.Dynamic, meta: m, mapper: c.Mapper(), Inv: NewInventory(c.Kube, phase, invNamespace)}, nil
+	return newEngine(c.Dynamic, m, c.Mapper(), c.Kube, phase, invNamespace), nil
 }
 
-// DocError is a failure of one document.
-type DocError struct {
-	Obj Object
-	Err error
-	// Unchecked marks a dry run that could not judge the document: its
-	// kind, namespace or the cluster itself is not there yet.
-	Unchecked bool
+func newEngine(dyn dynamic.Interface, m metadata.Interface, mapper meta.ResettableRESTMapper, kube kubernetes.Interface, phase, invNamespace string) *Engine {
+	return &Engine{dyn: dyn, meta: m, mapper: mapper, Inv: NewInventory(kube, phase, invNamespace)}
 }
-
-func (e *DocError) Error() string {
-	return fmt.Sprintf("%s (documents[%d]): %v", e.Obj.Ref, e.Obj.Doc, e.Err)
-}
-
-func (e *DocError) Unwrap() error { return e.Err }
 
 // Result is what an apply leaves: the members now recorded in the inventory
 // (also after a failure) and the digest of the fields kubeplay owns in each
@@ -104,11 +95,11 @@ type Result struct {
 // resolve fills in the REST mapping of o, defaulting the namespace of a
 // namespaced object to "default".
 func (e *Engine) resolve(o *Object) (*meta.RESTMapping, error) {
-	m, err := e.mapper.RESTMapping(o.GroupKind(), o.Version)
+	m, err := e.mapper.RESTMapping(o.GroupKind, o.Version)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil, fmt.Errorf("the cluster has no kind %s in apiVersion %s; install its CustomResourceDefinition first, "+
-				"or put it in this phase", o.Kind, o.APIVersion())
+				"or put it in this phase", o.GroupKind.Kind, o.APIVersion())
 		}
 		return nil, err
 	}
@@ -139,7 +130,7 @@ type prepared struct {
 // the CRDs are established) the rest; prune or abandon what left the set;
 // wait for readiness. The inventory is written before each batch is applied
 // and trimmed to what exists after a failure, so nothing applied is ever
-// missing from it. previous are the members Terraform's state knows.
+// missing from it. previous are the members the caller recorded.
 func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts Options) (Result, error) {
 	res := Result{Fields: map[string]string{}}
 	recorded, _, err := e.Inv.Load(ctx)
@@ -149,10 +140,7 @@ func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts 
 	before := Union(recorded, previous)
 	members := append([]Ref(nil), before...)
 	res.Members = members
-	owned := map[string]bool{}
-	for _, r := range before {
-		owned[r.Key()] = true
-	}
+	owned := IDs(before).ToMap()
 	first, rest := Split(objs)
 	var applied, all []Ref
 	for i, batch := range [][]Object{first, rest} {
@@ -200,26 +188,27 @@ func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts 
 		}
 	}
 	if opts.WaitTimeout > 0 {
-		wctx, cancel := context.WithTimeout(ctx, opts.WaitTimeout)
-		err := e.WaitReady(wctx, all, opts.Conditions)
-		cancel()
-		if err != nil {
+		if err := e.waitReady(ctx, all, opts.Conditions, opts.WaitTimeout); err != nil {
 			return res, err
 		}
 	}
-	gone := Removed(members, all)
-	if len(gone) > 0 {
-		if opts.Prune {
-			err = e.Delete(ctx, gone, max(opts.WaitTimeout, crdEstablishTimeout))
-		} else {
-			err = e.abandon(ctx, gone)
-		}
-		if err != nil {
-			return res, err
-		}
+	if err := e.release(ctx, Removed(members, all), opts); err != nil {
+		return res, err
 	}
 	res.Members = all
 	return res, e.Inv.Store(ctx, all)
+}
+
+// release deletes the objects that left the phase (prune) or abandons them.
+func (e *Engine) release(ctx context.Context, gone []Ref, opts Options) error {
+	switch {
+	case len(gone) == 0:
+		return nil
+	case opts.Prune:
+		return e.Delete(ctx, gone, max(opts.WaitTimeout, crdEstablishTimeout))
+	default:
+		return e.abandon(ctx, gone)
+	}
 }
 
 // discoveryRetries bounds how often a kind that a CRD of this bundle defines
@@ -232,7 +221,7 @@ func (e *Engine) prepare(ctx context.Context, batch []Object, defined map[schema
 	var errs []error
 	for i, o := range batch {
 		m, err := e.resolve(&o)
-		for try := 1; err != nil && defined[o.GroupKind()] && try <= discoveryRetries; try++ {
+		for try := 1; err != nil && defined[o.GroupKind] && try <= discoveryRetries; try++ {
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -253,7 +242,7 @@ func (e *Engine) prepare(ctx context.Context, batch []Object, defined map[schema
 func crdKinds(objs []Object) map[schema.GroupKind]bool {
 	out := map[schema.GroupKind]bool{}
 	for _, o := range objs {
-		if stage(o.GroupKind()) == 1 {
+		if stage(o.GroupKind) == 1 {
 			g, _, _ := unstructured.NestedString(o.U.Object, "spec", "group")
 			k, _, _ := unstructured.NestedString(o.U.Object, "spec", "names", "kind")
 			out[schema.GroupKind{Group: g, Kind: k}] = true
@@ -266,66 +255,82 @@ func crdKinds(objs []Object) map[schema.GroupKind]bool {
 // inventory (strict, adopt) or to none (strict). Objects this phase already
 // owns are not looked up; the rest are listed per kind and namespace, with
 // metadata only, instead of one GET each.
-func (e *Engine) checkOwnership(ctx context.Context, ps []prepared, owned map[string]bool, policy Policy) error {
+func (e *Engine) checkOwnership(ctx context.Context, ps []prepared, owned map[object.ObjMetadata]struct{}, policy Policy) error {
 	if policy == PolicyForceAdopt {
 		return nil
 	}
-	groups := map[schema.GroupVersionResource]map[string][]prepared{}
+	type key struct {
+		gvr schema.GroupVersionResource
+		ns  string
+	}
+	groups := map[key][]prepared{}
 	for _, p := range ps {
-		if owned[p.Key()] {
-			continue
+		if _, ok := owned[p.ObjMetadata]; !ok {
+			k := key{p.m.Resource, p.Namespace}
+			groups[k] = append(groups[k], p)
 		}
-		if groups[p.m.Resource] == nil {
-			groups[p.m.Resource] = map[string][]prepared{}
-		}
-		groups[p.m.Resource][p.Namespace] = append(groups[p.m.Resource][p.Namespace], p)
 	}
 	var errs []error
-	for gvr, byNS := range groups {
-		for ns, list := range byNS {
-			live := map[string]metav1.ObjectMeta{}
-			if len(list) == 1 {
-				o, err := e.meta.Resource(gvr).Namespace(ns).Get(ctx, list[0].Name, metav1.GetOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("reading %s: %w", list[0].Ref, err)
-				}
-				if err == nil {
-					live[o.Name] = o.ObjectMeta
-				}
-			} else {
-				l, err := e.meta.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("listing %s in %q: %w", gvr.Resource, ns, err)
-				}
-				if err == nil {
-					for _, o := range l.Items {
-						live[o.Name] = o.ObjectMeta
-					}
-				}
+	for k, list := range groups {
+		owners, err := e.owners(ctx, k.gvr, k.ns, list)
+		if err != nil {
+			return err
+		}
+		for _, p := range list {
+			owner, exists := owners[p.Name]
+			if !exists {
+				continue
 			}
-			for _, p := range list {
-				om, ok := live[p.Name]
-				if !ok {
-					continue
-				}
-				switch owner := om.Labels[LabelPartOf]; {
-				case owner == e.Inv.ID:
-				case owner != "":
-					who := "ApplySet " + owner
-					if ph := PhaseOf(ctx, e.Inv.kube, e.Inv.Namespace, owner); ph != "" {
-						who = fmt.Sprintf("phase %q", ph)
-					}
-					errs = append(errs, &DocError{Obj: p.Object, Err: fmt.Errorf("the object belongs to %s; inventory_policy %q "+
-						"never takes over another inventory's object: remove it from one of the phases, or set "+
-						"inventory_policy = \"force_adopt\"", who, policy)})
-				case policy == PolicyStrict:
-					errs = append(errs, &DocError{Obj: p.Object, Err: errors.New("the object exists and no phase owns it; " +
-						"inventory_policy \"strict\" does not take it over: set inventory_policy = \"adopt\" to adopt it")})
-				}
+			if err := e.refuse(ctx, owner, policy); err != nil {
+				errs = append(errs, &DocError{Obj: p.Object, Err: err})
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// owners returns the ApplySet that owns each object of list that exists,
+// by name: one GET for a single object, one metadata list for more.
+func (e *Engine) owners(ctx context.Context, gvr schema.GroupVersionResource, ns string, list []prepared) (map[string]string, error) {
+	out := map[string]string{}
+	ri := e.meta.Resource(gvr).Namespace(ns)
+	if len(list) == 1 {
+		o, err := ri.Get(ctx, list[0].Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading %s: %w", list[0].Ref, err)
+		default:
+			out[o.Name] = o.Labels[LabelPartOf]
+		}
+		return out, nil
+	}
+	l, err := ri.List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("listing %s in %q: %w", gvr.Resource, ns, err)
+	default:
+		for _, o := range l.Items {
+			out[o.Name] = o.Labels[LabelPartOf]
+		}
+	}
+	return out, nil
+}
+
+// refuse returns the *OwnedError of an existing object whose ApplySet is
+// owner, or nil when policy lets this phase take it.
+func (e *Engine) refuse(ctx context.Context, owner string, policy Policy) error {
+	switch {
+	case owner == e.Inv.ID, owner == "" && policy != PolicyStrict:
+		return nil
+	case owner == "":
+		return &OwnedError{Policy: policy}
+	}
+	if ph := PhaseOf(ctx, e.Inv.kube, e.Inv.Namespace, owner); ph != "" {
+		return &OwnedError{Policy: policy, Owner: ph}
+	}
+	return &OwnedError{Policy: policy, OwnerID: owner}
 }
 
 // applyAll server-side applies ps concurrently in document order. After the
@@ -358,7 +363,7 @@ func (e *Engine) applyAll(ctx context.Context, ps []prepared, force bool) ([]Ref
 			if err != nil {
 				failed = true
 				if apierrors.IsConflict(err) {
-					err = fmt.Errorf("%w; another field manager owns these fields: set force_conflicts = true to take them over", err)
+					err = &ConflictError{Err: err}
 				}
 				errs = append(errs, &DocError{Obj: p.Object, Err: err})
 				return
@@ -405,8 +410,10 @@ func (e *Engine) applyOne(ctx context.Context, p prepared, force, dryRun bool) (
 // writer that changes one of them takes it over, so the digest changes:
 // that is how Read sees out-of-band edits without comparing values the
 // server defaults or normalizes.
-func FieldsDigest(u *unstructured.Unstructured) string {
-	for _, f := range u.GetManagedFields() {
+func FieldsDigest(u *unstructured.Unstructured) string { return fieldsDigest(u.GetManagedFields()) }
+
+func fieldsDigest(entries []metav1.ManagedFieldsEntry) string {
+	for _, f := range entries {
 		if f.Manager == managed.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply && f.Subresource == "" && f.FieldsV1 != nil {
 			sum := sha256.Sum256(f.FieldsV1.GetRawBytes())
 			return hex.EncodeToString(sum[:8])
@@ -426,9 +433,13 @@ func (e *Engine) waitEstablished(ctx context.Context, ps []prepared, timeout tim
 	for _, p := range ps {
 		refs = append(refs, p.Ref)
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	return e.waitReady(ctx, refs, nil, timeout)
+}
+
+func (e *Engine) waitReady(ctx context.Context, refs []Ref, conds []Condition, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return e.WaitReady(wctx, refs, nil)
+	return e.WaitReady(ctx, refs, conds)
 }
 
 // abandon takes objects out of the phase without deleting them: it drops
@@ -437,7 +448,7 @@ func (e *Engine) abandon(ctx context.Context, refs []Ref) error {
 	patch := []byte(`{"metadata":{"labels":{"` + LabelPartOf + `":null}}}`)
 	var errs []error
 	for _, r := range refs {
-		m, err := e.mapper.RESTMapping(r.GroupKind(), r.Version)
+		m, err := e.mapper.RESTMapping(r.GroupKind)
 		if err != nil {
 			continue // its kind is gone, so is the object
 		}
@@ -513,37 +524,23 @@ type Live struct {
 	Fields string
 }
 
-// Inspect looks up members that still carry this phase's label, one list
-// per kind and namespace. A member whose kind no longer exists is missing.
+// Inspect looks up members that still carry this phase's label, one
+// metadata list per kind and namespace, by Key. A member whose kind no
+// longer exists is missing.
 func (e *Engine) Inspect(ctx context.Context, refs []Ref) (map[string]Live, error) {
+	gs, err := e.groups(refs)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]Live{}
-	type group struct {
-		gvr schema.GroupVersionResource
-		ns  string
-	}
-	want := map[group]map[string]string{}
-	for _, r := range refs {
-		m, err := e.mapper.RESTMapping(r.GroupKind(), r.Version)
-		if err != nil {
-			if meta.IsNoMatchError(err) {
-				continue
-			}
-			return nil, err
-		}
-		g := group{m.Resource, r.Namespace}
-		if want[g] == nil {
-			want[g] = map[string]string{}
-		}
-		want[g][r.Name] = r.Key()
-	}
-	for g, names := range want {
-		l, err := e.dyn.Resource(g.gvr).Namespace(g.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelPartOf + "=" + e.Inv.ID})
+	for _, g := range gs {
+		l, err := e.meta.Resource(g.gvr).Namespace(g.ns).List(ctx, e.selector())
 		if err != nil {
 			return nil, fmt.Errorf("listing %s in %q: %w", g.gvr.Resource, g.ns, err)
 		}
-		for i := range l.Items {
-			if key, ok := names[l.Items[i].GetName()]; ok {
-				out[key] = Live{Exists: true, Fields: FieldsDigest(&l.Items[i])}
+		for _, o := range l.Items {
+			if r, ok := g.names[o.Name]; ok {
+				out[r.Key()] = Live{Exists: true, Fields: fieldsDigest(o.ManagedFields)}
 			}
 		}
 	}

@@ -146,7 +146,7 @@ func TestEngineLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keepKey := Ref{Kind: "ConfigMap", Namespace: ns, Name: "keep"}.Key()
+	keepKey := NewRef("", "v1", "ConfigMap", ns, "keep").Key()
 	if found[keepKey].Fields == res.Fields[keepKey] {
 		t.Error("an edit of an owned field left the fields digest unchanged")
 	}
@@ -154,8 +154,9 @@ func TestEngineLifecycle(t *testing.T) {
 	// Drop one ConfigMap: prune deletes it and the inventory forgets it.
 	docs[3] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep, namespace: %s}\ndata: {a: '1'}\n", ns)
 	_, err = e.Apply(ctx, mustParse(t, docs...), res.Members, Options{Policy: PolicyStrict, Prune: true})
-	if err == nil || !strings.Contains(err.Error(), "force_conflicts") {
-		t.Fatalf("re-apply over another manager's field: %v, want a conflict that names force_conflicts", err)
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "another field manager owns these fields") {
+		t.Fatalf("re-apply over another manager's field: %v, want a *ConflictError", err)
 	}
 	res, err = e.Apply(ctx, mustParse(t, docs...), res.Members, Options{Policy: PolicyStrict, Prune: true, Force: true})
 	if err != nil {
@@ -228,7 +229,8 @@ spec:
 	start := time.Now()
 	_, err = e.Apply(ctx, mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "false")), nil,
 		Options{Policy: PolicyStrict, WaitTimeout: 5 * time.Minute, Conditions: conds})
-	if !errors.Is(err, errFailed) || !strings.Contains(err.Error(), "Job "+ns+"/boom") {
+	var we *WaitError
+	if !errors.Is(err, ErrFailed) || !errors.As(err, &we) || !we.Failed || !strings.Contains(err.Error(), "Job "+ns+"/boom failed (kstatus Failed): Job Failed") {
 		t.Fatalf("error = %v, want the failed Job named", err)
 	}
 	if d := time.Since(start); d > 2*time.Minute {
@@ -257,13 +259,13 @@ func TestEngineStrictAndPartialFailure(t *testing.T) {
 	if _, err := a.Apply(ctx, mustParse(t, shared), nil, Options{Policy: PolicyStrict}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Apply(ctx, mustParse(t, shared), nil, Options{Policy: PolicyStrict})
-	if err == nil || !strings.Contains(err.Error(), `ConfigMap `+ns+`/shared (documents[0]): the object belongs to phase "a"`) {
-		t.Fatalf("strict apply of another phase's object: %v", err)
-	}
-	_, err = b.Apply(ctx, mustParse(t, shared), nil, Options{Policy: PolicyAdopt})
-	if err == nil || !strings.Contains(err.Error(), `belongs to phase "a"`) {
-		t.Fatalf("adopt of another phase's object: %v", err)
+	for _, policy := range []Policy{PolicyStrict, PolicyAdopt} {
+		_, err = b.Apply(ctx, mustParse(t, shared), nil, Options{Policy: policy})
+		de, owned := soleDocError(err), &OwnedError{}
+		if de == nil || de.Obj.Doc != 0 || de.Obj.String() != "ConfigMap "+ns+"/shared" || !errors.As(err, &owned) || owned.Owner != "a" ||
+			!strings.Contains(err.Error(), `ConfigMap `+ns+`/shared (element 0): the object belongs to phase "a"`) {
+			t.Fatalf("%s apply of another phase's object: %v", policy, err)
+		}
 	}
 
 	var docs []string
@@ -275,7 +277,7 @@ func TestEngineStrictAndPartialFailure(t *testing.T) {
 		docs = append(docs, d)
 	}
 	res, err := b.Apply(ctx, mustParse(t, docs...), nil, Options{Policy: PolicyStrict})
-	if err == nil || !strings.Contains(err.Error(), "ConfigMap "+ns+"/cm4 (documents[4])") {
+	if de := soleDocError(err); de == nil || de.Obj.Doc != 4 || de.Obj.String() != "ConfigMap "+ns+"/cm4" {
 		t.Fatalf("error = %v, want cm4 refused", err)
 	}
 	rec, _, lerr := b.Inv.Load(ctx)
@@ -298,6 +300,15 @@ func TestEngineStrictAndPartialFailure(t *testing.T) {
 	if res, err = b.Apply(ctx, mustParse(t, docs...), res.Members, Options{Policy: PolicyStrict}); err != nil || len(res.Members) != 10 {
 		t.Fatalf("second apply: %v, %d members", err, len(res.Members))
 	}
+}
+
+// soleDocError returns the *DocError when err holds exactly one.
+func soleDocError(err error) *DocError {
+	docs, rest := DocErrors(err)
+	if len(docs) != 1 || len(rest) != 0 {
+		return nil
+	}
+	return docs[0]
 }
 
 func nsApply(name string) *applycorev1.NamespaceApplyConfiguration {

@@ -93,11 +93,7 @@ func (i *Inventory) Store(ctx context.Context, refs []Ref) error {
 	}
 	gks, nss := map[string]bool{}, map[string]bool{}
 	for _, r := range refs {
-		gk := r.Kind
-		if r.Group != "" {
-			gk += "." + r.Group
-		}
-		gks[gk] = true
+		gks[r.GroupKind.String()] = true
 		if r.Namespace != "" && r.Namespace != i.Namespace {
 			nss[r.Namespace] = true
 		}
@@ -151,19 +147,4 @@ func joinSorted(m map[string]bool) string {
 	}
 	sort.Strings(s)
 	return strings.Join(s, ",")
-}
-
-// Union merges refs, keeping the first of each Key.
-func Union(a, b []Ref) []Ref {
-	seen := map[string]bool{}
-	var out []Ref
-	for _, l := range [][]Ref{a, b} {
-		for _, r := range l {
-			if !seen[r.Key()] {
-				seen[r.Key()] = true
-				out = append(out, r)
-			}
-		}
-	}
-	return out
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -27,8 +28,16 @@ const (
 	LabelDeployK8s = "airshipit.org/deploy-k8s"
 )
 
-// Ref identifies an object in a cluster.
+// Ref identifies an object in a cluster: kstatus's object.ObjMetadata (the
+// identity set operations and the status watcher use) plus the API version
+// the object was written in, which the inventory records.
 type Ref struct {
+	object.ObjMetadata
+	Version string
+}
+
+// refJSON is how the inventory and private state encode a Ref.
+type refJSON struct {
 	Group     string `json:"group,omitempty"`
 	Version   string `json:"version"`
 	Kind      string `json:"kind"`
@@ -36,31 +45,67 @@ type Ref struct {
 	Name      string `json:"name"`
 }
 
-// GroupKind returns the object's group and kind.
-func (r Ref) GroupKind() schema.GroupKind { return schema.GroupKind{Group: r.Group, Kind: r.Kind} }
+// NewRef returns the Ref of an object of group, version and kind.
+func NewRef(group, version, kind, namespace, name string) Ref {
+	return Ref{ObjMetadata: object.ObjMetadata{
+		GroupKind: schema.GroupKind{Group: group, Kind: kind}, Namespace: namespace, Name: name,
+	}, Version: version}
+}
+
+// RefFromAPIVersion returns the Ref of an object written with apiVersion
+// (group/version, or the version alone for the core group).
+func RefFromAPIVersion(apiVersion, kind, namespace, name string) Ref {
+	g, v, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		g, v = "", apiVersion
+	}
+	return NewRef(g, v, kind, namespace, name)
+}
+
+// MarshalJSON keeps the inventory's encoding of a member.
+func (r Ref) MarshalJSON() ([]byte, error) {
+	return json.Marshal(refJSON{Group: r.GroupKind.Group, Version: r.Version, Kind: r.GroupKind.Kind, Namespace: r.Namespace, Name: r.Name})
+}
+
+// UnmarshalJSON reads the inventory's encoding of a member.
+func (r *Ref) UnmarshalJSON(b []byte) error {
+	var j refJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = NewRef(j.Group, j.Version, j.Kind, j.Namespace, j.Name)
+	return nil
+}
 
 // APIVersion returns group/version, or the version alone for the core group.
 func (r Ref) APIVersion() string {
-	return schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
+	return schema.GroupVersion{Group: r.GroupKind.Group, Version: r.Version}.String()
 }
 
-// Key identifies the object regardless of the API version it was written in.
+// Key identifies the object regardless of the API version it was written
+// in; private state keys field digests by it.
 func (r Ref) Key() string {
-	return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+	return r.GroupKind.Group + "/" + r.GroupKind.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// DocKey identifies the object as written: apiVersion, kind, namespace and
+// name as the document gives them.
+func (r Ref) DocKey() string {
+	return r.APIVersion() + "|" + r.GroupKind.Kind + "|" + r.Namespace + "|" + r.Name
 }
 
 // String names the object as a user reads it: Kind namespace/name.
 func (r Ref) String() string {
 	if r.Namespace == "" {
-		return r.Kind + " " + r.Name
+		return r.GroupKind.Kind + " " + r.Name
 	}
-	return r.Kind + " " + r.Namespace + "/" + r.Name
+	return r.GroupKind.Kind + " " + r.Namespace + "/" + r.Name
 }
 
 // Object is one document of a phase.
 type Object struct {
 	Ref
-	// Doc is the index of the documents element it came from.
+	// Doc is the index of the bundle element it came from.
 	Doc int
 	// Digest summarizes the document's content as written.
 	Digest string
@@ -69,7 +114,7 @@ type Object struct {
 
 func refOf(u *unstructured.Unstructured) Ref {
 	gvk := u.GroupVersionKind()
-	return Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+	return NewRef(gvk.Group, gvk.Version, gvk.Kind, u.GetNamespace(), u.GetName())
 }
 
 // Skipped reports whether a document opts out of being applied.
@@ -79,11 +124,12 @@ func Skipped(u *unstructured.Unstructured) bool {
 }
 
 // Parse decodes multi-document YAML or JSON strings into the objects to
-// apply, in document order, leaving out opted-out documents. It fails on a
-// document without apiVersion, kind or name, and on duplicates.
+// apply, in document order, leaving out opted-out documents. It fails with
+// a *ParseError on a document without apiVersion, kind or name, and with a
+// *DuplicateError on an object written twice.
 func Parse(docs []string) ([]Object, error) {
 	var out []Object
-	seen := map[string]int{}
+	seen := map[object.ObjMetadata]int{}
 	for i, d := range docs {
 		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(d), 4096)
 		for n := 1; ; n++ {
@@ -93,34 +139,41 @@ func Parse(docs []string) ([]Object, error) {
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("documents[%d], YAML document %d: %w", i, n, err)
+				return nil, &ParseError{Doc: i, Part: n, Err: err}
 			}
 			if len(m) == 0 {
 				continue
 			}
 			u := &unstructured.Unstructured{Object: m}
-			if u.IsList() {
-				return nil, fmt.Errorf("documents[%d], YAML document %d: kind %s is a list; write its items as separate documents", i, n, u.GetKind())
-			}
-			if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
-				return nil, fmt.Errorf("documents[%d], YAML document %d: every document needs apiVersion, kind and metadata.name "+
-					"(got apiVersion %q, kind %q, name %q)", i, n, u.GetAPIVersion(), u.GetKind(), u.GetName())
+			if err := checkDocument(u); err != nil {
+				return nil, &ParseError{Doc: i, Part: n, Err: err}
 			}
 			if Skipped(u) {
 				continue
 			}
 			o := Object{Ref: refOf(u), Doc: i, U: u}
 			if o.Digest, err = digest(m); err != nil {
-				return nil, fmt.Errorf("documents[%d], %s: %w", i, o.Ref, err)
+				return nil, &ParseError{Doc: i, Part: n, Err: err}
 			}
-			if j, dup := seen[o.Key()]; dup {
-				return nil, fmt.Errorf("documents[%d]: %s is also in documents[%d]; each object may appear once in a phase", i, o.Ref, j)
+			if j, dup := seen[o.ObjMetadata]; dup {
+				return nil, &DuplicateError{Ref: o.Ref, Doc: i, First: j}
 			}
-			seen[o.Key()] = i
+			seen[o.ObjMetadata] = i
 			out = append(out, o)
 		}
 	}
 	return out, nil
+}
+
+func checkDocument(u *unstructured.Unstructured) error {
+	if u.IsList() {
+		return fmt.Errorf("kind %s is a list; write its items as separate documents", u.GetKind())
+	}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
+		return fmt.Errorf("every document needs apiVersion, kind and metadata.name (got apiVersion %q, kind %q, name %q)",
+			u.GetAPIVersion(), u.GetKind(), u.GetName())
+	}
+	return nil
 }
 
 // digest is a short hash of the canonical JSON of a document (maps marshal
@@ -150,7 +203,7 @@ func stage(gk schema.GroupKind) int {
 // and CRDs) from the rest, keeping document order in each.
 func Split(objs []Object) (first, rest []Object) {
 	for _, o := range objs {
-		if stage(o.GroupKind()) < 2 {
+		if stage(o.GroupKind) < 2 {
 			first = append(first, o)
 		} else {
 			rest = append(rest, o)
@@ -164,7 +217,7 @@ func Split(objs []Object) (first, rest []Object) {
 func DeleteOrder(refs []Ref) [][]Ref {
 	waves := make([][]Ref, 3)
 	for _, r := range refs {
-		w := 2 - stage(r.GroupKind())
+		w := 2 - stage(r.GroupKind)
 		waves[w] = append(waves[w], r)
 	}
 	out := waves[:0]
@@ -179,17 +232,34 @@ func DeleteOrder(refs []Ref) [][]Ref {
 
 func sortRefs(r []Ref) { sort.Slice(r, func(i, j int) bool { return r[i].Key() < r[j].Key() }) }
 
-// Removed returns the refs of old that are not in current (by Key).
-func Removed(old, current []Ref) []Ref {
-	keep := map[string]bool{}
-	for _, r := range current {
-		keep[r.Key()] = true
-	}
-	var out []Ref
-	for _, r := range old {
-		if !keep[r.Key()] {
-			out = append(out, r)
-		}
+// IDs returns the identities of refs, in order.
+func IDs(refs []Ref) object.ObjMetadataSet {
+	out := make(object.ObjMetadataSet, len(refs))
+	for i, r := range refs {
+		out[i] = r.ObjMetadata
 	}
 	return out
 }
+
+// pick returns, for each id, the first ref of the lists with that identity.
+func pick(ids object.ObjMetadataSet, lists ...[]Ref) []Ref {
+	byID := make(map[object.ObjMetadata]Ref, len(ids))
+	for i := len(lists) - 1; i >= 0; i-- {
+		for j := len(lists[i]) - 1; j >= 0; j-- {
+			byID[lists[i][j].ObjMetadata] = lists[i][j]
+		}
+	}
+	out := make([]Ref, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, byID[id])
+	}
+	return out
+}
+
+// Union merges refs by identity (object.ObjMetadataSet.Union), keeping the
+// first Ref, and so the first version, of each object.
+func Union(a, b []Ref) []Ref { return pick(IDs(a).Union(IDs(b)), a, b) }
+
+// Removed returns the refs of old that are not in current, by identity
+// (object.ObjMetadataSet.Diff): the version does not matter.
+func Removed(old, current []Ref) []Ref { return pick(IDs(old).Diff(IDs(current)), old) }

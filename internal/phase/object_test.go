@@ -4,6 +4,7 @@
 package phase
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ metadata:
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("objects = %v, want %v", got, want)
 	}
-	if objs[1].Doc != 1 || objs[1].Group != "apps" || objs[1].Version != "v1" {
+	if objs[1].Doc != 1 || objs[1].GroupKind.Group != "apps" || objs[1].Version != "v1" {
 		t.Errorf("second object = %+v, want documents[1], apps/v1", objs[1].Ref)
 	}
 	if len(objs[0].Digest) != 16 {
@@ -79,22 +80,29 @@ func TestParseDigestIgnoresFormatting(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	cases := map[string]struct {
-		docs []string
-		want string
+		docs      []string
+		doc, part int
+		want      string
 	}{
-		"no name":   {[]string{"apiVersion: v1\nkind: ConfigMap\n"}, "documents[0], YAML document 1: every document needs apiVersion, kind and metadata.name"},
-		"no kind":   {[]string{"apiVersion: v1\nmetadata: {name: a}\n"}, `kind ""`},
-		"bad yaml":  {[]string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkey: [unclosed\n"}, "documents[0], YAML document 2"},
-		"list":      {[]string{"apiVersion: v1\nkind: List\nitems: []\nmetadata: {name: l}\n"}, "is a list"},
-		"duplicate": {[]string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}, "documents[1]: ConfigMap a is also in documents[0]"},
+		"no name":  {[]string{"apiVersion: v1\nkind: ConfigMap\n"}, 0, 1, "element 0, YAML document 1: every document needs apiVersion, kind and metadata.name"},
+		"no kind":  {[]string{"apiVersion: v1\nmetadata: {name: a}\n"}, 0, 1, `kind ""`},
+		"bad yaml": {[]string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkey: [unclosed\n"}, 0, 2, "element 0, YAML document 2"},
+		"list":     {[]string{"{}", "apiVersion: v1\nkind: List\nitems: []\nmetadata: {name: l}\n"}, 1, 1, "is a list"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse(c.docs)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error = %v, want it to contain %q", err, c.want)
+			var pe *ParseError
+			if !errors.As(err, &pe) || pe.Doc != c.doc || pe.Part != c.part || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %#v (%v), want a *ParseError at %d/%d containing %q", err, err, c.doc, c.part, c.want)
 			}
 		})
+	}
+	_, err := Parse([]string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "{}", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"})
+	var dup *DuplicateError
+	if !errors.As(err, &dup) || dup.Doc != 2 || dup.First != 0 || dup.Ref.String() != "ConfigMap a" ||
+		err.Error() != "element 2: ConfigMap a is also in element 0; each object may appear once in a phase" {
+		t.Fatalf("duplicate: %v", err)
 	}
 }
 
@@ -126,7 +134,7 @@ func refs(specs ...string) []Ref {
 	var out []Ref
 	for _, s := range specs {
 		p := strings.Split(s, "/")
-		out = append(out, Ref{Group: p[0], Version: "v1", Kind: p[1], Namespace: p[2], Name: p[3]})
+		out = append(out, NewRef(p[0], "v1", p[1], p[2], p[3]))
 	}
 	return out
 }
@@ -155,7 +163,7 @@ metadata: {name: ns}
 	first, rest := Split(objs)
 	names := func(os []Object) (s []string) {
 		for _, o := range os {
-			s = append(s, o.Kind)
+			s = append(s, o.GroupKind.Kind)
 		}
 		return s
 	}
@@ -174,7 +182,7 @@ metadata: {name: ns}
 	for _, w := range waves {
 		var kinds []string
 		for _, r := range w {
-			kinds = append(kinds, r.Kind)
+			kinds = append(kinds, r.GroupKind.Kind)
 		}
 		got = append(got, kinds)
 	}

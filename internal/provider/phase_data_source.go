@@ -114,7 +114,7 @@ func (d *phaseDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	vals := make([]attr.Value, 0, len(refs))
 	for _, r := range refs {
 		vals = append(vals, types.ObjectValueMust(phaseMemberType.AttrTypes, map[string]attr.Value{
-			"api_version": types.StringValue(r.APIVersion()), "kind": types.StringValue(r.Kind),
+			"api_version": types.StringValue(r.APIVersion()), "kind": types.StringValue(r.GroupKind.Kind),
 			"namespace": types.StringValue(r.Namespace), "name": types.StringValue(r.Name),
 		}))
 	}

@@ -269,6 +269,14 @@ func docPath(m phaseModel, doc int) path.Path {
 	return path.Root("documents").AtListIndex(doc)
 }
 
+// docName names the bundle element a document came from.
+func docName(m phaseModel, doc int) string {
+	if !m.Kustomization.IsNull() {
+		return "the rendered kustomization"
+	}
+	return fmt.Sprintf("documents[%d]", doc)
+}
+
 // bundle parses the documents or renders the kustomization; known is false
 // while any input is unknown.
 func (r *phaseResource) bundle(ctx context.Context, m phaseModel, diags *diag.Diagnostics) ([]phase.Object, bool) {
@@ -300,36 +308,59 @@ func (r *phaseResource) bundle(ctx context.Context, m phaseModel, diags *diag.Di
 	}
 	objs, err := phase.Parse(docs)
 	if err != nil {
-		diags.AddAttributeError(bundlePath(m), "Invalid Document", "The phase's bundle cannot be read: "+err.Error()+".")
+		addParseError(m, err, diags)
 		return nil, true
 	}
 	return objs, true
 }
 
+// addParseError reports a document the engine cannot read on its element.
+func addParseError(m phaseModel, err error, diags *diag.Diagnostics) {
+	var (
+		pe  *phase.ParseError
+		dup *phase.DuplicateError
+	)
+	at, detail := bundlePath(m), err.Error()
+	switch {
+	case errors.As(err, &pe):
+		at, detail = docPath(m, pe.Doc), fmt.Sprintf("%s, YAML document %d: %v", docName(m, pe.Doc), pe.Part, pe.Err)
+	case errors.As(err, &dup):
+		at, detail = docPath(m, dup.Doc), fmt.Sprintf("%s: %s is also in %s; each object may appear once in a phase",
+			docName(m, dup.Doc), dup.Ref, docName(m, dup.First))
+	}
+	diags.AddAttributeError(at, "Invalid Document", "The phase's bundle cannot be read: "+detail+".")
+}
+
 func objectsValue(objs []phase.Object) (types.List, diag.Diagnostics) {
 	vals := make([]attr.Value, 0, len(objs))
 	for _, o := range objs {
-		vals = append(vals, objectValue(o.APIVersion(), o.Kind, o.Namespace, o.Name, o.Digest))
+		vals = append(vals, objectValue(o.Ref, o.Digest))
 	}
 	return types.ListValue(phaseObjectType, vals)
 }
 
-func objectValue(apiVersion, kind, ns, name, digest string) attr.Value {
+func objectValue(r phase.Ref, digest string) attr.Value {
 	return types.ObjectValueMust(phaseObjectType.AttrTypes, map[string]attr.Value{
-		"api_version": types.StringValue(apiVersion),
-		"kind":        types.StringValue(kind),
-		"namespace":   types.StringValue(ns),
-		"name":        types.StringValue(name),
+		"api_version": types.StringValue(r.APIVersion()),
+		"kind":        types.StringValue(r.GroupKind.Kind),
+		"namespace":   types.StringValue(r.Namespace),
+		"name":        types.StringValue(r.Name),
 		"digest":      types.StringValue(digest),
 	})
 }
 
-// objectKeys reads the objects list as key -> digest.
-func objectKeys(l types.List) map[string]string {
-	out := map[string]string{}
+// stateObject is one element of the objects attribute.
+type stateObject struct {
+	ref    phase.Ref
+	digest string
+}
+
+// stateObjects reads the objects attribute.
+func stateObjects(l types.List) []stateObject {
 	if l.IsNull() || l.IsUnknown() {
-		return out
+		return nil
 	}
+	var out []stateObject
 	for _, v := range l.Elements() {
 		o, ok := v.(types.Object)
 		if !ok {
@@ -340,21 +371,32 @@ func objectKeys(l types.List) map[string]string {
 			s, _ := a[k].(types.String)
 			return s.ValueString()
 		}
-		out[str("api_version")+"|"+str("kind")+"|"+str("namespace")+"|"+str("name")] = str("digest")
+		out = append(out, stateObject{
+			ref:    phase.RefFromAPIVersion(str("api_version"), str("kind"), str("namespace"), str("name")),
+			digest: str("digest"),
+		})
 	}
 	return out
 }
 
-func objKey(o phase.Object) string {
-	return o.APIVersion() + "|" + o.Kind + "|" + o.Namespace + "|" + o.Name
+// objectDigests reads the objects attribute as digests by phase.Ref.DocKey.
+func objectDigests(l types.List) map[string]string {
+	out := map[string]string{}
+	for _, o := range stateObjects(l) {
+		out[o.ref.DocKey()] = o.digest
+	}
+	return out
 }
 
 func (r *phaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return // destroy
 	}
-	var plan phaseModel
+	var plan, state phaseModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	}
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -368,12 +410,11 @@ func (r *phaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	plan.Objects = types.ListUnknown(phaseObjectType)
 	if known {
 		var d diag.Diagnostics
 		plan.Objects, d = objectsValue(objs)
 		resp.Diagnostics.Append(d...)
-	} else {
-		plan.Objects = types.ListUnknown(phaseObjectType)
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if !known || r.data == nil || plan.Cluster.IsUnknown() || plan.Name.IsUnknown() {
@@ -381,21 +422,9 @@ func (r *phaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	// Dry-run only what is new or changed, so an unchanged phase plans
 	// without a single write request.
-	var state phaseModel
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if changed := phase.Changed(objs, objectDigests(state.Objects)); len(changed) > 0 {
+		r.dryRun(ctx, plan, changed, &resp.Diagnostics)
 	}
-	had := objectKeys(state.Objects)
-	var changed []phase.Object
-	for _, o := range objs {
-		if d, ok := had[objKey(o)]; !ok || d != o.Digest {
-			changed = append(changed, o)
-		}
-	}
-	if len(changed) == 0 {
-		return
-	}
-	r.dryRun(ctx, plan, changed, &resp.Diagnostics)
 }
 
 // dryRun reports the documents the API server refuses. A cluster that
@@ -403,14 +432,9 @@ func (r *phaseResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 func (r *phaseResource) dryRun(ctx context.Context, plan phaseModel, objs []phase.Object, diags *diag.Diagnostics) {
 	ctx, cancel := context.WithTimeout(ctx, phaseDryRunTimeout)
 	defer cancel()
-	c, err := r.data.credentialClients(ctx, plan.Cluster.ValueString())
+	e, err := r.newEngine(ctx, plan)
 	if err != nil {
 		tflog.Info(ctx, "phase dry run skipped: cluster not available at plan", map[string]any{"phase": plan.Name.ValueString(), "error": err.Error()})
-		return
-	}
-	e, err := phase.NewEngine(c, plan.Name.ValueString(), r.data.catalogNamespace)
-	if err != nil {
-		tflog.Info(ctx, "phase dry run skipped", map[string]any{"error": err.Error()})
 		return
 	}
 	for _, de := range e.DryRun(ctx, objs, plan.ForceConflicts.ValueBool()) {
@@ -419,8 +443,8 @@ func (r *phaseResource) dryRun(ctx context.Context, plan phaseModel, objs []phas
 			continue
 		}
 		diags.AddAttributeError(docPath(plan, de.Obj.Doc), "Document Refused By The Cluster",
-			fmt.Sprintf("The API server refused %s (documents[%d]) in a server-side dry-run apply: %v. Fix the document, "+
-				"or give the credential the permissions it lacks.", de.Obj.Ref, de.Obj.Doc, de.Err))
+			fmt.Sprintf("The API server refused %s (%s) in a server-side dry-run apply: %s. Fix the document, "+
+				"or give the credential the permissions it lacks.", de.Obj.Ref, docName(plan, de.Obj.Doc), phaseErrorText(de.Err)))
 	}
 }
 
@@ -483,16 +507,20 @@ func (r *phaseResource) options(ctx context.Context, m phaseModel, diags *diag.D
 	return opts
 }
 
-func (r *phaseResource) engine(ctx context.Context, m phaseModel, diags *diag.Diagnostics) *phase.Engine {
+// newEngine returns the engine of the phase m in its cluster.
+func (r *phaseResource) newEngine(ctx context.Context, m phaseModel) (*phase.Engine, error) {
 	c, err := r.data.credentialClients(ctx, m.Cluster.ValueString())
+	if err != nil {
+		return nil, err
+	}
+	return phase.NewEngine(c, m.Name.ValueString(), r.data.catalogNamespace)
+}
+
+func (r *phaseResource) engine(ctx context.Context, m phaseModel, diags *diag.Diagnostics) *phase.Engine {
+	e, err := r.newEngine(ctx, m)
 	if err != nil {
 		diags.AddAttributeError(path.Root("cluster"), "Cluster Unavailable",
 			fmt.Sprintf("Phase %q cannot reach its cluster: %v.", m.Name.ValueString(), err))
-		return nil
-	}
-	e, err := phase.NewEngine(c, m.Name.ValueString(), r.data.catalogNamespace)
-	if err != nil {
-		diags.AddError("Kubernetes Client Failed", err.Error())
 		return nil
 	}
 	return e
@@ -538,24 +566,14 @@ func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberS
 	res, err := e.Apply(ctx, objs, prev.Members, opts)
 	tflog.Info(ctx, "phase applied", map[string]any{"phase": plan.Name.ValueString(), "objects": len(objs),
 		"members": len(res.Members), "seconds": time.Since(start).Seconds(), "failed": err != nil})
-	fields := map[string]string{}
-	for _, m := range res.Members {
-		if v, ok := res.Fields[m.Key()]; ok {
-			fields[m.Key()] = v
-		} else if v, ok := prev.Fields[m.Key()]; ok {
-			fields[m.Key()] = v
-		}
-	}
-	saveMembers(ctx, priv, memberState{Members: res.Members, Fields: fields}, diags)
+	saveMembers(ctx, priv, memberState{Members: res.Members, Fields: res.MergeFields(prev.Fields)}, diags)
 	plan.ID = plan.Name
 	plan.InventoryID = types.StringValue(e.Inv.ID)
 	if err != nil {
 		// State keeps only the objects that are members now; those that did
 		// not become ready keep a digest that makes the next plan apply and
 		// wait for them again.
-		var we *phase.WaitError
-		errors.As(err, &we)
-		plan.Objects = r.membersOnly(objs, res.Members, we, diags)
+		plan.Objects = outcomesValue(phase.Outcomes(objs, res.Members, err), diags)
 		addApplyErrors(plan, err, diags)
 	}
 	diags.Append(state.Set(ctx, &plan)...)
@@ -564,82 +582,59 @@ func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberS
 // notReadyDigest replaces the digest of an object that did not become ready.
 const notReadyDigest = "not-ready"
 
-// membersOnly lists the objects of objs that are members, marking those a
-// wait left not ready.
-func (r *phaseResource) membersOnly(objs []phase.Object, members []phase.Ref, we *phase.WaitError, diags *diag.Diagnostics) types.List {
-	idx := newMemberIndex(members)
-	notReady := map[string]bool{}
-	if we != nil {
-		for _, n := range we.NotReady {
-			notReady[n.Key()] = true
-		}
-	}
-	var keep []phase.Object
-	for _, o := range objs {
-		m, ok := idx.find(o.Ref)
-		if !ok {
-			continue
-		}
-		if notReady[m.Key()] {
+// outcomesValue is the objects attribute after a failed apply.
+func outcomesValue(outs []phase.Outcome, diags *diag.Diagnostics) types.List {
+	keep := make([]phase.Object, 0, len(outs))
+	for _, o := range outs {
+		if o.NotReady {
 			o.Digest = notReadyDigest
 		}
-		keep = append(keep, o)
+		keep = append(keep, o.Object)
 	}
 	l, d := objectsValue(keep)
 	diags.Append(d...)
 	return l
 }
 
+// phaseErrorText words an engine error for the user, with the remedy in
+// terms of the phase's attributes.
+func phaseErrorText(err error) string {
+	var (
+		owned    *phase.OwnedError
+		conflict *phase.ConflictError
+		wait     *phase.WaitError
+	)
+	switch {
+	case errors.As(err, &owned) && owned.Owner == "" && owned.OwnerID == "":
+		return fmt.Sprintf("the object exists and no phase owns it; inventory_policy %q does not take it over: "+
+			"set inventory_policy = \"adopt\" to adopt it", owned.Policy)
+	case errors.As(err, &owned):
+		who := "ApplySet " + owned.OwnerID
+		if owned.Owner != "" {
+			who = fmt.Sprintf("phase %q", owned.Owner)
+		}
+		return fmt.Sprintf("the object belongs to %s; inventory_policy %q never takes over another inventory's object: "+
+			"remove it from one of the phases, or set inventory_policy = \"force_adopt\"", who, owned.Policy)
+	case errors.As(err, &conflict):
+		return err.Error() + ": set force_conflicts = true to take them over"
+	case errors.As(err, &wait) && !wait.Failed:
+		return err.Error() + ". Raise wait_timeout, or fix what keeps them from being " + wait.Want
+	}
+	return err.Error()
+}
+
 // addApplyErrors reports each refused document on its attribute.
 func addApplyErrors(m phaseModel, err error, diags *diag.Diagnostics) {
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
+	const remedy = "The objects applied so far are recorded in the phase's inventory and state; fix the cause and apply again."
+	docs, rest := phase.DocErrors(err)
+	for _, de := range docs {
+		diags.AddAttributeError(docPath(m, de.Obj.Doc), "Phase Apply Failed",
+			fmt.Sprintf("Phase %q could not apply %s (%s): %s. %s", m.Name.ValueString(), de.Obj.Ref, docName(m, de.Obj.Doc),
+				phaseErrorText(de.Err), remedy))
 	}
-	for _, e := range errs {
-		var de *phase.DocError
-		if errors.As(e, &de) {
-			diags.AddAttributeError(docPath(m, de.Obj.Doc), "Phase Apply Failed",
-				fmt.Sprintf("Phase %q could not apply %s (documents[%d]): %v. The objects applied so far are recorded in "+
-					"the phase's inventory and state; fix the cause and apply again.", m.Name.ValueString(), de.Obj.Ref, de.Obj.Doc, de.Err))
-			continue
-		}
-		diags.AddError("Phase Apply Failed", fmt.Sprintf("Phase %q: %v. The objects applied so far are recorded in the "+
-			"phase's inventory and state; fix the cause and apply again.", m.Name.ValueString(), e))
+	for _, e := range rest {
+		diags.AddError("Phase Apply Failed", fmt.Sprintf("Phase %q: %s. %s", m.Name.ValueString(), phaseErrorText(e), remedy))
 	}
-}
-
-// memberIndex finds the member a document's ref became: a namespaced
-// document without a namespace went to "default".
-type memberIndex struct {
-	byKey  map[string]phase.Ref
-	byName map[string][]phase.Ref
-}
-
-func newMemberIndex(members []phase.Ref) memberIndex {
-	idx := memberIndex{byKey: map[string]phase.Ref{}, byName: map[string][]phase.Ref{}}
-	for _, m := range members {
-		idx.byKey[m.Key()] = m
-		k := m.Group + "/" + m.Kind + "/" + m.Name
-		idx.byName[k] = append(idx.byName[k], m)
-	}
-	return idx
-}
-
-func (idx memberIndex) find(r phase.Ref) (phase.Ref, bool) {
-	if m, ok := idx.byKey[r.Key()]; ok {
-		return m, true
-	}
-	if r.Namespace == "" {
-		for _, m := range idx.byName[r.Group+"/"+r.Kind+"/"+r.Name] {
-			if m.Namespace == "default" || m.Namespace == "" {
-				return m, true
-			}
-		}
-	}
-	return phase.Ref{}, false
 }
 
 func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -663,44 +658,12 @@ func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	ms := loadMembers(ctx, req.Private, &resp.Diagnostics)
-	members := phase.Union(recorded, ms.Members)
-	live, err := e.Inspect(ctx, members)
+	obs, err := e.Observe(ctx, phase.Union(recorded, ms.Members), ms.Fields)
 	if err != nil {
 		resp.Diagnostics.AddError("Reading Phase Objects Failed", fmt.Sprintf("Phase %q: %v.", state.Name.ValueString(), err))
 		return
 	}
-	idx := newMemberIndex(members)
-	var vals []attr.Value
-	if state.Objects.IsNull() {
-		// Imported: the documents are unknown, the inventory is not.
-		for _, m := range recorded {
-			if live[m.Key()].Exists {
-				vals = append(vals, objectValue(m.APIVersion(), m.Kind, m.Namespace, m.Name, "imported"))
-			}
-		}
-	}
-	for _, v := range state.Objects.Elements() {
-		o, ok := v.(types.Object)
-		if !ok {
-			continue
-		}
-		a := o.Attributes()
-		str := func(k string) string {
-			s, _ := a[k].(types.String)
-			return s.ValueString()
-		}
-		ref := refFromAPIVersion(str("api_version"), str("kind"), str("namespace"), str("name"))
-		m, ok := idx.find(ref)
-		if !ok || !live[m.Key()].Exists {
-			continue // deleted outside Terraform: plan adds it back
-		}
-		digest := str("digest")
-		if want := ms.Fields[m.Key()]; want != "" && live[m.Key()].Fields != want {
-			digest = driftedDigest
-		}
-		vals = append(vals, objectValue(str("api_version"), ref.Kind, ref.Namespace, ref.Name, digest))
-	}
-	l, d := types.ListValue(phaseObjectType, nonNilValues(vals))
+	l, d := types.ListValue(phaseObjectType, observedObjects(state.Objects, recorded, obs))
 	resp.Diagnostics.Append(d...)
 	state.Objects = l
 	state.ID = state.Name
@@ -708,19 +671,30 @@ func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-func nonNilValues(v []attr.Value) []attr.Value {
-	if v == nil {
-		return []attr.Value{}
+// observedObjects is the objects attribute as Read finds it: objects
+// deleted outside Terraform drop out (plan adds them back) and drifted ones
+// get driftedDigest. An imported phase, whose documents are unknown, lists
+// the recorded members that exist.
+func observedObjects(objects types.List, recorded []phase.Ref, obs *phase.Observation) []attr.Value {
+	vals := []attr.Value{}
+	if objects.IsNull() {
+		for _, m := range recorded {
+			if obs.Exists(m) {
+				vals = append(vals, objectValue(m, "imported"))
+			}
+		}
 	}
-	return v
-}
-
-func refFromAPIVersion(apiVersion, kind, ns, name string) phase.Ref {
-	g, v, ok := strings.Cut(apiVersion, "/")
-	if !ok {
-		g, v = "", apiVersion
+	for _, o := range stateObjects(objects) {
+		exists, drifted := obs.Check(o.ref)
+		if !exists {
+			continue
+		}
+		if drifted {
+			o.digest = driftedDigest
+		}
+		vals = append(vals, objectValue(o.ref, o.digest))
 	}
-	return phase.Ref{Group: g, Version: v, Kind: kind, Namespace: ns, Name: name}
+	return vals
 }
 
 func (r *phaseResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
