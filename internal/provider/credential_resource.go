@@ -495,13 +495,7 @@ func (r *credentialResource) undoProvision(ctx context.Context, c *kubeclient.Cl
 // that say what happened and which attribute to look at.
 func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c *kubeclient.Clients, diags *diag.Diagnostics) (credential.Report, bool) {
 	// The Secret is not written yet: key the clients by the content to be written.
-	var cc *kubeclient.Clients
-	var err error
-	if spec.Kind == credential.KindClusterAPI {
-		cc, err = r.data.clusterAPIClients(ctx, spec)
-	} else {
-		cc, err = r.data.specClients(spec, spec.Digest(), c)
-	}
+	cc, err := r.data.connect.Spec(ctx, spec)
 	if err != nil {
 		attr := "kind"
 		if spec.Kind == credential.KindClusterAPI {

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/connect"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
@@ -252,6 +253,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		catalogNamespace: DefaultCatalogNamespace,
 		version:          p.version,
 	}
+	data.connect = connect.New(data.pool, data.clients, data.catalog)
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {

@@ -5,23 +5,19 @@ package provider
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/connect"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 )
 
 // providerData is what Configure hands to every resource and data source:
@@ -42,34 +38,9 @@ type providerData struct {
 	changingCredentials plannedSet[struct{}]
 
 	// Once per walk: a dry run per distinct run pod, an orphan sweep per group.
-	dryRuns, sweeps onceSet
-}
+	dryRuns, sweeps runengine.Once
 
-// onceSet runs a function once per key and gives every caller its result:
-// 100 runs of one group in an apply need one dry run and one orphan sweep.
-type onceSet struct {
-	mu sync.Mutex
-	m  map[string]*onceEntry
-}
-
-type onceEntry struct {
-	once sync.Once
-	err  error
-}
-
-func (s *onceSet) do(key string, f func() error) error {
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = map[string]*onceEntry{}
-	}
-	e, ok := s.m[key]
-	if !ok {
-		e = &onceEntry{}
-		s.m[key] = e
-	}
-	s.mu.Unlock()
-	e.once.Do(func() { e.err = f() })
-	return e.err
+	connect *connect.Resolver
 }
 
 // plannedSet records, during one plan walk, definitions as the plan leaves
@@ -215,76 +186,11 @@ func providerDataFrom(v any, diags *diag.Diagnostics) *providerData {
 }
 
 // credentialClients returns the clients of the cluster a kubeplay_credential
-// names, or the provider's own when name is empty. Clients are cached per
-// credential and content, so an edited credential gets new clients.
+// names, or the provider's own when name is empty.
 func (d *providerData) credentialClients(ctx context.Context, name string) (*kubeclient.Clients, error) {
-	c, err := d.clients()
-	if err != nil || name == "" {
-		return c, err
-	}
-	s, err := d.catalog()
-	if err != nil {
-		return nil, err
-	}
-	e, err := s.GetCredential(ctx, name)
+	c, err := d.connect.Named(ctx, name)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, fmt.Errorf("%w; create it with a kubeplay_credential resource or check the name", err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	spec := e.Value.Spec
-	if spec.Kind == credential.KindClusterAPI {
-		return d.clusterAPIClients(ctx, spec)
-	}
-	return d.specClients(spec, e.Digest, c)
-}
-
-// specClients returns the pooled clients of a credential whose stored data
-// has the given digest; base is the provider's own clients.
-func (d *providerData) specClients(spec credential.Spec, digest string, base *kubeclient.Clients) (*kubeclient.Clients, error) {
-	if spec.Kind == credential.KindProvider {
-		return base, nil
-	}
-	return d.pool.Get("credential/"+spec.Name+"/"+digest, func() (*rest.Config, error) {
-		cfg, err := spec.RESTConfig(base.Config)
-		if err == nil {
-			kubeclient.Tune(cfg, base.Config.UserAgent)
-		}
-		return cfg, err
-	})
-}
-
-// credentialChainKey carries, in a context, the cluster_api credentials being
-// resolved, so a parent cycle is an error instead of endless recursion.
-type credentialChainKey struct{}
-
-// clusterAPIClients returns the clients of a cluster_api credential: its
-// kubeconfig is read from the parent credential's cluster each time, so a
-// rotated kubeconfig gets new clients.
-func (d *providerData) clusterAPIClients(ctx context.Context, spec credential.Spec) (*kubeclient.Clients, error) {
-	chain, _ := ctx.Value(credentialChainKey{}).([]string)
-	if slices.Contains(chain, spec.Name) {
-		return nil, fmt.Errorf("credential %q is its own ancestor (%s -> %s): cluster_api parents must not form a cycle",
-			spec.Name, strings.Join(chain, " -> "), spec.Name)
-	}
-	ctx = context.WithValue(ctx, credentialChainKey{}, append(slices.Clone(chain), spec.Name))
-	parent, err := d.credentialClients(ctx, spec.Parent)
-	if err != nil {
-		return nil, fmt.Errorf("credential %q: its parent: %w", spec.Name, err)
-	}
-	kc, err := credential.ClusterAPIKubeconfig(ctx, parent.Kube, spec)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(kc)
-	return d.pool.Get("credential/"+spec.Name+"/cluster-api/"+hex.EncodeToString(sum[:]), func() (*rest.Config, error) {
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-		if err != nil {
-			return nil, fmt.Errorf("credential %q: the kubeconfig in Secret %s/%s does not parse: %w",
-				spec.Name, spec.ClusterNamespaceOrDefault(), spec.KubeconfigSecretName(), err)
-		}
-		kubeclient.Tune(cfg, parent.Config.UserAgent)
-		return cfg, nil
-	})
+	return c, err
 }

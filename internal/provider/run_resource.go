@@ -402,7 +402,7 @@ func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*r
 // and dry runs, and logs to Terraform's log.
 func (r *runResource) engine(ctx context.Context, c *kubeclient.Clients) *runengine.Engine {
 	return runengine.New(c, runengine.Options{
-		Sweeps: r.data.sweeps.do, DryRuns: r.data.dryRuns.do,
+		Sweeps: r.data.sweeps.Do, DryRuns: r.data.dryRuns.Do,
 		Log: func(level slog.Level, msg string, f map[string]any) {
 			switch {
 			case level >= slog.LevelWarn:

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -182,4 +183,33 @@ func appendErr(errs []error, err error) []error {
 		return append(errs, err)
 	}
 	return errs
+}
+
+// Once runs a function once per key and gives every caller its result: 100
+// runs of one group in an apply need one dry run and one orphan sweep. Its
+// Do is an OnceFunc; the zero value is ready to use.
+type Once struct {
+	mu sync.Mutex
+	m  map[string]*onceEntry
+}
+
+type onceEntry struct {
+	once sync.Once
+	err  error
+}
+
+// Do runs f unless a call with key ran it before, and returns f's error.
+func (s *Once) Do(key string, f func() error) error {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]*onceEntry{}
+	}
+	e, ok := s.m[key]
+	if !ok {
+		e = &onceEntry{}
+		s.m[key] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() { e.err = f() })
+	return e.err
 }

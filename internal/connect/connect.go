@@ -1,0 +1,119 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package connect turns a credential into clients of its cluster: the
+// provider's own connection, a catalog credential's, or a Cluster API
+// cluster's kubeconfig read from its parent's cluster. Clients are pooled
+// per credential and content, so an edited or rotated credential gets new
+// clients and an unchanged one is reused by every resource.
+package connect
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+)
+
+// ErrCycle: cluster_api parents lead back to the credential itself.
+var ErrCycle = errors.New("cluster_api parents form a cycle")
+
+// Resolver finds the clients of credentials.
+type Resolver struct {
+	pool *kubeclient.Pool
+	// base returns the provider's own clients; store the catalog.
+	base  func() (*kubeclient.Clients, error)
+	store func() (*catalog.Store, error)
+}
+
+// New returns a resolver that pools clients in pool.
+func New(pool *kubeclient.Pool, base func() (*kubeclient.Clients, error), store func() (*catalog.Store, error)) *Resolver {
+	return &Resolver{pool: pool, base: base, store: store}
+}
+
+// chainKey carries, in a context, the cluster_api credentials being
+// resolved, so a parent cycle is an error instead of endless recursion.
+type chainKey struct{}
+
+// Named returns the clients of the catalog credential called name, or the
+// provider's own when name is empty.
+func (r *Resolver) Named(ctx context.Context, name string) (*kubeclient.Clients, error) {
+	base, err := r.base()
+	if err != nil || name == "" {
+		return base, err
+	}
+	s, err := r.store()
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.GetCredential(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return r.spec(ctx, e.Value.Spec, e.Digest, base)
+}
+
+// Spec returns the clients of a credential that is not stored yet, keyed by
+// the content it is about to be stored with.
+func (r *Resolver) Spec(ctx context.Context, spec credential.Spec) (*kubeclient.Clients, error) {
+	base, err := r.base()
+	if err != nil {
+		return nil, err
+	}
+	return r.spec(ctx, spec, spec.Digest(), base)
+}
+
+func (r *Resolver) spec(ctx context.Context, spec credential.Spec, digest string, base *kubeclient.Clients) (*kubeclient.Clients, error) {
+	switch spec.Kind {
+	case credential.KindProvider:
+		return base, nil
+	case credential.KindClusterAPI:
+		return r.clusterAPI(ctx, spec)
+	}
+	return r.pool.Get("credential/"+spec.Name+"/"+digest, func() (*rest.Config, error) {
+		cfg, err := spec.RESTConfig(base.Config)
+		if err == nil {
+			kubeclient.Tune(cfg, base.Config.UserAgent)
+		}
+		return cfg, err
+	})
+}
+
+// clusterAPI reads the kubeconfig of a cluster_api credential from its
+// parent's cluster each time, so a rotated kubeconfig gets new clients.
+func (r *Resolver) clusterAPI(ctx context.Context, spec credential.Spec) (*kubeclient.Clients, error) {
+	chain, _ := ctx.Value(chainKey{}).([]string)
+	if slices.Contains(chain, spec.Name) {
+		return nil, fmt.Errorf("credential %q is its own ancestor (%s -> %s): %w",
+			spec.Name, strings.Join(chain, " -> "), spec.Name, ErrCycle)
+	}
+	ctx = context.WithValue(ctx, chainKey{}, append(slices.Clone(chain), spec.Name))
+	parent, err := r.Named(ctx, spec.Parent)
+	if err != nil {
+		return nil, fmt.Errorf("credential %q: its parent: %w", spec.Name, err)
+	}
+	kc, err := credential.ClusterAPIKubeconfig(ctx, parent.Kube, spec)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(kc)
+	return r.pool.Get("credential/"+spec.Name+"/cluster-api/"+hex.EncodeToString(sum[:]), func() (*rest.Config, error) {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: the kubeconfig in Secret %s/%s does not parse: %w",
+				spec.Name, spec.ClusterNamespaceOrDefault(), spec.KubeconfigSecretName(), err)
+		}
+		kubeclient.Tune(cfg, parent.Config.UserAgent)
+		return cfg, nil
+	})
+}

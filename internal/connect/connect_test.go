@@ -1,0 +1,123 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package connect
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+)
+
+const childKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:7443", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+
+func newResolver(t *testing.T) (*Resolver, *catalog.Store, *fake.Clientset) {
+	t.Helper()
+	kube := fake.NewClientset()
+	base := &kubeclient.Clients{Config: &rest.Config{Host: "https://127.0.0.1:6443"}, Kube: kube}
+	store := catalog.New(kube, "kubeplay-system")
+	r := New(kubeclient.NewPool(),
+		func() (*kubeclient.Clients, error) { return base, nil },
+		func() (*catalog.Store, error) { return store, nil })
+	return r, store, kube
+}
+
+func put(t *testing.T, s *catalog.Store, spec credential.Spec) {
+	t.Helper()
+	if _, err := s.PutCredential(context.Background(), catalog.Credential{Spec: spec}, catalog.CreateOrUpdate); err != nil {
+		t.Fatalf("storing credential %s: %v", spec.Name, err)
+	}
+}
+
+func TestNamedProviderAndMissing(t *testing.T) {
+	r, store, _ := newResolver(t)
+	c, err := r.Named(context.Background(), "")
+	if err != nil || c.Config.Host != "https://127.0.0.1:6443" {
+		t.Fatalf("no name: %v %v, want the provider's clients", c, err)
+	}
+	if _, err := r.Named(context.Background(), "nope"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Errorf("missing credential: %v, want ErrNotFound", err)
+	}
+	put(t, store, credential.Spec{Name: "self", Kind: credential.KindProvider})
+	if c2, err := r.Named(context.Background(), "self"); err != nil || c2 != c {
+		t.Errorf("provider kind: %v %v, want the provider's own clients", c2, err)
+	}
+}
+
+func TestNamedBearerTokenIsPooledByContent(t *testing.T) {
+	r, store, _ := newResolver(t)
+	spec := credential.Spec{Name: "awx", Kind: credential.KindBearerToken, Host: "https://127.0.0.1:8443", BearerToken: "t0k3n"}
+	put(t, store, spec)
+	a, err := r.Named(context.Background(), "awx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Config.Host != spec.Host || a.Config.BearerToken != "t0k3n" {
+		t.Errorf("config %s %q, want the credential's host and token", a.Config.Host, a.Config.BearerToken)
+	}
+	b, _ := r.Named(context.Background(), "awx")
+	if a != b {
+		t.Error("an unchanged credential got new clients")
+	}
+	spec.BearerToken = "rotated"
+	put(t, store, spec)
+	c, err := r.Named(context.Background(), "awx")
+	if err != nil || c == a || c.Config.BearerToken != "rotated" {
+		t.Errorf("a changed credential: %v (same clients %v), want new clients with the new token", err, c == a)
+	}
+	// Spec keys by the content about to be stored: the same clients.
+	if d, err := r.Spec(context.Background(), spec); err != nil || d.Config.BearerToken != "rotated" {
+		t.Errorf("Spec: %v %v", d, err)
+	}
+}
+
+func TestClusterAPIReadsTheParentsSecret(t *testing.T) {
+	r, store, kube := newResolver(t)
+	if _, err := kube.CoreV1().Secrets("infra").Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "wl-kubeconfig", Namespace: "infra"},
+		Data:       map[string][]byte{"value": []byte(childKubeconfig)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := credential.Spec{Name: "wl", Kind: credential.KindClusterAPI, ClusterName: "wl", ClusterNamespace: "infra", KubeconfigTimeout: "1s"}
+	put(t, store, spec)
+	c, err := r.Named(context.Background(), "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Config.Host != "https://127.0.0.1:7443" || c.Config.BearerToken != "abc" {
+		t.Errorf("child clients: %s %q, want the kubeconfig's server and token", c.Config.Host, c.Config.BearerToken)
+	}
+}
+
+func TestClusterAPICycle(t *testing.T) {
+	r, store, _ := newResolver(t)
+	put(t, store, credential.Spec{Name: "a", Kind: credential.KindClusterAPI, Parent: "b", ClusterName: "x"})
+	put(t, store, credential.Spec{Name: "b", Kind: credential.KindClusterAPI, Parent: "a", ClusterName: "y"})
+	_, err := r.Named(context.Background(), "a")
+	if !errors.Is(err, ErrCycle) || !strings.Contains(err.Error(), "a -> b -> a") {
+		t.Errorf("cycle: %v, want ErrCycle naming a -> b -> a", err)
+	}
+}
