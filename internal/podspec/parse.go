@@ -102,7 +102,7 @@ func ParsePodSpec(text string) (*corev1.PodSpec, error) {
 		return nil, err
 	}
 	if len(spec.Containers) == 0 {
-		return nil, fmt.Errorf("the spec has no containers; its first container hosts the run's shell")
+		return nil, fmt.Errorf("the spec has no containers (%w)", ErrNoContainers)
 	}
 	for i, c := range spec.Containers {
 		if c.Name == "" {
@@ -115,9 +115,9 @@ func ParsePodSpec(text string) (*corev1.PodSpec, error) {
 // ParseList parses a YAML or JSON list into out (a pointer to a slice), for
 // volumes and volume mounts.
 func ParseList(text string, out any, what string) error {
-	j, err := yaml.YAMLToJSON([]byte(text))
+	j, err := toJSON(text)
 	if err != nil {
-		return fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+		return err
 	}
 	var v any
 	if err := json.Unmarshal(j, &v); err != nil {
@@ -136,6 +136,25 @@ func ParseList(text string, out any, what string) error {
 	return nil
 }
 
+var dupKeyInError = regexp.MustCompile(`(?m)^\s*line (\d+): key (.*) already set in map$`)
+
+// toJSON converts one YAML or JSON document to JSON. A key set twice in a
+// mapping is an error, as in kubectl's strict decoding, rather than the last
+// value silently winning. Keys compare as the YAML 1.1 decoder resolves them,
+// so "y" and "yes" are the same key (true), and a merge key ("<<") that a
+// mapping then sets again counts as set twice.
+func toJSON(text string) ([]byte, error) {
+	j, err := yaml.YAMLToJSONStrict([]byte(text))
+	if err == nil {
+		return j, nil
+	}
+	if m := dupKeyInError.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return nil, &DuplicateKeyError{Line: line, Key: m[2]}
+	}
+	return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+}
+
 // parseMap parses one YAML or JSON document that must be a mapping; an empty
 // document gives nil.
 func parseMap(text, what string) (map[string]any, error) {
@@ -145,9 +164,9 @@ func parseMap(text, what string) (map[string]any, error) {
 	if n := countDocuments(text); n > 1 {
 		return nil, fmt.Errorf("the text holds %d YAML documents; write a single %s", n, what)
 	}
-	j, err := yaml.YAMLToJSON([]byte(text))
+	j, err := toJSON(text)
 	if err != nil {
-		return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+		return nil, err
 	}
 	var v any
 	if err := json.Unmarshal(j, &v); err != nil {
@@ -338,6 +357,8 @@ func countDocuments(text string) int {
 
 func describe(v any) string {
 	switch v.(type) {
+	case nil:
+		return "null"
 	case []any:
 		return "a list"
 	case string:
