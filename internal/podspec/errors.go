@@ -37,15 +37,3 @@ func (e *ReservedLabelError) Error() string {
 	return fmt.Sprintf("%s set label %q to %q, but that label is kubeplay's own and must be %q; remove it",
 		e.Input, e.Key, e.Value, e.Want)
 }
-
-// DuplicateKeyError: a YAML or JSON mapping names the same key twice, which
-// YAML forbids and which would otherwise silently keep only the last value.
-type DuplicateKeyError struct {
-	Line int
-	// Key is the key as the YAML decoder resolved it (true for an unquoted y).
-	Key string
-}
-
-func (e *DuplicateKeyError) Error() string {
-	return fmt.Sprintf("line %d: key %s is set twice in the same mapping; keys must be unique", e.Line, e.Key)
-}

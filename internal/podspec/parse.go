@@ -6,6 +6,7 @@ package podspec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -13,8 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
 // Document is a parsed pod override: the JSON patch to merge and what the
@@ -136,23 +138,16 @@ func ParseList(text string, out any, what string) error {
 	return nil
 }
 
-var dupKeyInError = regexp.MustCompile(`(?m)^\s*line (\d+): key (.*) already set in map$`)
-
-// toJSON converts one YAML or JSON document to JSON. A key set twice in a
-// mapping is an error, as in kubectl's strict decoding, rather than the last
-// value silently winning. Keys compare as the YAML 1.1 decoder resolves them,
-// so "y" and "yes" are the same key (true), and a merge key ("<<") that a
-// mapping then sets again counts as set twice.
+// toJSON converts one YAML or JSON document to JSON; a key set twice in a
+// mapping is a *strictyaml.DuplicateKeyError (with its line) rather than
+// the last value silently winning.
 func toJSON(text string) ([]byte, error) {
-	j, err := yaml.YAMLToJSONStrict([]byte(text))
-	if err == nil {
-		return j, nil
+	j, err := strictyaml.ToJSON([]byte(text))
+	var de *strictyaml.DuplicateKeyError
+	if err != nil && !errors.As(err, &de) {
+		return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
 	}
-	if m := dupKeyInError.FindStringSubmatch(err.Error()); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return nil, &DuplicateKeyError{Line: line, Key: m[2]}
-	}
-	return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+	return j, err
 }
 
 // parseMap parses one YAML or JSON document that must be a mapping; an empty

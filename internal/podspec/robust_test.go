@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
 // checkInvariants fails unless pod is what every rendered pod must be: the
@@ -200,7 +201,7 @@ func TestDuplicateKeys(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.f()
-			var de *DuplicateKeyError
+			var de *strictyaml.DuplicateKeyError
 			if !errors.As(err, &de) || de.Line != c.line {
 				t.Fatalf("error = %v, want a DuplicateKeyError at line %d", err, c.line)
 			}
