@@ -89,7 +89,7 @@ func TestSecretForms(t *testing.T) {
 	got := SecretForms("a\"b\\c\nd\te\x01f\x7fé😀/<")
 	want := []string{
 		"a\"b\\c\nd\te\x01f\x7fé😀/<",
-		`a\"b\\c\nd\te\u0001f` + "\x7fé😀/<",                  // json.dumps(ensure_ascii=False)
+		`a\"b\\c\nd\te\u0001f` + "\x7fé😀/<",              // json.dumps(ensure_ascii=False)
 		`a\"b\\c\nd\te\u0001f\u007f\u00e9\ud83d\ude00/<`, // json.dumps(ensure_ascii=True)
 	}
 	if !slices.Equal(got, want) {
