@@ -2,8 +2,12 @@ package outputtail
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -125,4 +129,42 @@ func TestSecretValues(t *testing.T) {
 	if got := SecretValues(strings.Repeat("[", 10001) + strings.Repeat("]", 10001)); len(got) != 1 {
 		t.Fatalf("too deep for JSON: %d values", len(got))
 	}
+}
+
+// FuzzSecretValues: every string leaf of at least MinSecret bytes is
+// redacted as written, every float's Python form reads back as the same
+// float, and nothing shorter than MinSecret or repeated is returned.
+func FuzzSecretValues(f *testing.F) {
+	f.Add("hunter2", 1.2345678e7, int64(12345678), `{"a":[1,"xyz",{"b":null}]}`)
+	f.Add("a\"\\\n\x01é😀", -0.0, int64(-1), `[1e400, -0, 1E5]`)
+	f.Add("\xff\xfe", 5e-324, int64(0), `not json`)
+	f.Fuzz(func(t *testing.T, s string, fl float64, n int64, doc string) {
+		for _, vals := range [][]string{SecretValues(doc), SecretValues(fmt.Sprintf(`{"s": %q, "f": %s, "n": %d}`, s, PythonFloat(fl), n))} {
+			seen := map[string]bool{}
+			for _, v := range vals {
+				if len(v) < MinSecret || seen[v] {
+					t.Fatalf("SecretValues returned %q (short or repeated) in %q", v, vals)
+				}
+				seen[v] = true
+			}
+		}
+		if math.IsInf(fl, 0) || math.IsNaN(fl) {
+			return
+		}
+		if back, err := strconv.ParseFloat(PythonFloat(fl), 64); err != nil || back != fl || math.Signbit(back) != math.Signbit(fl) {
+			t.Fatalf("PythonFloat(%v) = %q reads back as %v (%v)", fl, PythonFloat(fl), back, err)
+		}
+		js, _ := json.Marshal(s)
+		doc2 := fmt.Sprintf(`{"s": %s, "f": %s, "n": %d}`, js, PythonFloat(fl), n) // as json.dumps writes it
+		var back struct{ S string }
+		if err := json.Unmarshal([]byte(doc2), &back); err != nil {
+			t.Fatal(err)
+		}
+		vals := SecretValues(doc2)
+		for _, want := range []string{back.S, PythonFloat(fl), strconv.FormatInt(n, 10)} {
+			if len(want) >= MinSecret && !slices.Contains(vals, want) {
+				t.Fatalf("SecretValues(%s) = %q lacks %q", doc2, vals, want)
+			}
+		}
+	})
 }
