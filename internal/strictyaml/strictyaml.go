@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"sigs.k8s.io/yaml"
+	yamlv2 "sigs.k8s.io/yaml/goyaml.v2"
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 )
 
@@ -33,11 +34,10 @@ var dupKeyInError = regexp.MustCompile(`(?m)^\s*line (\d+): key (.*) already set
 
 // ToJSON converts one YAML or JSON document to JSON as sigs.k8s.io/yaml's
 // YAMLToJSON does, but a key set twice in a mapping is a *DuplicateKeyError.
-// Keys compare as they will in JSON: by their text (so 1 and "1" are the
-// same key), and also as the YAML 1.1 decoder resolves them (so y and yes,
-// both true, are the same key, and a key a merge ("<<") brought in may not
-// be set again, as in kubectl's strict decoding). Other errors are the
-// decoder's.
+// Keys compare as they will in JSON, where the YAML 1.1 decoder turns them
+// into strings: 1 and "1" are the same key, as are 1 and 1.0, or y and yes
+// (both true). A key a merge ("<<") brought in may not be set again, as in
+// kubectl's strict decoding. Other errors are the decoder's.
 func ToJSON(text []byte) ([]byte, error) {
 	j, err := yaml.YAMLToJSONStrict(text)
 	if err != nil {
@@ -85,10 +85,11 @@ func firstDuplicate(text []byte) *DuplicateKeyError {
 				if k.Kind != yamlv3.ScalarNode || k.Tag == "!!merge" {
 					continue
 				}
-				if keys[k.Value] {
+				jk := jsonKey(k)
+				if keys[jk] {
 					return &DuplicateKeyError{Line: n.Content[i].Line, Key: strconv.Quote(k.Value)}
 				}
-				keys[k.Value] = true
+				keys[jk] = true
 			}
 		}
 		if n.Kind == yamlv3.AliasNode {
@@ -99,6 +100,43 @@ func firstDuplicate(text []byte) *DuplicateKeyError {
 		}
 	}
 	return nil
+}
+
+// jsonKey returns the JSON key sigs.k8s.io/yaml makes of a scalar key: a
+// plain scalar resolves as YAML 1.1 does (y is true, 1.0 is the float 1,
+// written "1"); anything quoted or explicitly tagged stays as written.
+func jsonKey(k *yamlv3.Node) string {
+	if k.Style&(yamlv3.TaggedStyle|yamlv3.DoubleQuotedStyle|yamlv3.SingleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle) != 0 {
+		return k.Value
+	}
+	var v any
+	if yamlv2.Unmarshal([]byte(k.Value), &v) != nil {
+		return k.Value
+	}
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case float64:
+		switch f := strconv.FormatFloat(x, 'g', -1, 32); f {
+		case "+Inf":
+			return ".inf"
+		case "-Inf":
+			return "-.inf"
+		case "NaN":
+			return ".nan"
+		default:
+			return f
+		}
+	case bool:
+		return strconv.FormatBool(x)
+	case string:
+		return x
+	}
+	return k.Value
 }
 
 // CheckJSON reports the first key set twice in one object of a valid JSON

@@ -4,10 +4,13 @@
 package strictyaml
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 func TestToJSON_duplicates(t *testing.T) {
@@ -21,7 +24,8 @@ func TestToJSON_duplicates(t *testing.T) {
 		{"JSON", "{\"a\": 1,\n \"a\": 2}", 2, `"a"`},
 		{"JSON escapes", `{"\u0061": 1, "a": 2}`, 1, `"a"`},
 		{"same text, int and string, one JSON key", "1: a\n\"1\": b\n", 2, `"1"`},
-		{"same YAML 1.1 value, different text", "y: a\nyes: b\n", 2, "true"},
+		{"same YAML 1.1 value, different text", "y: a\nyes: b\n", 2, `"yes"`},
+		{"the same number", "1: a\n1.0: b\n", 2, `"1.0"`},
 		{"in a list", "- {a: 1, a: 2}\n", 1, `"a"`},
 		{"a merge key set again", "x: &x {b: 1}\ny:\n  <<: *x\n  b: 2\n", 4, `"b"`},
 	}
@@ -71,6 +75,41 @@ func FuzzToJSON(f *testing.F) {
 			t.Fatalf("ToJSON error %v, YAMLToJSON error %v", err, werr)
 		case err == nil && string(got) != string(want):
 			t.Fatalf("ToJSON = %s, YAMLToJSON = %s", got, want)
+		case err == nil && !bytes.ContainsAny(text, "&*<"):
+			// Without anchors, aliases or merges, every key written is a
+			// key in the JSON: none was lost.
+			var root yamlv3.Node
+			var v any
+			if yamlv3.Unmarshal(text, &root) == nil && json.Unmarshal(got, &v) == nil && writtenKeys(&root) != jsonKeys(v) {
+				t.Fatalf("%q: %d keys written, %d in the JSON %s", text, writtenKeys(&root), jsonKeys(v), got)
+			}
 		}
 	})
+}
+
+func writtenKeys(n *yamlv3.Node) int {
+	c := 0
+	if n.Kind == yamlv3.MappingNode {
+		c += len(n.Content) / 2
+	}
+	for _, x := range n.Content {
+		c += writtenKeys(x)
+	}
+	return c
+}
+
+func jsonKeys(v any) int {
+	c := 0
+	switch x := v.(type) {
+	case map[string]any:
+		c += len(x)
+		for _, e := range x {
+			c += jsonKeys(e)
+		}
+	case []any:
+		for _, e := range x {
+			c += jsonKeys(e)
+		}
+	}
+	return c
 }
