@@ -6,6 +6,7 @@
 package podspec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
@@ -219,7 +221,18 @@ func ToYAML(obj any) (string, error) {
 	}
 	strip(m)
 	out, err := yaml.Marshal(m)
-	return string(out), err
+	if err != nil {
+		// The YAML 1.1 emitter refuses some control characters (in a label
+		// or an env value, say); the YAML 1.2 one escapes them.
+		var b bytes.Buffer
+		enc := yamlv3.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(m); err != nil {
+			return "", err
+		}
+		return b.String(), nil
+	}
+	return string(out), nil
 }
 
 func strip(m map[string]any) {

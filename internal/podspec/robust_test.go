@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
@@ -206,5 +207,23 @@ func TestDuplicateKeys(t *testing.T) {
 				t.Fatalf("error = %v, want a DuplicateKeyError at line %d", err, c.line)
 			}
 		})
+	}
+}
+
+// Found by FuzzRenderCompose: the YAML emitter refused a label key with a
+// control character, so the rendered pod could not be shown.
+func TestToYAML_controlCharacters(t *testing.T) {
+	pod, err := RenderGroup(Group{Namespace: "runs", Labels: map[string]string{"\x7f": "0"},
+		Override: "containers:\n- name: worker\n  env:\n  - name: A\n    value: \"a\\x01b\"\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := ToYAML(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(y), &back); err != nil || back.Labels["\x7f"] != "0" || back.Spec.Containers[0].Env[0].Value != "a\x01b" {
+		t.Fatalf("YAML %q reads back as %+v (%v)", y, back, err)
 	}
 }
