@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
 //go:embed kubeplay_stats.py
@@ -74,12 +76,19 @@ type Bundle struct {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ValidatePath checks a key of Files: a clean relative path inside the
-// bundle that does not replace one of kubeplay's own files.
+// ValidatePath checks a key of Files. A correct path names a file strictly
+// inside the bundle directory: it is relative and slash-separated, written
+// in clean form (path.Clean leaves it unchanged, so no "." or ".." element,
+// no doubled or trailing slash), is not "." (the bundle directory itself)
+// and does not start with "..", holds no NUL or backslash, and its first
+// element is not one of kubeplay's own files. Bundle.Write also refuses a
+// path that is another path's directory.
 func ValidatePath(p string) error {
 	switch {
 	case p == "":
 		return errors.New("the path is empty")
+	case p == ".":
+		return errors.New(`"." is the bundle directory itself, not a file in it`)
 	case strings.HasPrefix(p, "/"):
 		return fmt.Errorf("%q is absolute; use a path relative to the playbook", p)
 	case path.Clean(p) != p:
@@ -108,29 +117,73 @@ func (b *Bundle) validate() error {
 	if (b.Playbook == "") == (len(b.Command) == 0) {
 		return errors.New("a bundle needs exactly one of a playbook and a command")
 	}
-	for p := range b.Files {
+	for _, p := range slices.Sorted(maps.Keys(b.Files)) {
 		if err := ValidatePath(p); err != nil {
 			return fmt.Errorf("files: %w", err)
 		}
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if _, ok := b.Files[d]; ok {
+				return fmt.Errorf("files: %q is a file, so %q cannot be inside it", d, p)
+			}
+		}
 	}
 	for _, m := range []map[string]string{b.Env, b.SecretEnv} {
-		for k := range m {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if err := ValidateEnvName(k); err != nil {
 				return fmt.Errorf("env: %w", err)
 			}
+			// Named, never shown: the value may be a secret.
+			if strings.ContainsRune(m[k], 0) {
+				return fmt.Errorf("env: the value of %s holds a NUL byte, which no environment variable can", k)
+			}
+		}
+	}
+	for _, a := range append([]string{b.Limit, b.Tags, b.SkipTags}, b.Command...) {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("the argument %q holds a NUL byte, which no command line can", a)
 		}
 	}
 	for _, v := range [][]byte{b.ExtraVars, b.SecretVars} {
 		if len(v) == 0 {
 			continue
 		}
-		var obj map[string]any
-		if err := json.Unmarshal(v, &obj); err != nil {
-			return fmt.Errorf("extra vars must be a JSON object: %w", err)
+		if err := ValidateVars(v); err != nil {
+			return err
 		}
 	}
-	if b.Marker == "" || strings.ContainsAny(b.Marker, "\n'") {
+	if err := ValidateInventory(b.Inventory); err != nil {
+		return err
+	}
+	if b.Marker == "" || strings.ContainsAny(b.Marker, "\n'\x00") {
 		return errors.New("the marker must be a non-empty single line without quotes")
+	}
+	return nil
+}
+
+// ValidateVars checks extra variables: a JSON object in which no object sets
+// a key twice (a *strictyaml.DuplicateKeyError with its line). Errors name keys, never
+// values, as the variables may be secret.
+func ValidateVars(doc []byte) error {
+	var obj map[string]any
+	if err := json.Unmarshal(doc, &obj); err != nil || obj == nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return fmt.Errorf("extra vars must be a JSON object: line %d: the JSON is malformed", strictyaml.LineAt(doc, syn.Offset))
+		}
+		return errors.New("extra vars must be a JSON object")
+	}
+	return strictyaml.CheckJSON(doc)
+}
+
+// ValidateInventory checks an inventory: one written as YAML (or JSON) may
+// not set a key twice in a mapping (a *strictyaml.DuplicateKeyError with its line), as
+// Ansible would warn and keep the last. INI inventories are not parsed.
+func ValidateInventory(text string) error {
+	if !isYAMLMap(text) {
+		return nil
+	}
+	if _, err := strictyaml.ToJSON([]byte(text)); err != nil {
+		return fmt.Errorf("inventory: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,9 +107,10 @@ func TestParseResult(t *testing.T) {
 	}
 }
 
-// FuzzValidatePath: an accepted path never leaves the bundle directory.
+// FuzzValidatePath: an accepted path names a file strictly inside the
+// bundle directory, exactly as written (clean), and not one of kubeplay's.
 func FuzzValidatePath(f *testing.F) {
-	for _, s := range []string{"a", "a/b", "../a", "/a", "a/../..", "a//b", "./a", "kubeplay-run.sh", "x\\y"} {
+	for _, s := range []string{"a", "a/b", "../a", "/a", "a/../..", "a//b", "./a", "kubeplay-run.sh", "x\\y", ".", "a/.", "..."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
@@ -116,8 +118,11 @@ func FuzzValidatePath(f *testing.F) {
 			return
 		}
 		joined := path.Join("/bundle", p)
-		if !strings.HasPrefix(joined, "/bundle/") {
+		if !strings.HasPrefix(joined, "/bundle/") || joined != "/bundle/"+p {
 			t.Fatalf("%q was accepted but resolves to %q", p, joined)
+		}
+		if top := strings.SplitN(p, "/", 2)[0]; slices.Contains(reserved, top) {
+			t.Fatalf("%q was accepted but replaces kubeplay's %q", p, top)
 		}
 	})
 }

@@ -6,6 +6,8 @@ package outputtail
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -13,27 +15,62 @@ import (
 // Redacted replaces every secret value in the output.
 const Redacted = "(sensitive value)"
 
-// DefaultMaxLine is the longest line handed to the callback in one piece;
-// longer lines are cut, so a line with no newline cannot grow memory.
+// DefaultMaxLine is the longest line handed to the callback in one piece,
+// counted before redaction; longer lines are cut, so a line with no newline
+// cannot grow memory.
 const DefaultMaxLine = 16 << 10
+
+// MaxMarkerLine bounds a marker line's payload; the rest of a longer one is
+// dropped.
+const MaxMarkerLine = 1 << 20
+
+// MinSecret is the shortest secret (or line of a multi-line secret) that is
+// redacted: shorter values would blank out ordinary text without protecting
+// anything.
+const MinSecret = 3
+
+type lineKind int
+
+const (
+	kindUnknown lineKind = iota // too short yet to tell whether it is a marker line
+	kindOutput
+	kindMarker
+)
+
+// span is a redacted byte range [start, end) of a line.
+type span struct{ start, end int }
 
 // Tail is an io.Writer over a run's output. It is safe for concurrent use,
 // so stdout and stderr may share one Tail.
+//
+// Redaction masks every byte of a line that lies in an occurrence of any
+// secret (occurrences may overlap, of one secret or of several), and
+// replaces each maximal run of masked bytes with one Redacted. The result
+// does not depend on the order of the secrets, on how the output is split
+// into writes, or on where long lines are cut.
 type Tail struct {
 	mu       sync.Mutex
 	limit    int
 	maxLine  int
 	secrets  [][]byte
-	overlap  int
+	overlap  int // longest secret - 1: what a match may need before a cut
+	hold     int // bytes a cut leaves pending: max(overlap, 1), so a line's final \r is never cut off
 	marker   []byte
 	onLine   func(line string)
 	onMarker func(payload string)
 
-	pending []byte // the current, incomplete line
-	ring    []byte // circular buffer of the kept tail, allocated on first use
-	start   int    // index of the oldest kept byte in ring
-	size    int    // kept bytes
-	total   int64  // bytes of (redacted) output seen
+	pending []byte // raw bytes of the current line; pending[:done] were already emitted
+	done    int
+	kind    lineKind
+	inRun   bool // the last byte emitted of this line was redacted
+	wasCut  bool // part of this line was emitted
+	spans   []span
+	out     []byte
+
+	ring  []byte // circular buffer of the kept tail, allocated on first use
+	start int    // index of the oldest kept byte in ring
+	size  int    // kept bytes
+	total int64  // bytes of (redacted) output seen
 }
 
 // Options configure a Tail.
@@ -41,7 +78,10 @@ type Options struct {
 	// Limit is how many bytes of output the tail keeps. Must be positive.
 	Limit int
 	// Secrets are values that must never appear in the output; each is
-	// replaced by Redacted. Multi-line secrets are redacted line by line.
+	// replaced by Redacted. Multi-line secrets are redacted line by line (a
+	// trailing \r is not part of a line); lines shorter than MinSecret bytes
+	// are not redacted. SecretForms and SecretValues give the forms in
+	// which a playbook prints a value.
 	Secrets []string
 	// Marker starts a line that carries a runner message rather than output;
 	// such lines go to OnMarker without the marker and are not kept.
@@ -66,17 +106,19 @@ func New(o Options) *Tail {
 	if o.Marker != "" {
 		t.marker = []byte(o.Marker)
 	}
+	seen := map[string]bool{}
 	for _, s := range o.Secrets {
 		for _, part := range strings.Split(s, "\n") {
 			part = strings.TrimSuffix(part, "\r")
-			// Parts this short would blank out ordinary text without protecting anything.
-			if len(part) < 3 {
+			if len(part) < MinSecret || seen[part] {
 				continue
 			}
+			seen[part] = true
 			t.secrets = append(t.secrets, []byte(part))
 			t.overlap = max(t.overlap, len(part)-1)
 		}
 	}
+	t.hold = max(t.overlap, 1)
 	return t
 }
 
@@ -87,66 +129,174 @@ func (t *Tail) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
+		if i >= 0 && len(t.pending) == 0 && i < t.maxLine+t.hold {
+			// A whole line at hand: no need to copy it.
+			t.finish(p[:i], true)
+			p = p[i+1:]
+			continue
+		}
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		t.feed(seg)
 		if i < 0 {
-			t.pending = append(t.pending, p...)
-			t.cutLongLine()
 			break
 		}
-		t.pending = append(t.pending, p[:i]...)
-		t.line(t.pending, true)
-		t.pending = t.pending[:0]
+		t.finish(t.pending, true)
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-// cutLongLine emits the front of an over-long pending line, keeping enough
-// bytes back that a secret cut in two is still redacted whole.
-func (t *Tail) cutLongLine() {
-	for len(t.pending) > t.maxLine+t.overlap {
-		red := t.redact(t.pending)
-		if len(red) <= t.maxLine+t.overlap {
-			t.pending = append(t.pending[:0], red...)
+// feed appends part of a line, emitting the front of an over-long one.
+func (t *Tail) feed(seg []byte) {
+	for len(seg) > 0 {
+		if t.kind == kindMarker {
+			room := len(t.marker) + MaxMarkerLine - len(t.pending)
+			t.pending = append(t.pending, seg[:max(0, min(room, len(seg)))]...)
 			return
 		}
-		keep := t.overlap
-		front := red[:len(red)-keep]
-		if len(front) > t.maxLine {
-			front = red[:t.maxLine]
+		limit := t.done + t.maxLine + t.hold
+		if t.kind == kindUnknown {
+			limit = max(limit, len(t.marker))
 		}
-		t.emit(front, false)
-		t.pending = append(t.pending[:0], red[len(front):]...)
+		k := min(max(limit-len(t.pending), 1), len(seg))
+		t.pending = append(t.pending, seg[:k]...)
+		seg = seg[k:]
+		t.classify(t.pending)
+		if t.kind == kindOutput {
+			t.cut()
+		}
 	}
 }
 
-func (t *Tail) line(b []byte, complete bool) {
-	if t.marker != nil && bytes.HasPrefix(b, t.marker) {
-		if t.onMarker != nil {
-			t.onMarker(string(b[len(t.marker):]))
-		}
+// classify decides, from a line's first bytes, whether it is a marker line.
+func (t *Tail) classify(b []byte) {
+	if t.kind != kindUnknown {
 		return
 	}
-	t.emit(t.redact(b), complete)
+	if t.marker == nil {
+		t.kind = kindOutput
+		return
+	}
+	n := min(len(b), len(t.marker))
+	switch {
+	case !bytes.Equal(b[:n], t.marker[:n]):
+		t.kind = kindOutput
+	case len(b) >= len(t.marker):
+		t.kind = kindMarker
+	}
+}
+
+// cut emits the pending line's front in pieces of maxLine bytes while more
+// than hold bytes would remain. Every byte emitted is final: no secret that
+// could cover it is still incomplete. The overlap bytes before the cut stay,
+// so a secret that starts before it is still found.
+func (t *Tail) cut() {
+	for len(t.pending)-t.done >= t.maxLine+t.hold {
+		end := t.done + t.maxLine
+		t.findSpans(t.pending)
+		t.emit(t.render(t.pending, t.done, end), false)
+		keepFrom := max(0, end-t.overlap)
+		t.pending = t.pending[:copy(t.pending, t.pending[keepFrom:])]
+		t.done = end - keepFrom
+	}
+}
+
+// finish ends the current line, b: the pending bytes or, when none are
+// pending, the whole line.
+func (t *Tail) finish(b []byte, complete bool) {
+	t.classify(b)
+	if t.kind == kindMarker {
+		if t.onMarker != nil {
+			t.onMarker(string(b[len(t.marker):min(len(b), len(t.marker)+MaxMarkerLine)]))
+		}
+	} else {
+		end := len(b)
+		if end > t.done && b[end-1] == '\r' {
+			end--
+		}
+		b = b[:end]
+		t.findSpans(b)
+		t.emit(t.render(b, t.done, end), complete)
+	}
+	t.pending, t.done, t.kind, t.inRun, t.wasCut = t.pending[:0], 0, kindUnknown, false, false
+}
+
+// findSpans sets t.spans to the merged runs of b covered by a secret.
+func (t *Tail) findSpans(b []byte) {
+	t.spans = t.spans[:0]
+	for _, s := range t.secrets {
+		for off := 0; off+len(s) <= len(b); {
+			i := bytes.Index(b[off:], s)
+			if i < 0 {
+				break
+			}
+			t.spans = append(t.spans, span{off + i, off + i + len(s)})
+			off += i + 1 // occurrences may overlap
+		}
+	}
+	if len(t.spans) < 2 {
+		return
+	}
+	slices.SortFunc(t.spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	merged := t.spans[:1]
+	for _, s := range t.spans[1:] {
+		last := &merged[len(merged)-1]
+		if s.start <= last.end { // overlapping or adjacent: one run
+			last.end = max(last.end, s.end)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	t.spans = merged
+}
+
+// render returns b[from:to] redacted by t.spans. A run that continues one
+// whose placeholder was already emitted adds none.
+func (t *Tail) render(b []byte, from, to int) []byte {
+	if len(t.spans) == 0 {
+		if to > from {
+			t.inRun = false
+		}
+		return b[from:to]
+	}
+	out := t.out[:0]
+	pos, lastMasked := from, false
+	for _, sp := range t.spans {
+		if sp.end <= from {
+			continue
+		}
+		if sp.start >= to {
+			break
+		}
+		s, e := max(sp.start, from), min(sp.end, to)
+		out = append(out, b[pos:s]...)
+		if s > from || !t.inRun {
+			out = append(out, Redacted...)
+		}
+		pos, lastMasked = e, e == to
+	}
+	out = append(out, b[pos:to]...)
+	if to > from {
+		t.inRun = lastMasked
+	}
+	t.out = out
+	return out
 }
 
 func (t *Tail) emit(b []byte, complete bool) {
-	b = bytes.TrimSuffix(b, []byte("\r"))
-	if t.onLine != nil {
-		t.onLine(string(b))
+	if len(b) > 0 || !t.wasCut {
+		if t.onLine != nil {
+			t.onLine(string(b))
+		}
+		t.keep(b)
 	}
-	t.keep(b)
+	t.wasCut = !complete
 	if complete {
 		t.keep([]byte{'\n'})
 	}
-}
-
-func (t *Tail) redact(b []byte) []byte {
-	for _, s := range t.secrets {
-		if bytes.Contains(b, s) {
-			b = bytes.ReplaceAll(b, s, []byte(Redacted))
-		}
-	}
-	return b
 }
 
 func (t *Tail) keep(b []byte) {
@@ -174,8 +324,7 @@ func (t *Tail) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.pending) > 0 {
-		t.line(t.pending, false)
-		t.pending = t.pending[:0]
+		t.finish(t.pending, false)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package outputtail
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -74,33 +75,117 @@ func TestLongLineCutKeepsSecretsWhole(t *testing.T) {
 	}
 }
 
-func FuzzTailNeverLeaksSecret(f *testing.F) {
-	f.Add([]byte("hello SECRETVALUE world\n"), 3, 8)
-	f.Add([]byte("SECRETVALUESECRETVALUE"), 1, 4)
-	f.Fuzz(func(t *testing.T, data []byte, chunk, maxLine int) {
-		const secret = "SECRETVALUE"
-		chunk = 1 + abs(chunk)%64
-		var seen strings.Builder
-		tl := New(Options{Limit: 64, MaxLine: 1 + abs(maxLine)%40, Secrets: []string{secret}, OnLine: func(l string) {
-			seen.WriteString(l)
-			seen.WriteByte('\n')
-		}})
-		for len(data) > 0 {
-			n := min(chunk, len(data))
-			_, _ = tl.Write(data[:n])
-			data = data[n:]
-		}
-		_ = tl.Close()
-		for _, s := range []string{seen.String(), tl.String()} {
-			// Output lines are joined by newlines here, so only check within lines.
-			for _, l := range strings.Split(s, "\n") {
-				if strings.Contains(l, secret) {
-					t.Fatalf("secret in output line %q", l)
+// referenceRedact is redaction stated plainly: mask every byte of the line
+// inside an occurrence of a secret part, and replace each maximal masked run
+// with one placeholder.
+func referenceRedact(line string, parts []string) string {
+	mask := make([]bool, len(line))
+	for _, p := range parts {
+		for i := 0; i+len(p) <= len(line); i++ {
+			if line[i:i+len(p)] == p {
+				for j := i; j < i+len(p); j++ {
+					mask[j] = true
 				}
 			}
 		}
-		if len(tl.String()) > 64 {
-			t.Fatalf("tail exceeds its limit: %d", len(tl.String()))
+	}
+	var b strings.Builder
+	for i := 0; i < len(line); i++ {
+		if !mask[i] {
+			b.WriteByte(line[i])
+			continue
+		}
+		if i == 0 || !mask[i-1] {
+			b.WriteString(Redacted)
+		}
+	}
+	return b.String()
+}
+
+func secretParts(secrets []string) []string {
+	var parts []string
+	for _, s := range secrets {
+		for _, p := range strings.Split(s, "\n") {
+			if p = strings.TrimSuffix(p, "\r"); len(p) >= MinSecret {
+				parts = append(parts, p)
+			}
+		}
+	}
+	return parts
+}
+
+// FuzzTailNeverLeaksSecret: whatever the output, the secrets (overlapping
+// or not), the chunking of writes and the line cutting, the kept text is the
+// reference redaction of every non-marker line, no secret part survives in
+// it, marker lines reach OnMarker whole, and memory stays bounded.
+func FuzzTailNeverLeaksSecret(f *testing.F) {
+	f.Add([]byte("hello SECRETVALUE world\n"), "SECRETVALUE", "", "", 3, 8)
+	f.Add([]byte("SECRETVALUESECRETVALUE"), "SECRETVALUE", "", "", 1, 4)
+	f.Add([]byte("pw=hunter2-long-password\r\n"), "hunter", "hunter2-long-password", "", 1, 3)
+	f.Add([]byte("xababababy\n\x1eKP {\"rc\":0}\nabcdef"), "abab", "cdef", "ab\ncd\r\nbcde", 2, 1)
+	f.Add([]byte("\x1eK\n\x1eKP\n(sensitive value)\r\r\n"), "sensitive", "e)", "value)\r", 5, 2)
+	f.Fuzz(func(t *testing.T, data []byte, s1, s2, s3 string, chunk, maxLine int) {
+		const marker = "\x1eKP "
+		secrets := []string{s1, s2, s3}
+		parts := secretParts(secrets)
+		chunk = 1 + abs(chunk)%64
+		var markers []string
+		var pieces strings.Builder
+		tl := New(Options{Limit: 6*len(data) + 64, MaxLine: 1 + abs(maxLine)%40, Secrets: secrets, Marker: marker,
+			OnLine:   func(l string) { pieces.WriteString(l) },
+			OnMarker: func(p string) { markers = append(markers, p) }})
+		bound := tl.maxLine + tl.hold + tl.overlap + len(marker)
+		for in := data; len(in) > 0; {
+			n := min(chunk, len(in))
+			_, _ = tl.Write(in[:n])
+			in = in[n:]
+			if tl.kind != kindMarker && len(tl.pending) > bound {
+				t.Fatalf("%d bytes pending, bound %d", len(tl.pending), bound)
+			}
+		}
+		_ = tl.Close()
+
+		var want strings.Builder
+		var wantMarkers []string
+		lines := strings.Split(string(data), "\n")
+		for i, l := range lines {
+			last := i == len(lines)-1
+			if last && l == "" {
+				break
+			}
+			if strings.HasPrefix(l, marker) {
+				wantMarkers = append(wantMarkers, l[len(marker):])
+				continue
+			}
+			want.WriteString(referenceRedact(strings.TrimSuffix(l, "\r"), parts))
+			if !last {
+				want.WriteByte('\n')
+			}
+		}
+		got := tl.String()
+		if got != want.String() {
+			t.Fatalf("secrets %q:\n got %q\nwant %q", secrets, got, want.String())
+		}
+		if pieces.String() != strings.ReplaceAll(got, "\n", "") {
+			t.Fatalf("OnLine saw %q, the tail holds %q", pieces.String(), got)
+		}
+		if !slices.Equal(markers, wantMarkers) {
+			t.Fatalf("markers %q, want %q", markers, wantMarkers)
+		}
+		// The plain statement: with each placeholder blanked out, no line
+		// holds a secret part.
+		for _, l := range strings.Split(strings.ReplaceAll(got, Redacted, "\x00"), "\n") {
+			for _, p := range parts {
+				if !strings.Contains(p, "\x00") && strings.Contains(l, p) {
+					t.Fatalf("secret %q in output line %q", p, l)
+				}
+			}
+		}
+		small := New(Options{Limit: 64, MaxLine: 1 + abs(maxLine)%40, Secrets: secrets})
+		_, _ = small.Write(data)
+		_ = small.Close()
+		if len(small.String()) > 64 {
+			t.Fatalf("tail exceeds its limit: %d", len(small.String()))
 		}
 	})
 }

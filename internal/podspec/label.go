@@ -5,6 +5,7 @@ package podspec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -81,9 +82,11 @@ var SpecCompatible = []string{"name", "type", "labels", "dynamic_labels", "annot
 // label's limit, the pool's default limit, the label's request, then the
 // pool's default request. A verbatim spec is used as is, without defaults.
 func RenderLabel(l Label, pool Resources) (*corev1.PodTemplateSpec, error) {
-	tpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
-		Labels: map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelNodeLabel: l.Name},
-	}}
+	own := map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelNodeLabel: l.Name}
+	if err := checkReserved(InputLabelLabels, l.Labels, own); err != nil {
+		return nil, err
+	}
+	tpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(own)}}
 	maps.Copy(tpl.Labels, l.Labels)
 	if len(l.Annotations) > 0 {
 		tpl.Annotations = maps.Clone(l.Annotations)
@@ -293,33 +296,64 @@ func NamespaceObjects(namespace, labelName string) (*corev1.Namespace, *corev1.S
 // worker container), pool defaults filling what the label leaves unset, and
 // dynamic labels expanded with the run's values. A label with a verbatim
 // spec replaces the pod's spec, keeping the group's metadata. A namespace
-// label leaves the pod as the group renders it.
+// label leaves the pod as the group renders it. Like RenderGroup, the pod
+// has non-nil Labels and Annotations with kubeplay's labels and at least one
+// container; a label or dynamic label that changes kubeplay's labels gives a
+// *ReservedLabelError.
 func Compose(group *corev1.Pod, l Label, pool Resources, run map[string]string) (*corev1.Pod, error) {
+	if group == nil {
+		return nil, errors.New("no group pod to compose the label with")
+	}
 	pod := group.DeepCopy()
-	if l.Type == TypeNamespace {
-		return pod, nil
+	own := map[string]string{managed.LabelManagedBy: managed.ManagedByValue}
+	if v, ok := group.Labels[managed.LabelContainerGroup]; ok {
+		own[managed.LabelContainerGroup] = v
+	}
+	if l.Type != TypeNamespace {
+		own[managed.LabelNodeLabel] = l.Name
+		if err := l.composeInto(pod, pool, run, own); err != nil {
+			return nil, err
+		}
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("the group's pod has no container: %w", ErrNoContainers)
+	}
+	stamp(pod, pod.Namespace, own)
+	return pod, nil
+}
+
+func (l Label) composeInto(pod *corev1.Pod, pool Resources, run, own map[string]string) error {
+	if err := checkReserved(InputLabelLabels, l.Labels, own); err != nil {
+		return err
 	}
 	tpl, err := RenderLabel(l, pool)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	dynamic := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(l.DynamicLabels)) {
 		v, err := Expand(l.DynamicLabels[k], run)
 		if err != nil {
-			return nil, fmt.Errorf("dynamic label %s: %w", k, err)
+			return fmt.Errorf("dynamic label %s: %w", k, err)
 		}
-		tpl.Labels[k] = v
+		dynamic[k] = v
 	}
+	if err := checkReserved(InputDynamicLabels, dynamic, own); err != nil {
+		return err
+	}
+	maps.Copy(tpl.Labels, dynamic)
 	if l.Spec != "" {
 		pod.Spec = tpl.Spec
 	} else {
 		patch, err := json.Marshal(&corev1.Pod{Spec: tpl.Spec})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if pod, err = Merge(pod, patch); err != nil {
-			return nil, err
+		merged, err := Merge(pod, patch)
+		if err != nil {
+			return err
 		}
+		*pod = *merged
 	}
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
@@ -329,5 +363,5 @@ func Compose(group *corev1.Pod, l Label, pool Resources, run map[string]string) 
 		pod.Annotations = map[string]string{}
 	}
 	maps.Copy(pod.Annotations, tpl.Annotations)
-	return pod, nil
+	return nil
 }

@@ -6,6 +6,7 @@ package podspec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -13,8 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
 // Document is a parsed pod override: the JSON patch to merge and what the
@@ -102,7 +104,7 @@ func ParsePodSpec(text string) (*corev1.PodSpec, error) {
 		return nil, err
 	}
 	if len(spec.Containers) == 0 {
-		return nil, fmt.Errorf("the spec has no containers; its first container hosts the run's shell")
+		return nil, fmt.Errorf("the spec has no containers (%w)", ErrNoContainers)
 	}
 	for i, c := range spec.Containers {
 		if c.Name == "" {
@@ -115,9 +117,9 @@ func ParsePodSpec(text string) (*corev1.PodSpec, error) {
 // ParseList parses a YAML or JSON list into out (a pointer to a slice), for
 // volumes and volume mounts.
 func ParseList(text string, out any, what string) error {
-	j, err := yaml.YAMLToJSON([]byte(text))
+	j, err := toJSON(text)
 	if err != nil {
-		return fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+		return err
 	}
 	var v any
 	if err := json.Unmarshal(j, &v); err != nil {
@@ -136,6 +138,18 @@ func ParseList(text string, out any, what string) error {
 	return nil
 }
 
+// toJSON converts one YAML or JSON document to JSON; a key set twice in a
+// mapping is a *strictyaml.DuplicateKeyError (with its line) rather than
+// the last value silently winning.
+func toJSON(text string) ([]byte, error) {
+	j, err := strictyaml.ToJSON([]byte(text))
+	var de *strictyaml.DuplicateKeyError
+	if err != nil && !errors.As(err, &de) {
+		return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+	}
+	return j, err
+}
+
 // parseMap parses one YAML or JSON document that must be a mapping; an empty
 // document gives nil.
 func parseMap(text, what string) (map[string]any, error) {
@@ -145,9 +159,9 @@ func parseMap(text, what string) (map[string]any, error) {
 	if n := countDocuments(text); n > 1 {
 		return nil, fmt.Errorf("the text holds %d YAML documents; write a single %s", n, what)
 	}
-	j, err := yaml.YAMLToJSON([]byte(text))
+	j, err := toJSON(text)
 	if err != nil {
-		return nil, fmt.Errorf("not valid YAML or JSON: %s", cleanYAMLError(err))
+		return nil, err
 	}
 	var v any
 	if err := json.Unmarshal(j, &v); err != nil {
@@ -338,6 +352,8 @@ func countDocuments(text string) int {
 
 func describe(v any) string {
 	switch v.(type) {
+	case nil:
+		return "null"
 	case []any:
 		return "a list"
 	case string:

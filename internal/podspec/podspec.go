@@ -6,9 +6,12 @@
 package podspec
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
@@ -76,26 +80,82 @@ func DefaultPod(namespace, image string) *corev1.Pod {
 // RenderGroup returns the group's default run pod: DefaultPod with the
 // group's image, labels and annotations, then its override merged in by
 // strategic merge patch. Containers merge by name and "worker" stays first.
+//
+// Whatever the override does (null or "$patch: replace" metadata, labels or
+// containers), the pod keeps the group's namespace, non-nil Labels and
+// Annotations with kubeplay's own labels, and at least one container: an
+// override that removes every container gives an error wrapping
+// ErrNoContainers, and one that changes kubeplay's labels a
+// *ReservedLabelError.
 func RenderGroup(g Group) (*corev1.Pod, error) {
+	own := map[string]string{managed.LabelManagedBy: managed.ManagedByValue}
+	if g.Name != "" {
+		own[managed.LabelContainerGroup] = g.Name
+	}
+	if err := checkReserved(InputGroupLabels, g.Labels, own); err != nil {
+		return nil, err
+	}
 	pod := DefaultPod(g.Namespace, g.Image)
 	maps.Copy(pod.Labels, g.Labels)
-	if g.Name != "" {
-		pod.Labels[managed.LabelContainerGroup] = g.Name
-	}
-	if len(g.Annotations) > 0 {
-		pod.Annotations = maps.Clone(g.Annotations)
-	}
+	maps.Copy(pod.Labels, own)
+	pod.Annotations = maps.Clone(g.Annotations)
 	doc, err := ParseOverride(g.Override)
 	if err != nil {
 		return nil, err
 	}
-	if doc == nil {
-		return pod, nil
+	if doc != nil {
+		if doc.Namespace != "" && doc.Namespace != g.Namespace {
+			return nil, &NamespaceConflictError{Override: doc.Namespace, Group: g.Namespace}
+		}
+		if pod, err = Merge(pod, doc.Patch); err != nil {
+			return nil, err
+		}
+		if err := checkReserved(InputOverride, pod.Labels, own); err != nil {
+			return nil, err
+		}
 	}
-	if doc.Namespace != "" && doc.Namespace != g.Namespace {
-		return nil, &NamespaceConflictError{Override: doc.Namespace, Group: g.Namespace}
+	if len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("the override removes every container (spec.containers): %w", ErrNoContainers)
 	}
-	return Merge(pod, doc.Patch)
+	stamp(pod, g.Namespace, own)
+	return pod, nil
+}
+
+// ValidateOverride reports what RenderGroup would say of an override on its
+// own: parse errors, and an override that removes every container or
+// changes kubeplay's labels. A namespace it names is taken as the group's.
+func ValidateOverride(text string) error {
+	ns, err := OverrideNamespace(text)
+	if err != nil {
+		return err
+	}
+	_, err = RenderGroup(Group{Namespace: ns, Override: text})
+	return err
+}
+
+// checkReserved fails when labels sets one of own's keys to another value.
+func checkReserved(in Input, labels, own map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		if v, ok := labels[k]; ok && v != own[k] {
+			return &ReservedLabelError{Input: in, Key: k, Value: v, Want: own[k]}
+		}
+	}
+	return nil
+}
+
+// stamp puts back what a merge may have removed and every rendered pod
+// carries: its kind, namespace, kubeplay's labels and non-nil label and
+// annotation maps (callers add to them).
+func stamp(pod *corev1.Pod, namespace string, own map[string]string) {
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	pod.Namespace = namespace
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	maps.Copy(pod.Labels, own)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
 }
 
 // NamespaceConflictError: the override names another namespace than the group.
@@ -117,6 +177,9 @@ func OverrideNamespace(text string) (string, error) {
 // Merge applies a strategic merge patch of a Pod to pod and puts the worker
 // container first.
 func Merge(pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	if pod == nil {
+		return nil, errors.New("no pod to merge into")
+	}
 	base, err := json.Marshal(pod)
 	if err != nil {
 		return nil, err
@@ -158,7 +221,18 @@ func ToYAML(obj any) (string, error) {
 	}
 	strip(m)
 	out, err := yaml.Marshal(m)
-	return string(out), err
+	if err != nil {
+		// The YAML 1.1 emitter refuses some control characters (in a label
+		// or an env value, say); the YAML 1.2 one escapes them.
+		var b bytes.Buffer
+		enc := yamlv3.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(m); err != nil {
+			return "", err
+		}
+		return b.String(), nil
+	}
+	return string(out), nil
 }
 
 func strip(m map[string]any) {

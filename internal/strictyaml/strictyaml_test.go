@@ -1,0 +1,115 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package strictyaml
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
+)
+
+func TestToJSON_duplicates(t *testing.T) {
+	cases := []struct {
+		name, text string
+		line       int
+		key        string
+	}{
+		{"plain", "a: 1\nb: 2\na: 3\n", 3, `"a"`},
+		{"the key's line, not its block value's", "all:\n  hosts:\n    a: {}\n  hosts:\n    b: {}\n", 4, `"hosts"`},
+		{"JSON", "{\"a\": 1,\n \"a\": 2}", 2, `"a"`},
+		{"JSON escapes", `{"\u0061": 1, "a": 2}`, 1, `"a"`},
+		{"same text, int and string, one JSON key", "1: a\n\"1\": b\n", 2, `"1"`},
+		{"same YAML 1.1 value, different text", "y: a\nyes: b\n", 2, `"yes"`},
+		{"the same number", "1: a\n1.0: b\n", 2, `"1.0"`},
+		{"in a list", "- {a: 1, a: 2}\n", 1, `"a"`},
+		{"a merge key set again", "x: &x {b: 1}\ny:\n  <<: *x\n  b: 2\n", 4, `"b"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ToJSON([]byte(c.text))
+			var de *DuplicateKeyError
+			if !errors.As(err, &de) || de.Line != c.line || de.Key != c.key {
+				t.Fatalf("error = %v, want key %s at line %d", err, c.key, c.line)
+			}
+		})
+	}
+	for _, ok := range []string{"a: 1\nb: {a: 1}\n", "x: &x {b: 1}\ny:\n  <<: *x\n  c: 2\n", "[{a: 1}, {a: 2}]", ""} {
+		if _, err := ToJSON([]byte(ok)); err != nil {
+			t.Errorf("ToJSON(%q): %v", ok, err)
+		}
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	var de *DuplicateKeyError
+	if err := CheckJSON([]byte("{\"a\": {\"b\": [1, {\"c\": 1}],\n\"b\": 2}}")); !errors.As(err, &de) || de.Line != 2 || de.Key != `"b"` {
+		t.Fatalf("error = %v", err)
+	}
+	if err := CheckJSON([]byte(`{"a": [{"b": 1}, {"b": 2}], "b": {"a": {"b": 1}}}`)); err != nil {
+		t.Fatalf("keys repeated in different objects: %v", err)
+	}
+}
+
+// FuzzToJSON: ToJSON decodes exactly as sigs.k8s.io/yaml does, only
+// refusing more (duplicate keys), and never panics.
+func FuzzToJSON(f *testing.F) {
+	for _, s := range []string{"a: 1\na: 2\n", "{\"a\":1,\"a\":2}", "y: 1\nyes: 2\n", "x: &x {b: 1}\ny: {<<: *x, b: 2}\n",
+		"- &a [*a]\n", "a: [1, {b: null}]\n", "? [a]\n: b\n", "a: !!binary aGk=\n", "1: a\n1.0: b\n", "\"a\\u0000\": 1\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		got, err := ToJSON(text)
+		want, werr := yaml.YAMLToJSON(text)
+		var de *DuplicateKeyError
+		switch {
+		case errors.As(err, &de):
+			if de.Line < 1 {
+				t.Fatalf("duplicate at line %d", de.Line)
+			}
+		case (err == nil) != (werr == nil):
+			t.Fatalf("ToJSON error %v, YAMLToJSON error %v", err, werr)
+		case err == nil && string(got) != string(want):
+			t.Fatalf("ToJSON = %s, YAMLToJSON = %s", got, want)
+		case err == nil && !bytes.ContainsAny(text, "&*<"):
+			// Without anchors, aliases or merges, every key written is a
+			// key in the JSON: none was lost.
+			var root yamlv3.Node
+			var v any
+			if yamlv3.Unmarshal(text, &root) == nil && json.Unmarshal(got, &v) == nil && writtenKeys(&root) != jsonKeys(v) {
+				t.Fatalf("%q: %d keys written, %d in the JSON %s", text, writtenKeys(&root), jsonKeys(v), got)
+			}
+		}
+	})
+}
+
+func writtenKeys(n *yamlv3.Node) int {
+	c := 0
+	if n.Kind == yamlv3.MappingNode {
+		c += len(n.Content) / 2
+	}
+	for _, x := range n.Content {
+		c += writtenKeys(x)
+	}
+	return c
+}
+
+func jsonKeys(v any) int {
+	c := 0
+	switch x := v.(type) {
+	case map[string]any:
+		c += len(x)
+		for _, e := range x {
+			c += jsonKeys(e)
+		}
+	case []any:
+		for _, e := range x {
+			c += jsonKeys(e)
+		}
+	}
+	return c
+}
