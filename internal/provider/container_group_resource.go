@@ -288,15 +288,40 @@ func (r *containerGroupResource) ValidateConfig(ctx context.Context, req resourc
 		return
 	}
 	ns, err := podspec.OverrideNamespace(m.PodSpecOverride.ValueString())
+	if err == nil {
+		err = podspec.ValidateOverride(m.PodSpecOverride.ValueString())
+	}
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override",
-			"pod_spec_override must be a Pod or a PodSpec as YAML or JSON: "+err.Error()+".")
+		addOverrideError(err, &resp.Diagnostics)
 		return
 	}
 	if ns != "" && !m.Namespace.IsNull() && !m.Namespace.IsUnknown() && ns != m.Namespace.ValueString() {
 		resp.Diagnostics.AddAttributeError(path.Root("pod_spec_override"), "Conflicting Namespaces",
 			fmt.Sprintf("pod_spec_override sets metadata.namespace %q but namespace is %q. Remove one of them, or make "+
 				"them equal.", ns, m.Namespace.ValueString()))
+	}
+}
+
+// addOverrideError reports a pod_spec_override that cannot make a run pod.
+func addOverrideError(err error, diags *diag.Diagnostics) {
+	var rl *podspec.ReservedLabelError
+	switch {
+	case errors.Is(err, podspec.ErrNoContainers):
+		diags.AddAttributeError(path.Root("pod_spec_override"), "Pod Spec Override Removes Every Container",
+			"The pod that pod_spec_override leaves has no container, and a run executes in the pod's first container: "+
+				err.Error()+". Keep at least one container (by default \"worker\"), and do not set containers to null "+
+				"or replace them with an empty list.")
+	case errors.As(err, &rl):
+		attr := "pod_spec_override"
+		if rl.Input == podspec.InputGroupLabels {
+			attr = "labels"
+		}
+		diags.AddAttributeError(path.Root(attr), "Run Pod Labels Reserved By Kubeplay",
+			err.Error()+". kubeplay finds, counts and cleans up its run pods by these labels: remove the label, or "+
+				"use another key.")
+	default:
+		diags.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override",
+			"pod_spec_override must be a Pod or a PodSpec as YAML or JSON: "+err.Error()+".")
 	}
 }
 
@@ -390,8 +415,7 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	if known {
 		y, err := spec.RenderPod()
 		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override",
-				"Merging pod_spec_override into the default pod failed: "+err.Error()+".")
+			addOverrideError(err, &resp.Diagnostics)
 			return
 		}
 		plan.RenderedPod = types.StringValue(y)
@@ -476,7 +500,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 	}
 	g, _ := specFromGroupModel(ctx, plan, diags)
 	if _, err := g.RenderPod(); err != nil {
-		diags.AddAttributeError(path.Root("pod_spec_override"), "Invalid Pod Spec Override", err.Error()+".")
+		addOverrideError(err, diags)
 		return
 	}
 	store := r.data.catalogWriter(ctx, diags)

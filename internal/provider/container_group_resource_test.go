@@ -297,6 +297,12 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 		{"  pod_spec_override = \"apiVersion: apps/v1\\nkind: Deployment\\n\"\n", `(?s)Invalid Pod Spec Override.*is a Deployment, not a Pod`},
 		{"  pod_pending_timeout = \"soon\"\n", `(?s)Invalid Duration.*"soon"`},
 		{"  labels = { \"team\" = \"not a label value\" }\n", `(?s)Invalid Label Value`},
+		// Found by users: these crashed the provider at plan or apply.
+		{"  pod_spec_override = \"spec:\\n  containers: null\\n\"\n", `(?s)Pod Spec Override Removes Every Container`},
+		{"  pod_spec_override = \"spec:\\n  containers:\\n    $patch: replace\\n\"\n", `(?s)pod_spec_override`},
+		{"  pod_spec_override = \"metadata:\\n  labels:\\n    app.kubernetes.io/managed-by: someone-else\\n\"\n",
+			`(?s)Run Pod Labels Reserved By Kubeplay.*app.kubernetes.io/managed-by`},
+		{"  pod_spec_override = \"spec:\\n  hostname: a\\n  hostname: b\\n\"\n", `(?s)Invalid Pod Spec Override.*line 3.*hostname`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {
@@ -307,6 +313,36 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 		})
 	}
 	resource.UnitTest(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+}
+
+// TestAccContainerGroup_nullLabelsPlan: an override whose metadata.labels is
+// null crashed the run's plan ("assignment to entry in nil map"); now the run
+// renders its pod (podspec's tests check that it keeps kubeplay's labels).
+func TestAccContainerGroup_nullLabelsPlan(t *testing.T) {
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: unreachableProvider + `
+resource "kubeplay_container_group" "test" {
+  name              = "nulls"
+  namespace         = "runs"
+  pod_spec_override = "metadata:\n  labels: null\n  annotations: null\n"
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.test.name
+  command         = ["true"]
+}
+`,
+			// The plan renders the run's pod with kubeplay's labels; the apply
+			// then meets the unreachable cluster.
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("rendered_pod"),
+					knownvalue.StringRegexp(regexp.MustCompile(`app.kubernetes.io/managed-by: kubeplay\n\s+kubeplay.io/container-group: nulls`))),
+			}},
+			ExpectError: expectError(`(?s)127.0.0.1:1`),
+		}},
+	})
 }
 
 // checkQuota checks the group's ResourceQuota holds exactly want.

@@ -181,8 +181,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"inventory": schema.StringAttribute{
 				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
-					"inside the pod.",
-				Optional: true, PlanModifiers: replaceStr,
+					"inside the pod. A YAML inventory may not set a key twice in one mapping.",
+				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
 				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map, for example " +
@@ -453,8 +453,12 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 		return
 	}
 	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString(), Workspace: workspace()}, create)
-	if err != nil {
+	if errors.Is(err, runengine.ErrRenderAtApply) {
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
+		return
+	}
+	if err != nil {
+		addRenderError(err, &resp.Diagnostics)
 		return
 	}
 	if rendered, err := podspec.ToYAML(pod); err == nil {
@@ -469,6 +473,18 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 	if err := r.engine(ctx, t.clients).DryRun(ctx, t.group, t.label, pod); err != nil {
 		refused(ctx, t, err, &resp.Diagnostics)
 	}
+}
+
+// addRenderError reports a run pod that the group and node label make
+// impossible, at the run attribute that names the culprit.
+func addRenderError(err error, diags *diag.Diagnostics) {
+	attr, remedy := "container_group", "Fix the container group's pod_spec_override or labels."
+	var rl *podspec.ReservedLabelError
+	if errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels) {
+		attr, remedy = "node_label", "Fix the node label's labels, dynamic_labels or spec."
+	}
+	diags.AddAttributeError(path.Root(attr), "Run Pod Cannot Be Rendered",
+		fmt.Sprintf("Rendering the run's pod failed: %v. %s", err, remedy))
 }
 
 // refused reports a dry run of the run's pod that the cluster refused.

@@ -52,6 +52,23 @@ func jsonObject() stringCheck {
 			if err := json.Unmarshal([]byte(s), &obj); err != nil || obj == nil {
 				return "Invalid Extra Variables", "The value is not a JSON object. Write it with jsonencode({ name = \"value\" })."
 			}
+			if err := bundle.ValidateVars([]byte(s)); err != nil {
+				return "Invalid Extra Variables", err.Error() + ". Set each variable once."
+			}
+			return "", ""
+		},
+	}
+}
+
+// inventoryText accepts an inventory that Ansible reads without silently
+// dropping a duplicated key.
+func inventoryText() stringCheck {
+	return stringCheck{
+		desc: "value must be an INI or YAML inventory; a YAML inventory may not set a key twice in one mapping",
+		check: func(_, s string) (string, string) {
+			if err := bundle.ValidateInventory(s); err != nil {
+				return "Invalid Inventory", err.Error() + ". Ansible would keep only the last value: set each key once."
+			}
 			return "", ""
 		},
 	}
@@ -92,6 +109,9 @@ func extraVarsJSON(v types.Dynamic) ([]byte, error) {
 		if err := json.Unmarshal([]byte(u.ValueString()), &obj); err != nil || obj == nil {
 			return nil, errors.New("the string is not a JSON object. Give an object, such as { env = \"prod\" }, " +
 				"or a JSON object string, such as jsonencode({ env = \"prod\" })")
+		}
+		if err := bundle.ValidateVars([]byte(u.ValueString())); err != nil {
+			return nil, fmt.Errorf("%w. Set each variable once", err)
 		}
 		return []byte(u.ValueString()), nil
 	case types.Object, types.Map:

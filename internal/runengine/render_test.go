@@ -140,9 +140,12 @@ func TestGroupPending(t *testing.T) {
 }
 
 func TestSecrets(t *testing.T) {
-	got := Secrets(testBundle(`{"a": "s1", "n": 42, "l": ["s2", {"b": "s3"}], "t": true, "z": null}`, map[string]string{"TOKEN": "s4"}))
+	// Numbers as a playbook prints them, strings raw and JSON-escaped; nothing
+	// under 3 bytes, no booleans or nulls.
+	got := Secrets(testBundle(`{"a": "sec1", "n": 12345678, "l": ["sec2", {"b": "q\"uote"}], "t": true, "z": null, "s": "ab"}`,
+		map[string]string{"TOKEN": "sec4"}))
 	slices.Sort(got)
-	if want := []string{"42", "s1", "s2", "s3", "s4"}; !slices.Equal(got, want) {
+	if want := []string{"12345678", `q"uote`, `q\"uote`, "sec1", "sec2", "sec4"}; !slices.Equal(got, want) {
 		t.Errorf("secrets %q, want %q", got, want)
 	}
 	if got := Secrets(testBundle("not json", nil)); !slices.Equal(got, []string{"not json"}) {

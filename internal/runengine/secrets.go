@@ -4,50 +4,23 @@
 package runengine
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 )
 
-// Secrets returns the values to redact from a run's output: the string and
-// number values of its secret variables (the whole document when it is not
-// JSON) and its secret environment's values.
+// Secrets returns the values to redact from a run's output, in every form a
+// playbook may print them: the leaf values of its secret variables (numbers
+// as Python prints them, strings raw and JSON-escaped) and its secret
+// environment's values. A secret variables document that is not JSON is
+// redacted whole.
 func Secrets(b bundle.Bundle) []string {
 	var out []string
 	if len(b.SecretVars) > 0 {
-		out = append(out, jsonLeaves(string(b.SecretVars))...)
+		out = append(out, outputtail.SecretValues(string(b.SecretVars))...)
 	}
-	for _, v := range b.SecretEnv {
-		out = append(out, v)
+	for _, k := range managed.SortedKeys(b.SecretEnv) {
+		out = append(out, outputtail.SecretForms(b.SecretEnv[k])...)
 	}
-	return out
-}
-
-// jsonLeaves returns the string and number values of a JSON document.
-func jsonLeaves(doc string) []string {
-	var v any
-	if json.Unmarshal([]byte(doc), &v) != nil {
-		return []string{doc}
-	}
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case string:
-			out = append(out, x)
-		case float64:
-			out = append(out, fmt.Sprint(x))
-		}
-	}
-	walk(v)
 	return out
 }
