@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -49,21 +48,11 @@ func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.Read
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := d.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := m.Name.ValueString()
-	e, err := store.GetGroup(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		addNotFound(&resp.Diagnostics, catalog.KindGroup, name, store.Namespace())
+	e, ok := readForDataSource(ctx, d.data, catalog.KindGroup, name, (*catalog.Store).GetGroup, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
-		return
-	}
-	warnDrift(&resp.Diagnostics, catalog.KindGroup, name, e.Drift)
 	fillGroup(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -605,19 +605,9 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := r.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := state.Name.ValueString()
-	e, err := store.GetGroup(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		tflog.Info(ctx, "container group ConfigMap is gone; removing it from state", map[string]any{"container_group": name})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
+	e, ok := readForResource(ctx, r.data, catalog.KindGroup, name, (*catalog.Store).GetGroup, resp)
+	if !ok {
 		return
 	}
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)

@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -106,21 +105,11 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := d.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := m.Name.ValueString()
-	e, err := store.GetCredential(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		addNotFound(&resp.Diagnostics, catalog.KindCredential, name, store.Namespace())
+	e, ok := readForDataSource(ctx, d.data, catalog.KindCredential, name, (*catalog.Store).GetCredential, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
-		return
-	}
-	warnDrift(&resp.Diagnostics, catalog.KindCredential, name, e.Drift)
 	spec, rep := e.Value.Spec, e.Value.Report
 	m.ID = types.StringValue(name)
 	m.Kind = types.StringValue(spec.Kind)

@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -522,19 +521,9 @@ func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := r.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := state.Name.ValueString()
-	e, err := store.GetCredential(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		tflog.Info(ctx, "credential Secret is gone; removing it from state", map[string]any{"credential": name})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
+	e, ok := readForResource(ctx, r.data, catalog.KindCredential, name, (*catalog.Store).GetCredential, resp)
+	if !ok {
 		return
 	}
 	spec := e.Value.Spec

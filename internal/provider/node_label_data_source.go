@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 
@@ -44,21 +43,11 @@ func (d *nodeLabelDataSource) Read(ctx context.Context, req datasource.ReadReque
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := d.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := m.Name.ValueString()
-	e, err := store.GetLabel(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		addNotFound(&resp.Diagnostics, catalog.KindLabel, name, store.Namespace())
+	e, ok := readForDataSource(ctx, d.data, catalog.KindLabel, name, (*catalog.Store).GetLabel, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
-		return
-	}
-	warnDrift(&resp.Diagnostics, catalog.KindLabel, name, e.Drift)
 	fillLabel(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

@@ -5,7 +5,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
@@ -542,19 +540,9 @@ func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	store := r.data.catalogReader(&resp.Diagnostics)
-	if store == nil {
-		return
-	}
 	name := state.Name.ValueString()
-	e, err := store.GetLabel(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		tflog.Info(ctx, "node label PodTemplate is gone; removing it from state", map[string]any{"node_label": name})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addCatalogError(&resp.Diagnostics, err)
+	e, ok := readForResource(ctx, r.data, catalog.KindLabel, name, (*catalog.Store).GetLabel, resp)
+	if !ok {
 		return
 	}
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift)...)
