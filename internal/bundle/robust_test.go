@@ -87,16 +87,17 @@ func keyTokens(doc []byte) int {
 			return n
 		}
 		top := len(stack) - 1
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if top >= 0 && stack[top] == '{' {
-				expectKey[top] = true
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if top >= 0 && stack[top] == '{' {
+					expectKey[top] = true
+				}
+				stack = append(stack, byte(d))
+				expectKey = append(expectKey, d == '{')
+			default:
+				stack, expectKey = stack[:top], expectKey[:top]
 			}
-			stack = append(stack, byte(tok.(json.Delim)))
-			expectKey = append(expectKey, tok == json.Delim('{'))
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack, expectKey = stack[:top], expectKey[:top]
 			continue
 		}
 		if top >= 0 && stack[top] == '{' {

@@ -136,7 +136,7 @@ func TestSecretValues(t *testing.T) {
 // float, and nothing shorter than MinSecret or repeated is returned.
 func FuzzSecretValues(f *testing.F) {
 	f.Add("hunter2", 1.2345678e7, int64(12345678), `{"a":[1,"xyz",{"b":null}]}`)
-	f.Add("a\"\\\n\x01é😀", -0.0, int64(-1), `[1e400, -0, 1E5]`)
+	f.Add("a\"\\\n\x01é😀", math.Copysign(0, -1), int64(-1), `[1e400, -0, 1E5]`)
 	f.Add("\xff\xfe", 5e-324, int64(0), `not json`)
 	f.Fuzz(func(t *testing.T, s string, fl float64, n int64, doc string) {
 		for _, vals := range [][]string{SecretValues(doc), SecretValues(fmt.Sprintf(`{"s": %q, "f": %s, "n": %d}`, s, PythonFloat(fl), n))} {

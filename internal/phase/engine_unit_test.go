@@ -27,9 +27,8 @@ spec:
   names: {kind: Widget, plural: widgets}
 `
 
-func widget(ns, name string) string {
-	return "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: " + name + ", namespace: " + ns + "}\n"
-}
+// widget is a Widget, w in ns.
+const widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: ns}\n"
 
 // TestApplyCRDsFirst: namespaces and CRDs are applied first, and custom
 // resources only once their CRD is Established, whatever the document order.
@@ -50,7 +49,7 @@ func TestApplyCRDsFirst(t *testing.T) {
 		return nil
 	}
 	e := f.engine("crd")
-	objs := mustParse(t, widget("ns", "w"), cm("ns", "c"), widgetCRD, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n")
+	objs := mustParse(t, widget, cm("ns", "c"), widgetCRD, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n")
 	res, err := e.Apply(context.Background(), objs, nil, Options{Policy: PolicyStrict})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +248,7 @@ func TestApplyPartialFailure(t *testing.T) {
 func TestApplyUnknownKind(t *testing.T) {
 	f := newFakeCluster(t)
 	e := newEngine(f.dyn, dynMeta{f.dyn}, newTestMapper(false), f.kube, "nokind", "kubeplay-system")
-	_, err := e.Apply(context.Background(), mustParse(t, widget("ns", "w")), nil, Options{Policy: PolicyStrict})
+	_, err := e.Apply(context.Background(), mustParse(t, widget), nil, Options{Policy: PolicyStrict})
 	de := soleDocError(err)
 	if de == nil || !strings.Contains(err.Error(), "the cluster has no kind Widget in apiVersion example.com/v1; install its CustomResourceDefinition first") {
 		t.Fatalf("error %v", err)
@@ -274,7 +273,7 @@ func TestDryRun(t *testing.T) {
 		return nil
 	}
 	e := newEngine(f.dyn, dynMeta{f.dyn}, newTestMapper(false), f.kube, "dry", "kubeplay-system")
-	objs := mustParse(t, cm("ns", "fine"), cm("ns", "bad"), cm("missing", "nons"), widget("ns", "w"), cm("ns", "offline"))
+	objs := mustParse(t, cm("ns", "fine"), cm("ns", "bad"), cm("missing", "nons"), widget, cm("ns", "offline"))
 	errs := e.DryRun(context.Background(), objs, false)
 	var got []string
 	for _, de := range errs {
@@ -306,7 +305,7 @@ func TestObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	ed, _ := f.get(gvrConfigMap, "ns", "edited")
-	ed.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubeplay", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}}})
+	ed.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubeplay", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{}`)}})
 	if err := f.dyn.Tracker().Update(gvrConfigMap, ed, "ns"); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +335,7 @@ func TestDestroy(t *testing.T) {
 	f := newFakeCluster(t)
 	f.establish = true
 	e := f.engine("destroy")
-	objs := mustParse(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n", widgetCRD, widget("ns", "w"), cm("ns", "c"), cm("ns", "taken"))
+	objs := mustParse(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n", widgetCRD, widget, cm("ns", "c"), cm("ns", "taken"))
 	res, err := e.Apply(ctx, objs, nil, Options{Policy: PolicyStrict})
 	if err != nil {
 		t.Fatal(err)

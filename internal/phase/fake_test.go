@@ -104,7 +104,7 @@ func (f *fakeCluster) apply(action k8stesting.Action) (bool, runtime.Object, err
 	}
 	u.SetNamespace(pa.GetNamespace())
 	u.SetManagedFields([]metav1.ManagedFieldsEntry{{
-		Manager: managed.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: pa.GetPatch()},
+		Manager: managed.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(string(pa.GetPatch())),
 	}})
 	f.mu.Lock()
 	refuse := f.refuse
@@ -143,7 +143,11 @@ func (f *fakeCluster) store(gvr schema.GroupVersionResource, u *unstructured.Uns
 	if err != nil {
 		return err
 	}
-	if st, ok := old.(*unstructured.Unstructured).Object["status"]; ok {
+	ou, ok := old.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("the tracker holds a %T, want *unstructured.Unstructured", old)
+	}
+	if st, ok := ou.Object["status"]; ok {
 		u.Object["status"] = st
 	}
 	return tr.Update(gvr, u, u.GetNamespace())
@@ -157,7 +161,12 @@ func (f *fakeCluster) setStatus(gvr schema.GroupVersionResource, ns, name string
 		f.t.Errorf("setting the status of %s %s/%s: %v", gvr.Resource, ns, name, err)
 		return
 	}
-	u := o.(*unstructured.Unstructured).DeepCopy()
+	cur, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		f.t.Errorf("setting the status of %s %s/%s: the tracker holds a %T", gvr.Resource, ns, name, o)
+		return
+	}
+	u := cur.DeepCopy()
 	u.Object["status"] = status
 	if err := tr.Update(gvr, u, ns); err != nil {
 		f.t.Errorf("setting the status of %s %s/%s: %v", gvr.Resource, ns, name, err)
@@ -165,7 +174,10 @@ func (f *fakeCluster) setStatus(gvr schema.GroupVersionResource, ns, name string
 }
 
 func (f *fakeCluster) deleteCollection(action k8stesting.Action) (bool, runtime.Object, error) {
-	dc := action.(k8stesting.DeleteCollectionActionImpl)
+	dc, ok := action.(k8stesting.DeleteCollectionActionImpl)
+	if !ok {
+		return true, nil, fmt.Errorf("delete-collection reactor got a %T", action)
+	}
 	sel, err := labels.Parse(dc.ListOptions.LabelSelector)
 	if err != nil {
 		return true, nil, err
@@ -191,7 +203,11 @@ func (f *fakeCluster) get(gvr schema.GroupVersionResource, ns, name string) (*un
 	if err != nil {
 		return nil, err
 	}
-	return o.(*unstructured.Unstructured), nil
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("the tracker holds a %T, want *unstructured.Unstructured", o)
+	}
+	return u, nil
 }
 
 func (f *fakeCluster) list(gvr schema.GroupVersionResource, ns string) ([]*unstructured.Unstructured, error) {

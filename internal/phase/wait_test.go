@@ -58,9 +58,9 @@ func TestStatusFunc(t *testing.T) {
 		{"crd not established", widgetCRD, nil, status.InProgressStatus, ""},
 		{"crd established", widgetCRD + "status: {conditions: [{type: Established, status: 'True'}, {type: NamesAccepted, status: 'True'}]}\n",
 			nil, status.CurrentStatus, ""},
-		{"condition unmet", widget("ns", "w") + "status: {phase: Pending}\n", widgetCond, status.InProgressStatus,
+		{"condition unmet", widget + "status: {phase: Pending}\n", widgetCond, status.InProgressStatus,
 			`waiting for {.status.phase} to be "Ready", it is "Pending"`},
-		{"condition met", widget("ns", "w") + "status: {phase: Ready}\n", widgetCond, status.CurrentStatus, "wait conditions met"},
+		{"condition met", widget + "status: {phase: Ready}\n", widgetCond, status.CurrentStatus, "wait conditions met"},
 		{"condition of another kind", cm("ns", "c"), widgetCond, status.CurrentStatus, ""},
 		{"failed over a condition", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\nspec: {completions: 1}\n" +
 			"status: {failed: 1, conditions: [{type: Failed, status: 'True'}]}\n",

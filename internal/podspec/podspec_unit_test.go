@@ -321,11 +321,22 @@ func TestParseOverrideMore(t *testing.T) {
 	if err := json.Unmarshal(doc.Patch, &patch); err != nil {
 		t.Fatal(err)
 	}
-	md := patch["metadata"].(map[string]any)
+	md, ok := patch["metadata"].(map[string]any)
+	if !ok {
+		t.Fatalf("patch metadata is %#v, want an object", patch["metadata"])
+	}
 	if doc.Namespace != "other" || md["namespace"] != nil || md["labels"] == nil {
 		t.Errorf("namespace %q, patch metadata %v: want the namespace taken out of the patch", doc.Namespace, md)
 	}
-	first := patch["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	spec, _ := patch["spec"].(map[string]any)
+	containers, _ := spec["containers"].([]any)
+	if len(containers) == 0 {
+		t.Fatalf("patch spec is %#v, want containers", patch["spec"])
+	}
+	first, ok := containers[0].(map[string]any)
+	if !ok {
+		t.Fatalf("the first container is %#v, want an object", containers[0])
+	}
 	if first["name"] != WorkerContainer {
 		t.Errorf("the unnamed first container is %v, want the worker", first["name"])
 	}

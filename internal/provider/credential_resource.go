@@ -430,7 +430,7 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	if !ok {
 		return
 	}
-	rep, ok := r.check(ctx, spec, c, diags)
+	rep, ok := r.check(ctx, spec, diags)
 	if !ok {
 		r.undoProvision(ctx, c, account, create, diags)
 		return
@@ -492,7 +492,7 @@ func (r *credentialResource) undoProvision(ctx context.Context, c *kubeclient.Cl
 
 // check connects with the credential and reports failures as diagnostics
 // that say what happened and which attribute to look at.
-func (r *credentialResource) check(ctx context.Context, spec credential.Spec, c *kubeclient.Clients, diags *diag.Diagnostics) (credential.Report, bool) {
+func (r *credentialResource) check(ctx context.Context, spec credential.Spec, diags *diag.Diagnostics) (credential.Report, bool) {
 	// The Secret is not written yet: key the clients by the content to be written.
 	cc, err := r.data.connect.Spec(ctx, spec)
 	if err != nil {

@@ -132,7 +132,7 @@ func testExampleProvider(t *testing.T, dir string, cli func() exampleCLI) {
 	)
 	// No factories: terraform init installs the build from the mirror.
 	step.ProtoV6ProviderFactories = nil
-	step.Check = x.checkCatalog(3, 0, 0, 0)
+	step.Check = x.checkCatalog(3, 0, 0)
 	resource.Test(t, x.testCase(x.checkGone, step))
 }
 
@@ -217,7 +217,7 @@ func testExampleCredential(t *testing.T, dir string) {
 		cred("runner", "can_run_pods", knownvalue.Bool(true)),
 		cred("runner", "exported_kubeconfig", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^\s+namespace: ci-runs$`))),
 	)
-	step.Check = resource.ComposeTestCheckFunc(checkNoSecretInState(vars["awx_token"]), x.checkCatalog(4, 0, 1, 0))
+	step.Check = resource.ComposeTestCheckFunc(checkNoSecretInState(vars["awx_token"]), x.checkCatalog(4, 1, 0))
 	resource.Test(t, x.testCase(x.checkGone, step))
 }
 
@@ -249,7 +249,7 @@ func testExampleNodeLabel(t *testing.T, dir string) {
 		label("custom", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`name: custom-pod`))),
 		label("namespace", "type", knownvalue.StringExact("namespace")),
 	)
-	step.Check = x.checkCatalog(0, 0, 0, 3)
+	step.Check = x.checkCatalog(0, 0, 3)
 	resource.Test(t, x.testCase(x.checkGone, step))
 }
 
@@ -585,7 +585,7 @@ func (x *exampleEnv) otherWorkspace(cli func() exampleCLI, rel string, vars map[
 func (x *exampleEnv) checkGone() error {
 	ctx := context.Background()
 	var errs []error
-	if err := x.checkCatalog(0, 0, 0, 0)(nil); err != nil {
+	if err := x.checkCatalog(0, 0, 0)(nil); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ns := range x.made {
@@ -620,9 +620,9 @@ func (x *exampleEnv) checkGone() error {
 }
 
 // checkCatalog fails unless the catalog namespace holds exactly these
-// numbers of credential Secrets, group ConfigMaps, phase inventory
-// ConfigMaps and node label PodTemplates.
-func (x *exampleEnv) checkCatalog(credentials, groups, phases, labels int) resource.TestCheckFunc {
+// numbers of credential Secrets, phase inventory ConfigMaps and node label
+// PodTemplates, and no container group ConfigMap.
+func (x *exampleEnv) checkCatalog(credentials, phases, labels int) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx := context.Background()
 		secrets, err := x.kube.CoreV1().Secrets(x.catalog).List(ctx, metav1.ListOptions{})
@@ -648,7 +648,7 @@ func (x *exampleEnv) checkCatalog(credentials, groups, phases, labels int) resou
 			}
 		}
 		got := [4]int{len(secrets.Items), len(groupCMs), len(phaseCMs), len(templates.Items)}
-		if want := [4]int{credentials, groups, phases, labels}; got != want {
+		if want := [4]int{credentials, 0, phases, labels}; got != want {
 			return fmt.Errorf("catalog %s holds %d Secrets, %d group ConfigMaps, %d other ConfigMaps %v and %d PodTemplates; want %v",
 				x.catalog, got[0], got[1], got[2], phaseCMs, got[3], want)
 		}

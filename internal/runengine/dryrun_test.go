@@ -5,6 +5,7 @@ package runengine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,11 @@ func dryRunFake(t *testing.T, refuse string, err error) (*fakeCluster, *[]k8stes
 	f.e.dryRuns = dryRuns.do
 	var seen []k8stesting.CreateActionImpl
 	f.kube.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		c := a.(k8stesting.CreateActionImpl)
+		c, ok := a.(k8stesting.CreateActionImpl)
+		if !ok {
+			t.Errorf("create reactor got a %T", a)
+			return true, nil, fmt.Errorf("create reactor got a %T", a)
+		}
 		seen = append(seen, c)
 		if a.GetResource().Resource == refuse {
 			return true, nil, err
@@ -52,7 +57,10 @@ func TestDryRunOncePerPod(t *testing.T) {
 		t.Fatalf("%d creates for one pod, want 1", len(*seen))
 	}
 	c := (*seen)[0]
-	created := c.GetObject().(*corev1.Pod)
+	created, ok := c.GetObject().(*corev1.Pod)
+	if !ok {
+		t.Fatalf("created a %T, want a pod", c.GetObject())
+	}
 	if created.Labels[managed.LabelRun] != "dry-run" || len(c.CreateOptions.DryRun) != 1 || c.CreateOptions.DryRun[0] != metav1.DryRunAll {
 		t.Errorf("create %v with options %+v", created.Labels, c.CreateOptions)
 	}

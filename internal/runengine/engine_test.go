@@ -75,7 +75,17 @@ func newFake(t *testing.T, objs ...runtime.Object) *fakeCluster {
 	f := &fakeCluster{t: t, kube: runnertest.NewClientset(objs...)}
 	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if f.podCreated != nil {
-			f.podCreated(a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
+			ca, ok := a.(k8stesting.CreateAction)
+			if !ok {
+				t.Errorf("create reactor got a %T", a)
+				return true, nil, fmt.Errorf("create reactor got a %T", a)
+			}
+			pod, ok := ca.GetObject().(*corev1.Pod)
+			if !ok {
+				t.Errorf("created a %T in pods", ca.GetObject())
+				return true, nil, fmt.Errorf("created a %T in pods", ca.GetObject())
+			}
+			f.podCreated(pod)
 		}
 		return false, nil, nil
 	})
@@ -129,8 +139,10 @@ func (f *fakeCluster) count(verb, resource string) int {
 	return n
 }
 
-func limitedGroup(runs, forks int64) Group {
+// limitedGroup runs one at a time, with at most forks forks.
+func limitedGroup(forks int64) Group {
 	g := testGroup()
+	runs := int64(1)
 	g.MaxConcurrentRuns, g.MaxForks, g.PendingTimeout = &runs, &forks, 300*time.Millisecond
 	return g
 }
@@ -154,10 +166,15 @@ func TestRunClaimsAroundThePod(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			during = append(during, slices.Sorted(maps.Keys(obj.(*corev1.ConfigMap).Data)))
+			cm, ok := obj.(*corev1.ConfigMap)
+			if !ok {
+				t.Errorf("the ledger %s is a %T", l.ConfigMapName(), obj)
+				return
+			}
+			during = append(during, slices.Sorted(maps.Keys(cm.Data)))
 		}
 	}
-	out, err := f.e.Run(t.Context(), request(limitedGroup(1, 10)))
+	out, err := f.e.Run(t.Context(), request(limitedGroup(10)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +199,7 @@ func TestRunCapacityErrors(t *testing.T) {
 	t.Run("too many forks", func(t *testing.T) {
 		f := newFake(t)
 		runs, _ := f.ledger(capacity.Runs, 1), f.ledger(capacity.Forks, 2)
-		_, err := f.e.Run(t.Context(), request(limitedGroup(1, 2)))
+		_, err := f.e.Run(t.Context(), request(limitedGroup(2)))
 		var ce *CapacityError
 		if !errors.As(err, &ce) || ce.Kind != capacity.Forks || ce.N != 5 || ce.Limit != 2 || ce.Waited != 0 {
 			t.Fatalf("error %v (%+v)", err, ce)
@@ -200,7 +217,7 @@ func TestRunCapacityErrors(t *testing.T) {
 		if _, err := runs.Acquire(t.Context(), "other", 1, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.e.Run(t.Context(), request(limitedGroup(1, 10)))
+		_, err := f.e.Run(t.Context(), request(limitedGroup(10)))
 		var ce *CapacityError
 		if !errors.As(err, &ce) || ce.Kind != capacity.Runs || ce.Waited != 300*time.Millisecond || ce.Limit != 1 {
 			t.Fatalf("error %v (%+v)", err, ce)
@@ -226,7 +243,7 @@ func TestRunReleaseFailureIsAWarning(t *testing.T) {
 		broken.Store(true)
 		return runner.Result{Status: runner.StatusSuccessful}
 	}
-	out, err := f.e.Run(t.Context(), request(limitedGroup(1, 10)))
+	out, err := f.e.Run(t.Context(), request(limitedGroup(10)))
 	if err != nil || out.Status != runner.StatusSuccessful {
 		t.Fatalf("%v %+v", err, out.Result)
 	}
@@ -278,7 +295,7 @@ func TestRunSpec(t *testing.T) {
 
 func TestRunGroupUnavailable(t *testing.T) {
 	f := newFake(t)
-	g := limitedGroup(1, 10)
+	g := limitedGroup(10)
 	g.Pod.Override = "spec: [no]"
 	_, err := f.e.Run(t.Context(), request(g))
 	if !errors.Is(err, ErrGroupUnavailable) {

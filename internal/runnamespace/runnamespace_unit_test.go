@@ -6,6 +6,7 @@ package runnamespace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -44,8 +45,9 @@ func TestNameLengths(t *testing.T) {
 			t.Errorf("Name(%d chars) has %d characters, more than a namespace may", len(c.label), len(got))
 		}
 	}
-	if Name("lbl", id) != Name("lbl", id) || Name("lbl", id) == Name("lbl", "fedcba9876543210") {
-		t.Error("Name is not a function of the label and the run id")
+	// Two runs, or two labels, never share a namespace.
+	if Name("lbl", id) == Name("other", id) || Name("lbl", id) == Name("lbl", "fedcba9876543210") {
+		t.Error("Name does not depend on both the label and the run id")
 	}
 	// An id that does not fit must not panic.
 	long := strings.Repeat("x", 70)
@@ -152,7 +154,14 @@ func tokens(kube *fake.Clientset, token string, seconds *int64) {
 		if a.GetSubresource() != "token" {
 			return false, nil, nil
 		}
-		tr := a.(k8stesting.CreateAction).GetObject().(*authv1.TokenRequest)
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return true, nil, fmt.Errorf("token reactor got a %T", a)
+		}
+		tr, ok := ca.GetObject().(*authv1.TokenRequest)
+		if !ok {
+			return true, nil, fmt.Errorf("token request is a %T", ca.GetObject())
+		}
 		if tr.Spec.ExpirationSeconds != nil {
 			*seconds = *tr.Spec.ExpirationSeconds
 		}
@@ -166,7 +175,12 @@ func TestCreate(t *testing.T) {
 	tokens(kube, "tok-123", &seconds)
 	var managers []string
 	kube.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		managers = append(managers, a.(k8stesting.CreateActionImpl).GetCreateOptions().FieldManager)
+		c, ok := a.(k8stesting.CreateActionImpl)
+		if !ok {
+			t.Errorf("create reactor got a %T", a)
+			return true, nil, fmt.Errorf("create reactor got a %T", a)
+		}
+		managers = append(managers, c.GetCreateOptions().FieldManager)
 		return false, nil, nil
 	})
 	s := Spec{Label: "lbl", Group: "grp", RunID: "r1", Deadline: time.Now().Add(2 * time.Hour),

@@ -37,33 +37,41 @@ var dupKeyInError = regexp.MustCompile(`(?m)^\s*line (\d+): key (.*) already set
 // Keys compare as they will in JSON, where the YAML 1.1 decoder turns them
 // into strings: 1 and "1" are the same key, as are 1 and 1.0, or y and yes
 // (both true). A key a merge ("<<") brought in may not be set again, as in
-// kubectl's strict decoding. Other errors are the decoder's.
+// kubectl's strict decoding. Other errors are the decoders': text the YAML
+// 1.1 decoder accepts only by ignoring a malformed tail after the first
+// value (an unterminated quote, say) has the YAML 1.2 parser's error, as its
+// keys cannot be checked.
 func ToJSON(text []byte) ([]byte, error) {
 	j, err := yaml.YAMLToJSONStrict(text)
+	var dup []string
 	if err != nil {
-		m := dupKeyInError.FindStringSubmatch(err.Error())
-		if m == nil {
+		if dup = dupKeyInError.FindStringSubmatch(err.Error()); dup == nil {
 			return nil, err
 		}
-		if de := firstDuplicate(text); de != nil {
-			return nil, de
-		}
-		line, _ := strconv.Atoi(m[1])
-		return nil, &DuplicateKeyError{Line: line, Key: m[2]}
 	}
-	if de := firstDuplicate(text); de != nil {
+	de, perr := firstDuplicate(text)
+	switch {
+	case de != nil:
 		return nil, de
+	case dup != nil:
+		// The decoder's own check found one where the YAML 1.2 parse did not.
+		line, _ := strconv.Atoi(dup[1])
+		return nil, &DuplicateKeyError{Line: line, Key: dup[2]}
+	case perr != nil:
+		// Fail closed: an unchecked document is not a document without
+		// duplicates.
+		return nil, perr
 	}
 	return j, nil
 }
 
 // firstDuplicate finds the first scalar key written twice in one mapping,
-// with the line of the second; nil when there is none or the text does not
-// parse as YAML 1.2.
-func firstDuplicate(text []byte) *DuplicateKeyError {
+// with the line of the second; nil when there is none. The error is the
+// YAML 1.2 parser's, when the text does not parse.
+func firstDuplicate(text []byte) (*DuplicateKeyError, error) {
 	var root yamlv3.Node
-	if yamlv3.Unmarshal(text, &root) != nil {
-		return nil
+	if err := yamlv3.Unmarshal(text, &root); err != nil {
+		return nil, err
 	}
 	// An explicit stack: documents may nest deeper than is safe to recurse.
 	stack := []*yamlv3.Node{&root}
@@ -87,7 +95,7 @@ func firstDuplicate(text []byte) *DuplicateKeyError {
 				}
 				jk := jsonKey(k)
 				if keys[jk] {
-					return &DuplicateKeyError{Line: n.Content[i].Line, Key: strconv.Quote(k.Value)}
+					return &DuplicateKeyError{Line: n.Content[i].Line, Key: strconv.Quote(k.Value)}, nil
 				}
 				keys[jk] = true
 			}
@@ -99,7 +107,7 @@ func firstDuplicate(text []byte) *DuplicateKeyError {
 			stack = append(stack, n.Content[i])
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // jsonKey returns the JSON key sigs.k8s.io/yaml makes of a scalar key: a
@@ -139,9 +147,11 @@ func jsonKey(k *yamlv3.Node) string {
 	return k.Value
 }
 
-// CheckJSON reports the first key set twice in one object of a valid JSON
-// document, with its line; nil when there is none or the JSON is not valid.
-// It names keys, never values, which may be secret.
+// CheckJSON reports the first key set twice in one object of a JSON
+// document, with its line. It checks keys only: it is nil when there is no
+// duplicate before the end of the document or the point where it stops being
+// valid JSON, as callers validate the JSON themselves and report that better
+// (see bundle.ValidateVars). It names keys, never values, which may be secret.
 func CheckJSON(doc []byte) error {
 	type frame struct {
 		keys      map[string]bool
@@ -150,11 +160,8 @@ func CheckJSON(doc []byte) error {
 	var stack []*frame
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
+	// Token fails at io.EOF or at the first syntax error; both end the check.
+	for tok, err := dec.Token(); err == nil; tok, err = dec.Token() {
 		var top *frame
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]
@@ -187,6 +194,7 @@ func CheckJSON(doc []byte) error {
 		top.keys[k] = true
 		top.expectKey = false
 	}
+	return nil
 }
 
 // LineAt returns the 1-based line of byte offset off in doc.

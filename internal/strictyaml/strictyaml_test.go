@@ -45,6 +45,21 @@ func TestToJSON_duplicates(t *testing.T) {
 	}
 }
 
+// The YAML 1.1 decoder ignores a malformed tail after the first value, which
+// the YAML 1.2 parser that compares keys refuses: ToJSON must not take the
+// unchecked document for one without duplicates.
+func TestToJSON_uncheckable(t *testing.T) {
+	for _, text := range []string{"{1: a, \"1\": b},\"", "[{a: 1}],\""} {
+		if _, err := yaml.YAMLToJSON([]byte(text)); err != nil {
+			t.Fatalf("YAMLToJSON(%q) = %v; the case needs the decoder to accept it", text, err)
+		}
+		j, err := ToJSON([]byte(text))
+		if err == nil {
+			t.Errorf("ToJSON(%q) = %s, want the YAML 1.2 parser's error", text, j)
+		}
+	}
+}
+
 func TestCheckJSON(t *testing.T) {
 	var de *DuplicateKeyError
 	if err := CheckJSON([]byte("{\"a\": {\"b\": [1, {\"c\": 1}],\n\"b\": 2}}")); !errors.As(err, &de) || de.Line != 2 || de.Key != `"b"` {
@@ -53,13 +68,24 @@ func TestCheckJSON(t *testing.T) {
 	if err := CheckJSON([]byte(`{"a": [{"b": 1}, {"b": 2}], "b": {"a": {"b": 1}}}`)); err != nil {
 		t.Fatalf("keys repeated in different objects: %v", err)
 	}
+	// Validity is the caller's to check: keys are checked up to where the
+	// JSON stops being valid.
+	if err := CheckJSON([]byte("{\"a\": 1,\n\"a\": ")); !errors.As(err, &de) || de.Line != 2 || de.Key != `"a"` {
+		t.Fatalf("duplicate before a truncation: error = %v", err)
+	}
+	for _, doc := range []string{`{"a": 1, "b"`, `{"a": 1} x`, ""} {
+		if err := CheckJSON([]byte(doc)); err != nil {
+			t.Fatalf("CheckJSON(%q) = %v, want nil", doc, err)
+		}
+	}
 }
 
 // FuzzToJSON: ToJSON decodes exactly as sigs.k8s.io/yaml does, only
-// refusing more (duplicate keys), and never panics.
+// refusing more (duplicate keys, or a tail only the YAML 1.1 decoder
+// ignores), and never panics.
 func FuzzToJSON(f *testing.F) {
 	for _, s := range []string{"a: 1\na: 2\n", "{\"a\":1,\"a\":2}", "y: 1\nyes: 2\n", "x: &x {b: 1}\ny: {<<: *x, b: 2}\n",
-		"- &a [*a]\n", "a: [1, {b: null}]\n", "? [a]\n: b\n", "a: !!binary aGk=\n", "1: a\n1.0: b\n", "\"a\\u0000\": 1\n"} {
+		"- &a [*a]\n", "a: [1, {b: null}]\n", "? [a]\n: b\n", "a: !!binary aGk=\n", "1: a\n1.0: b\n", "\"a\\u0000\": 1\n", "{1: a, \"1\": b},\""} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
@@ -71,8 +97,15 @@ func FuzzToJSON(f *testing.F) {
 			if de.Line < 1 {
 				t.Fatalf("duplicate at line %d", de.Line)
 			}
-		case (err == nil) != (werr == nil):
-			t.Fatalf("ToJSON error %v, YAMLToJSON error %v", err, werr)
+		case err != nil && werr == nil:
+			// Refusing more than the decoder is right only where the YAML
+			// 1.2 parser, which compares the keys, refuses the text too.
+			var root yamlv3.Node
+			if perr := yamlv3.Unmarshal(text, &root); perr == nil || perr.Error() != err.Error() {
+				t.Fatalf("ToJSON error %v, YAMLToJSON accepts it, YAML 1.2 parse error %v", err, perr)
+			}
+		case err == nil && werr != nil:
+			t.Fatalf("ToJSON accepts it, YAMLToJSON error %v", werr)
 		case err == nil && string(got) != string(want):
 			t.Fatalf("ToJSON = %s, YAMLToJSON = %s", got, want)
 		case err == nil && !bytes.ContainsAny(text, "&*<"):

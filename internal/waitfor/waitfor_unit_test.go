@@ -6,6 +6,7 @@ package waitfor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +41,9 @@ func limit(t *testing.T) context.Context {
 	return ctx
 }
 
-func pod(name string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)}}
+// podA is the pod the tests wait for: a, with UID uid-a.
+func podA() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns, UID: types.UID("uid-a")}}
 }
 
 // watched wraps a typed client and closes opened when its first watch is open.
@@ -73,7 +75,7 @@ func (w *watched[L]) wait(t *testing.T) {
 }
 
 func TestNamedSelectsByName(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	var (
 		mu        sync.Mutex
 		selectors = map[string]string{}
@@ -122,7 +124,7 @@ func TestGoneWhenAlreadyGone(t *testing.T) {
 }
 
 func TestGoneWaitsForTheDeletion(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	pods := newWatched(kube.CoreV1().Pods(ns))
 	done := make(chan error, 1)
 	go func() { done <- Gone(limit(t), Named(pods, "a"), &corev1.Pod{}) }()
@@ -141,7 +143,7 @@ func TestGoneWaitsForTheDeletion(t *testing.T) {
 }
 
 func TestGoneEndsWithItsContext(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	pods := newWatched(kube.CoreV1().Pods(ns))
 	ctx, cancel := context.WithCancel(limit(t))
 	done := make(chan error, 1)
@@ -170,20 +172,24 @@ func running(ev watch.Event) (bool, error) {
 }
 
 func TestUntilSeesTheCurrentState(t *testing.T) {
-	p := pod("a")
+	p := podA()
 	p.Status.Phase = corev1.PodRunning
 	kube := fake.NewClientset(p)
 	ev, err := Until(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != watch.Added || ev.Object.(*corev1.Pod).Name != "a" {
+	got, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		t.Fatalf("event %s carries a %T, want a pod", ev.Type, ev.Object)
+	}
+	if ev.Type != watch.Added || got.Name != "a" {
 		t.Fatalf("event %s %v, want the pod as listed (Added)", ev.Type, ev.Object)
 	}
 }
 
 func TestUntilWaitsForTheCondition(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	pods := newWatched(kube.CoreV1().Pods(ns))
 	type result struct {
 		ev  *watch.Event
@@ -195,7 +201,7 @@ func TestUntilWaitsForTheCondition(t *testing.T) {
 		done <- result{ev, err}
 	}()
 	pods.wait(t)
-	p := pod("a")
+	p := podA()
 	p.Status.Phase = corev1.PodRunning
 	if _, err := kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -204,13 +210,17 @@ func TestUntilWaitsForTheCondition(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.ev.Type != watch.Modified || r.ev.Object.(*corev1.Pod).Status.Phase != corev1.PodRunning {
+	got, ok := r.ev.Object.(*corev1.Pod)
+	if !ok {
+		t.Fatalf("event %s carries a %T, want a pod", r.ev.Type, r.ev.Object)
+	}
+	if r.ev.Type != watch.Modified || got.Status.Phase != corev1.PodRunning {
 		t.Fatalf("event %s %+v, want the update to Running", r.ev.Type, r.ev.Object)
 	}
 }
 
 func TestUntilSeesDeleted(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	pods := newWatched(kube.CoreV1().Pods(ns))
 	var seen []watch.EventType
 	done := make(chan error, 1)
@@ -237,7 +247,7 @@ func TestUntilSeesDeleted(t *testing.T) {
 }
 
 func TestUntilEndsWithItsContext(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	ctx, cancel := context.WithTimeout(limit(t), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -258,10 +268,15 @@ func TestDeleteAlreadyGone(t *testing.T) {
 }
 
 func TestDeletePassesOptionsAndRemoves(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	var got metav1.DeleteOptions
 	kube.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		got = a.(k8stesting.DeleteAction).GetDeleteOptions()
+		da, ok := a.(k8stesting.DeleteAction)
+		if !ok {
+			t.Errorf("delete reactor got a %T", a)
+			return true, nil, fmt.Errorf("delete reactor got a %T", a)
+		}
+		got = da.GetDeleteOptions()
 		return false, nil, nil
 	})
 	uid := types.UID("uid-a")
@@ -278,7 +293,7 @@ func TestDeletePassesOptionsAndRemoves(t *testing.T) {
 }
 
 func TestDeleteReturnsOtherErrors(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "a", errors.New("no"))
 	})
@@ -291,7 +306,7 @@ func TestDeleteReturnsOtherErrors(t *testing.T) {
 // TestDeleteWaitsForFinalizers: an accepted delete of an object with
 // finalizers leaves it in place; Delete returns only once it is removed.
 func TestDeleteWaitsForFinalizers(t *testing.T) {
-	kube := fake.NewClientset(pod("a"))
+	kube := fake.NewClientset(podA())
 	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil // accepted; the finalizers keep the pod for now
 	})

@@ -27,13 +27,21 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 	kube := fake.NewClientset(objs...)
 	var n atomic.Int32
 	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if p, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); ok && p.Name == "" && p.GenerateName != "" {
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return true, nil, fmt.Errorf("pod create reactor got a %T", a)
+		}
+		if p, ok := ca.GetObject().(*corev1.Pod); ok && p.Name == "" && p.GenerateName != "" {
 			p.Name = fmt.Sprintf("%s%d", p.GenerateName, n.Add(1))
 		}
 		return false, nil, nil
 	})
 	kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		r := a.(k8stesting.ListAction).GetListRestrictions()
+		la, ok := a.(k8stesting.ListAction)
+		if !ok {
+			return true, nil, fmt.Errorf("pod list reactor got a %T", a)
+		}
+		r := la.GetListRestrictions()
 		if r.Fields == nil || r.Fields.Empty() {
 			return false, nil, nil
 		}
@@ -41,7 +49,10 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 		if err != nil {
 			return true, nil, err
 		}
-		list := obj.(*corev1.PodList)
+		list, ok := obj.(*corev1.PodList)
+		if !ok {
+			return true, nil, fmt.Errorf("the tracker listed pods as a %T", obj)
+		}
 		list.Items = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
 			return !r.Fields.Matches(fields.Set{"metadata.name": p.Name}) || !r.Labels.Matches(labels.Set(p.Labels))
 		})
