@@ -113,3 +113,14 @@ func TestClassify(t *testing.T) {
 		t.Error("Classify(nil) must be nil")
 	}
 }
+
+func TestIsUnauthorized(t *testing.T) {
+	unauthorized := Classify(apierrors.NewUnauthorized("no"), "https://h")
+	forbidden := Classify(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("no")), "https://h")
+	if !isUnauthorized(unauthorized) || !isUnauthorized(fmt.Errorf("wrapped: %w", unauthorized)) {
+		t.Errorf("a 401 must be retried after provisioning: %v", unauthorized)
+	}
+	if isUnauthorized(forbidden) || isUnauthorized(errors.New("plain")) || isUnauthorized(nil) {
+		t.Error("only a 401 may be retried")
+	}
+}

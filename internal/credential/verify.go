@@ -15,9 +15,11 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 // Permission is one verb on one resource (with optional subresource) in the
@@ -205,4 +207,28 @@ func ReportFromAnnotations(a map[string]string) (r Report, checkedAt string) {
 	_ = json.Unmarshal([]byte(a[AnnotationGroups]), &r.Groups)
 	_ = json.Unmarshal([]byte(a[AnnotationMissing]), &r.Missing)
 	return r, a[AnnotationCheckedAt]
+}
+
+// provisionedBackoff spans about 6 s: how long the API server may take to
+// see a token Secret that its controller has just filled.
+var provisionedBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 7, Cap: 2 * time.Second}
+
+// VerifyProvisioned is Verify for a service account token issued moments
+// ago. The API server authenticates such tokens from its own informer
+// caches, which may not hold the token's Secret yet, and nothing can be
+// watched for that; so a 401 is retried with backoff for a few seconds
+// before it counts. Every other failure counts at once.
+func VerifyProvisioned(ctx context.Context, kube kubernetes.Interface, host, namespace string) (Report, error) {
+	var rep Report
+	err := retry.OnError(provisionedBackoff, isUnauthorized, func() error {
+		var err error
+		rep, err = Verify(ctx, kube, host, namespace)
+		return err
+	})
+	return rep, err
+}
+
+func isUnauthorized(err error) bool {
+	var ce *CheckError
+	return errors.As(err, &ce) && ce.Failure == FailureUnauthorized
 }

@@ -507,7 +507,11 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 	tflog.Debug(ctx, "checking credential", map[string]any{"credential": spec.Name, "kind": spec.Kind, "host": host})
 	cctx, cancel := context.WithTimeout(ctx, credentialCheckTimeout)
 	defer cancel()
-	rep, err := credential.Verify(cctx, cc.Kube, host, spec.Namespace)
+	verify := credential.Verify
+	if spec.Kind == credential.KindServiceAccount {
+		verify = credential.VerifyProvisioned
+	}
+	rep, err := verify(cctx, cc.Kube, host, spec.Namespace)
 	if err != nil {
 		addCredentialCheckError(diags, spec, host, err)
 		return credential.Report{}, false
