@@ -36,6 +36,9 @@ type Group struct {
 	// PendingTimeout bounds waiting for capacity and for the pod to start;
 	// zero or less means DefaultPendingTimeout.
 	PendingTimeout time.Duration
+	// LaunchRetries is how many fresh pods a run may launch after the first
+	// when a launch fails for a reason that can pass (runner.CanPass).
+	LaunchRetries int
 	// Pod renders the group's pod; its Name and Namespace are the group's.
 	Pod podspec.Group
 	// DefaultLabel fills what a node label leaves unset.
