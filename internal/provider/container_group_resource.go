@@ -245,16 +245,24 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{groupDuration()},
 			},
 			"launch_retries": schema.Int64Attribute{
-				MarkdownDescription: "How many times a run retries creating its pod before it fails (Nodepool's " +
-					"`launch-retries`). Defaults to `3`.",
+				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
+					"reason that can pass (Nodepool's `launch-retries`): the pod was deleted, evicted or lost with its node " +
+					"before it ran, the kubelet could not create its sandbox (retried after `pod_pending_timeout`), or an " +
+					"admission webhook timed out. A missing image (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), " +
+					"a spec the API server refuses and an unschedulable pod are not retried: a new pod of the same spec " +
+					"meets them again, so the run ends as `error` at once. The failed pod is deleted, and its quota freed, " +
+					"before the next; each attempt has a `pod_pending_timeout` of its own, and the run's create timeout bounds " +
+					"them all. The run records its attempts in `launch_attempts`. `0` turns retries off. Defaults to `3`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(3),
 				Validators: []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"priority": schema.Int64Attribute{
-				MarkdownDescription: "The group's priority; a lesser number is a higher priority (Nodepool's `priority`).",
-				Optional:            true,
+				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's " +
+					"`priority`). It is stored for placing runs across groups, which is not implemented yet: today it has no " +
+					"effect, since a run names its group.",
+				Optional: true,
 			},
 			"labels": schema.MapAttribute{
 				MarkdownDescription: "Labels put on every run pod of the group.",

@@ -100,6 +100,8 @@ type runModel struct {
 	FinishedAt   types.String `tfsdk:"finished_at"`
 	RenderedPod  types.String `tfsdk:"rendered_pod"`
 	RunNamespace types.String `tfsdk:"run_namespace"`
+	// LaunchAttempts counts the pods the run launched.
+	LaunchAttempts types.Int64 `tfsdk:"launch_attempts"`
 }
 
 var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -128,7 +130,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"the run, that is, runs it again. Use `triggers` to run again when something else changes.\n\n" +
 			"A group that is full (its ResourceQuota answers `exceeded quota`) makes the run wait, watching, up to the group's " +
 			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
-			"at once. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
+			"at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
+			"before it ran, its sandbox could not be created, an admission webhook timed out) is retried with a fresh pod " +
+			"up to the group's `launch_retries` times; see `launch_attempts`. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
 			"has passed.\n\n" +
 			"A run whose status is not `successful` fails the apply unless `ignore_failure` is set; its record still " +
 			"reaches the state (marked tainted, so the next apply runs it again).",
@@ -274,6 +278,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"`keep_pod_on_failure`). Null otherwise.",
 				Computed: true,
 			},
+			"launch_attempts": schema.Int64Attribute{
+				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry of a launch that failed for a " +
+					"reason that can pass (at most the container group's `launch_retries`). Each retry is also a warning in " +
+					"the Terraform log. `0` when the run did not get to create a pod.",
+				Computed: true,
+			},
 			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group and label are, including a group or label created or changed in the same apply, provided the run references them (for example `container_group = kubeplay_container_group.g.name`) so that Terraform plans and applies them first. Unknown at plan when a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
 		},
 	}
@@ -326,8 +336,9 @@ func engineGroup(g *catalog.Group) runengine.Group {
 	return runengine.Group{
 		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
 		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
-		Pod:          g.PodGroup(),
-		DefaultLabel: g.DefaultLabel,
+		LaunchRetries: int(max(g.LaunchRetries, 0)),
+		Pod:           g.PodGroup(),
+		DefaultLabel:  g.DefaultLabel,
 	}
 }
 
@@ -432,7 +443,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
-		plan.RenderedPod, plan.RunNamespace = state.RenderedPod, state.RunNamespace
+		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -665,6 +676,7 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	m.NodeName = types.StringValue(res.NodeName)
 	m.StartedAt = types.StringValue(res.StartedAt.Format(time.RFC3339))
 	m.FinishedAt = types.StringValue(res.FinishedAt.Format(time.RFC3339))
+	m.LaunchAttempts = types.Int64Value(int64(res.LaunchAttempts))
 	stats := map[string]attr.Value{}
 	for host, s := range res.Hosts {
 		obj, d := types.ObjectValue(hostStatsType.AttrTypes, map[string]attr.Value{
