@@ -242,8 +242,10 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			},
 			"dynamic_labels": schema.MapAttribute{
 				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
-					"`{run.id}`, `{run.name}`, `{run.group}`, `{run.label}` and `{run.workspace}` (the Terraform " +
-					"workspace); `{{` and `}}` are literal braces. Unknown placeholders are plan-time errors.",
+					"`{run.id}`, `{run.name}`, `{run.group}` and `{run.label}`; `{{` and `}}` are literal braces. Unknown " +
+					"placeholders are plan-time errors. There is no workspace placeholder, since Terraform does not tell " +
+					"providers the selected workspace: pass it from the configuration, as in `labels = { workspace = " +
+					"terraform.workspace }` or `dynamic_labels = { id = \"${terraform.workspace}-{run.id}\" }`.",
 				Optional:    true,
 				ElementType: types.StringType,
 				Validators:  []validator.Map{labelTemplateMap()},

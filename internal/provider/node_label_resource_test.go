@@ -67,7 +67,7 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
   volumes        = yamlencode([{ name = "cache", emptyDir = {} }])
   volume_mounts  = yamlencode([{ name = "cache", mountPath = "/cache" }])
   labels         = { team = "ci" }
-  dynamic_labels = { "kubeplay.io/run" = "run-{run.id}", workspace = "{run.workspace}" }
+  dynamic_labels = { "kubeplay.io/run" = "run-{run.id}", who = "{run.name}-{run.label}" }
   annotations    = { "example.com/note" = "any text" }
   python_path    = "/usr/bin/python3"
   shell_type     = "sh"
@@ -118,7 +118,7 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
 						"label type":      {pt.Annotations["kubeplay.io/label-type"], "pod"},
 						"python path":     {pt.Annotations["kubeplay.io/python-path"], "/usr/bin/python3"},
 						"shell type":      {pt.Annotations["kubeplay.io/shell-type"], "sh"},
-						"dynamic labels":  {pt.Annotations["kubeplay.io/dynamic-labels"], `{"kubeplay.io/run":"run-{run.id}","workspace":"{run.workspace}"}`},
+						"dynamic labels":  {pt.Annotations["kubeplay.io/dynamic-labels"], `{"kubeplay.io/run":"run-{run.id}","who":"{run.name}-{run.label}"}`},
 						"template labels": {pt.Template.Labels["team"] + " " + pt.Template.Annotations["example.com/note"], "ci any text"},
 					}
 					for what, c := range checks {
@@ -288,6 +288,7 @@ func TestAccNodeLabel_planErrors(t *testing.T) {
 		{"  spec = \"containers:\\n - name: a\\n  image: b\\n\"\n", `(?s)Invalid Spec.*yaml: line 2`},
 		{"  spec = \"kind: Pod\\nspec: {}\\n\"\n", `(?s)Invalid Spec.*kind is a field of a Pod, not of a PodSpec`},
 		{"  dynamic_labels = { req = \"{request.id}\" }\n", `(?s)Invalid Label Template.*unknown placeholder \{request.id\}`},
+		{"  dynamic_labels = { ws = \"{run.workspace}\" }\n", `(?s)Workspace Placeholder Not Supported.*does not tell providers.*terraform\.workspace`},
 		{"  type = \"namespace\"\n  image = \"x\"\n", `(?s)Attribute Not Allowed For Namespace Labels.*image`},
 		{"  volumes = \"- name: a\\n  emptyDir: {}\\n - name: b\\n\"\n", `(?s)Invalid Volumes.*line \d`},
 		{"  volume_mounts = \"- name: a\\n  mountPth: /x\\n\"\n", `(?s)Invalid Volume mounts.*line 2: unknown field`},

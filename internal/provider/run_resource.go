@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -309,15 +308,6 @@ func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateC
 	}
 }
 
-// workspace is the Terraform workspace, for {run.workspace}: Terraform tells
-// providers nothing of it, so only TF_WORKSPACE, when set, names it.
-func workspace() string {
-	if w := os.Getenv("TF_WORKSPACE"); w != "" {
-		return w
-	}
-	return "default"
-}
-
 // runTarget is what a run needs from its group and node label, and the
 // clients it runs with.
 type runTarget struct {
@@ -463,7 +453,7 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return
 	}
-	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString(), Workspace: workspace()}, create)
+	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString()}, create)
 	if errors.Is(err, runengine.ErrRenderAtApply) {
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return
@@ -491,7 +481,10 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 func addRenderError(err error, diags *diag.Diagnostics) {
 	attr, remedy := "container_group", "Fix the container group's pod_spec_override or labels."
 	var rl *podspec.ReservedLabelError
-	if errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels) {
+	switch {
+	case errors.Is(err, podspec.ErrWorkspacePlaceholder):
+		attr, remedy = "node_label", workspaceRemedy
+	case errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels):
 		attr, remedy = "node_label", "Fix the node label's labels, dynamic_labels or spec."
 	}
 	diags.AddAttributeError(path.Root(attr), "Run Pod Cannot Be Rendered",
@@ -584,7 +577,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	}
 	id := plan.ID.ValueString()
 	out, err := r.engine(ctx, t.clients).Run(ctx, runengine.Request{
-		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString(), Workspace: workspace()},
+		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString()},
 		Operation: operation, Group: t.group, Label: t.label, Bundle: b, Forks: plan.Forks.ValueInt64(),
 		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
 		OnLine: func(line string) {

@@ -55,9 +55,8 @@ func (g Group) pending() time.Duration {
 // RunInfo identifies a run to the node label's placeholders.
 type RunInfo struct {
 	// ID is the run's id; empty at plan time, before it is chosen.
-	ID        string
-	Name      string
-	Workspace string
+	ID   string
+	Name string
 }
 
 // RenderPod renders a run's pod: the group's pod, with the node label (nil
@@ -79,7 +78,7 @@ func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (
 			return nil, ErrRenderAtApply
 		}
 		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
-			"run.id": run.ID, "run.name": run.Name, "run.group": g.Name, "run.label": l.Name, "run.workspace": run.Workspace,
+			"run.id": run.ID, "run.name": run.Name, "run.group": g.Name, "run.label": l.Name,
 		})
 		if err != nil {
 			return nil, unavailable{fmt.Errorf("node label %q: %w", l.Name, err)}
