@@ -135,7 +135,8 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"image": schema.StringAttribute{
-				MarkdownDescription: forPod("The run image. Unset keeps the container group's `image`."),
+				MarkdownDescription: forPod("The run image. Unset, runs use their container group's `image` (the stored PodTemplate shows `" +
+					catalog.GroupImagePlaceholder + "` in its place)."),
 				Optional:            true,
 				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
@@ -333,11 +334,6 @@ func (r *nodeLabelResource) ValidateConfig(ctx context.Context, req resource.Val
 			}
 		}
 		return
-	}
-	if m.Image.IsNull() {
-		// Nodepool requires it too, and a PodTemplate without an image is refused by the API server.
-		resp.Diagnostics.AddAttributeError(path.Root("image"), "Missing Image",
-			"A node label of type \"pod\" needs image, the image of its worker container. Set image, or use spec.")
 	}
 	if !m.GPU.IsNull() && m.GPUResource.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("gpu"), "Missing GPU Resource",
