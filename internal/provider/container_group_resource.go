@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -333,14 +334,29 @@ func addOverrideError(err error, diags *diag.Diagnostics) {
 	}
 }
 
-// specFromGroupModel builds the stored form; ok is false while inputs are unknown.
+// podInputsKnown: every input that shapes the group's run pods is known,
+// so that a run's pod renders at plan whatever else (the credential, the
+// limits) is known only at apply.
+func podInputsKnown(m containerGroupModel) bool {
+	for _, v := range []attr.Value{m.Name, m.Namespace, m.Image, m.PodSpecOverride, m.Labels, m.Annotations,
+		m.DefaultLabelCPU, m.DefaultLabelCPULimit, m.DefaultLabelMemory, m.DefaultLabelMemoryLimit,
+		m.DefaultLabelStorage, m.DefaultLabelStorageLimit, m.DefaultLabelExtraResources} {
+		if v.IsUnknown() {
+			return false
+		}
+	}
+	return true
+}
+
+// specFromGroupModel builds the stored form; ok is false while inputs are
+// unknown, when the group holds what podInputsKnown allows it to.
 func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.Diagnostics) (catalog.Group, bool) {
-	if m.Name.IsUnknown() || m.Credential.IsUnknown() || m.Namespace.IsUnknown() || m.Image.IsUnknown() ||
-		m.PodSpecOverride.IsUnknown() || m.MaxCores.IsUnknown() || m.MaxResources.IsUnknown() || m.Labels.IsUnknown() ||
-		m.Annotations.IsUnknown() || m.DefaultLabelCPU.IsUnknown() || m.DefaultLabelCPULimit.IsUnknown() ||
-		m.DefaultLabelExtraResources.IsUnknown() || m.PodPendingTimeout.IsUnknown() {
+	if !podInputsKnown(m) {
 		return catalog.Group{}, false
 	}
+	known := !m.Credential.IsUnknown() && !m.MaxCores.IsUnknown() && !m.MaxResources.IsUnknown() &&
+		!m.PodPendingTimeout.IsUnknown() && !m.MaxConcurrentRuns.IsUnknown() && !m.MaxRAM.IsUnknown() &&
+		!m.MaxForks.IsUnknown() && !m.LaunchRetries.IsUnknown() && !m.Priority.IsUnknown()
 	return catalog.Group{
 		Name:              m.Name.ValueString(),
 		Credential:        m.Credential.ValueString(),
@@ -364,7 +380,7 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		Priority:          ptrInt64(m.Priority),
 		Labels:            goStringMap(ctx, m.Labels, diags),
 		Annotations:       goStringMap(ctx, m.Annotations, diags),
-	}, true
+	}, known
 }
 
 // fillGroup sets the model from a stored group and its rendered pod.
@@ -418,9 +434,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("namespace"))
 		}
 	}
+	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = plan.Name // so that references to id are known at plan, as name is
+	}
 	plan.RenderedPod = types.StringUnknown()
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
-	if known {
+	podKnown := podInputsKnown(plan)
+	if podKnown {
 		y, err := spec.RenderPod()
 		if err != nil {
 			addOverrideError(err, &resp.Diagnostics)
@@ -433,11 +453,16 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if r.data != nil && !plan.Name.IsUnknown() {
-		var v *catalog.Group
-		if known {
-			v = &spec
+		changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
+		switch {
+		case known:
+			r.data.plannedGroups.put(plan.Name.ValueString(), &spec, changing)
+		case podKnown:
+			// Runs render their pods from it, but cannot reach its cluster yet.
+			r.data.plannedGroups.putPartial(plan.Name.ValueString(), &spec, changing)
+		default:
+			r.data.plannedGroups.put(plan.Name.ValueString(), nil, changing)
 		}
-		r.data.plannedGroups.put(plan.Name.ValueString(), v, req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw))
 	}
 	if known && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)

@@ -473,6 +473,9 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = plan.Name // so that references to id are known at plan, as name is
+	}
 	plan.RenderedTemplate = types.StringUnknown()
 	l, known := labelFromModel(ctx, plan, &resp.Diagnostics)
 	if known {

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -186,6 +189,86 @@ resource "kubeplay_run" "test" {
 				func(s *terraform.State) error { return pw.check(1)(s) },
 				e.checkNoRunPods(ns),
 			),
+		}},
+	})
+}
+
+// TestAccRun_renderedPodWithNewCredential: a run whose group uses a
+// credential created in the same plan shows its rendered_pod at plan: for
+// a provider credential named by its id, and for a bearer token one named
+// by a value known only at apply. Rendering needs no cluster, only the dry
+// run does.
+func TestAccRun_renderedPodWithNewCredential(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runnewcred")
+	host, ca := e.clusterHostAndCA()
+	token := e.token(ns, "runner", "edit")
+	cfg := e.providerBlock() + tokenVar + fmt.Sprintf(`
+resource "kubeplay_credential" "own" {
+  name = %[1]q
+  kind = "provider"
+}
+
+resource "kubeplay_credential" "token" {
+  name         = %[2]q
+  kind         = "bearer_token"
+  host         = %[3]q
+  bearer_token = var.token
+  ca_cert      = %[4]q
+  namespace    = %[5]q
+}
+
+resource "kubeplay_container_group" "own" {
+  name       = %[6]q
+  namespace  = %[5]q
+  image      = %[8]q
+  labels     = { via = "own" }
+  credential = kubeplay_credential.own.id
+}
+
+# Known only at apply, as any computed value would be.
+resource "terraform_data" "token" {
+  input = kubeplay_credential.token.name
+}
+
+resource "kubeplay_container_group" "token" {
+  name       = %[7]q
+  namespace  = %[5]q
+  image      = %[8]q
+  labels     = { via = "token" }
+  credential = terraform_data.token.output
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.own.name
+  command         = ["sh", "-c", "echo own"]
+}
+
+resource "kubeplay_run" "token" {
+  container_group = kubeplay_container_group.token.name
+  command         = ["sh", "-c", "echo token"]
+}
+`, randName("own"), randName("tok"), host, ca, ns, randName("grp"), randName("grp"), acctest.TestImage())
+	rendered := func(via string) knownvalue.Check {
+		return knownvalue.StringRegexp(expectError(`(?s)via: ` + via + `\n.*image: ` + regexp.QuoteMeta(acctest.TestImage())))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   writeOnlyVersions,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{
+			Config:          cfg,
+			ConfigVariables: config.Variables{"token": config.StringVariable(token)},
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction("kubeplay_credential.own", plancheck.ResourceActionCreate),
+				plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("own")),
+				plancheck.ExpectKnownValue("kubeplay_run.token", tfjsonpath.New("rendered_pod"), rendered("token")),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("own\n")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), rendered("own")),
+				statecheck.ExpectKnownValue("kubeplay_run.token", tfjsonpath.New("output"), knownvalue.StringExact("token\n")),
+			},
 		}},
 	})
 }

@@ -283,7 +283,14 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"the Terraform log. `0` when the run did not get to create a pod.",
 				Computed: true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group and label are, including a group or label created or changed in the same apply, provided the run references them (for example `container_group = kubeplay_container_group.g.name`) so that Terraform plans and applies them first. Unknown at plan when a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). " +
+				"Known at plan time when what shapes the pod is: the group's `namespace`, `image`, `labels`, `annotations`, " +
+				"`pod_spec_override` and `default_label_*`, and the node label. That includes a group or label created or " +
+				"changed in the same apply, provided the run references them (for example `container_group = " +
+				"kubeplay_container_group.g.name`) so that Terraform plans and applies them first, and a group whose " +
+				"credential is created in the same apply or known only then: rendering needs no cluster (only the plan's " +
+				"server-side dry run of the pod does, and it is skipped until the credential exists). Unknown at plan when " +
+				"a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
 		},
 	}
 }
@@ -336,20 +343,21 @@ func engineGroup(g *catalog.Group) runengine.Group {
 var errKnownAtApply = errors.New("the run's container group or node label is known only at apply")
 
 // groupFor returns the run's group: at plan time as this plan leaves it,
-// at apply as the catalog holds it (the group is applied first).
-func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*catalog.Group, bool, error) {
+// at apply as the catalog holds it (the group is applied first). partial:
+// its credential is known only at apply.
+func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (g *catalog.Group, changing, partial bool, err error) {
 	if p, ok := r.data.plannedGroups.get(name); ok && planning {
 		if p.value == nil {
-			return nil, false, errKnownAtApply
+			return nil, false, false, errKnownAtApply
 		}
-		return p.value, p.changing, nil
+		return p.value, p.changing, p.partial, nil
 	}
-	g, err := readGroup(ctx, r.data, name)
+	g, err = readGroup(ctx, r.data, name)
 	if err == nil && g == nil {
 		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
 	}
-	return g, false, err
+	return g, false, false, err
 }
 
 // labelFor is groupFor for node labels.
@@ -371,7 +379,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 // target reads the run's group and node label, and the group's clients.
 func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*runTarget, error) {
 	name := m.ContainerGroup.ValueString()
-	g, changing, err := r.groupFor(ctx, name, planning)
+	g, changing, partial, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +388,13 @@ func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*r
 			changing = true
 		}
 	}
-	c, err := r.data.credentialClients(ctx, g.Credential)
+	var c *kubeclient.Clients
+	if partial {
+		// The group's credential is known only at apply: render, but no dry run.
+		err, changing = errKnownAtApply, true
+	} else {
+		c, err = r.data.credentialClients(ctx, g.Credential)
+	}
 	if err != nil {
 		if !planning {
 			return nil, fmt.Errorf("container group %q: %w", name, err)
