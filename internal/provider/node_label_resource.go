@@ -137,8 +137,8 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"image": schema.StringAttribute{
 				MarkdownDescription: forPod("The run image. Unset, runs use their container group's `image` (the stored PodTemplate shows `" +
 					catalog.GroupImagePlaceholder + "` in its place)."),
-				Optional:            true,
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"image_pull_policy": schema.StringAttribute{
 				MarkdownDescription: forPod("The image pull policy: `IfNotPresent`, `Always` or `Never`. Unset keeps the " +
