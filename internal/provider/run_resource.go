@@ -253,7 +253,6 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Delete: true}),
 
 			"status": schema.StringAttribute{
 				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
@@ -291,6 +290,15 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				"credential is created in the same apply or known only then: rendering needs no cluster (only the plan's " +
 				"server-side dry run of the pod does, and it is skipped until the credential exists). Unknown at plan when " +
 				"a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
+		},
+		Blocks: map[string]schema.Block{
+			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true,
+				CreateDescription: "How long the run may take, from claiming capacity to its pod's deletion, as a " +
+					"duration such as `20m`; also its pod's `activeDeadlineSeconds` and how long its capacity claims last. " +
+					"Defaults to `30m`.",
+				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
+			}),
 		},
 	}
 }
