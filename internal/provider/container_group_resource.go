@@ -95,16 +95,24 @@ const containerGroupDescription = "A container group says where runs execute and
 	"requests of 250m CPU and 100Mi memory. `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
 	"`rendered_pod` shows the result at plan time.\n\n" +
-	"**Capacity** is enforced by the cluster, so every Terraform process and workspace shares one limit. " +
+	"**Capacity** is enforced on the cluster, so every Terraform process and workspace shares one limit. " +
 	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +
-	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`. " +
-	"A quota covers the whole namespace, so a namespace shared with another group or with other workloads is a " +
-	"plan-time warning. `max_forks` is coordinated through a ledger: a ConfigMap `kubeplay-forks-<name>` in " +
-	"`namespace` whose entries map a run to the forks it holds and a deadline. A run claims forks by updating the " +
-	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 Conflict` " +
-	"and reads again; when the live claims leave no room it watches the ledger until a run releases its claim. A claim " +
-	"lasts as long as the run's timeout: the claim of a run that dies without releasing it is removed by the next " +
-	"writer once that has passed.\n\n" +
+	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`, and " +
+	"the run waits, watching the quota, until it is admitted or `pod_pending_timeout` has passed. A quota covers the whole namespace, so a namespace " +
+	"shared with another group or with other workloads is a plan-time warning.\n\n" +
+	"**Claims.** Before it creates its pod, a run claims capacity from ledgers: ConfigMaps in `namespace` whose " +
+	"entries map a run (and its operation: a `destroy_playbook` claims apart from its run) to what it holds and to " +
+	"a deadline. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
+	"`max_concurrent_runs` also has one, `kubeplay-runs-<name>`, where a run claims one slot, since the quota alone " +
+	"can let one pod too many in while its controller recounts after deletions. A run claims by updating the " +
+	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 " +
+	"Conflict` and reads again. When the live claims leave no room, the run watches the ledger until a claim is " +
+	"released or expires, for at most `pod_pending_timeout`, then fails without having created a pod. A run gives " +
+	"its claims back when it ends, whatever became of it. A claim's deadline is the run's timeout (`timeouts.create`, " +
+	"or `timeouts.delete` for a destroy playbook) from when it was made: a claim whose run died without releasing it " +
+	"is removed by the next run that claims from the ledger once that has passed (a run waiting for room wakes up " +
+	"for it). A run that asks " +
+	"for more forks than `max_forks` fails at once.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -168,7 +176,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"max_concurrent_runs": schema.Int64Attribute{
 				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
-					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`. At least 1; unset is unlimited.",
+					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
+					"ledger (see Claims above). At least 1; unset is unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -193,7 +202,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"max_forks": schema.Int64Attribute{
 				MarkdownDescription: "The most Ansible forks that live runs of the group may use together (AWX's " +
-					"`max_forks`), also across Terraform processes: see the forks ledger above. At least 1; unset is " +
+					"`max_forks`), also across Terraform processes: see Claims above. At least 1; unset is " +
 					"unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},

@@ -126,7 +126,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"`ansible-playbook` in the `worker` container while every output line goes to the Terraform log, records the " +
 			"result, and deletes the pod whatever happened, waiting until it is gone.\n\n" +
 			"A run is a record, not a live object: refresh keeps the recorded result, and any change of an input replaces " +
-			"the run, that is, runs it again. Use `triggers` to run again when something else changes.\n\n" +
+			"the run: Terraform destroys it, which runs its `destroy_playbook` if it has one, then creates it, which runs " +
+			"the playbook again (with `create_before_destroy`, in the other order). Use `triggers` or " +
+			"`lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
 			"A group that is full (its ResourceQuota answers `exceeded quota`) makes the run wait, watching, up to the group's " +
 			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
 			"at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
@@ -229,7 +231,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"diff_mode": schema.BoolAttribute{MarkdownDescription: "`--diff`. Defaults to `false`.", Optional: true, Computed: true,
 				Default: booldefault.StaticBool(false), PlanModifiers: replaceBool},
 			"triggers": schema.MapAttribute{
-				MarkdownDescription: "Arbitrary values; any change runs the playbook again.",
+				MarkdownDescription: "Arbitrary values whose change replaces the run: Terraform destroys it first, which " +
+					"runs its `destroy_playbook` if it has one, then creates it anew, which runs the playbook again. To " +
+					"replace the run when another resource changes, without copying its values here, Terraform's " +
+					"`lifecycle { replace_triggered_by = [terraform_data.release] }` does the same (the destroy playbook " +
+					"runs first too).",
 				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
@@ -241,7 +247,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
 				MarkdownDescription: "Keep the pod of a run that failed or errored, for inspection; its name is in " +
-					"`pod_name` and in the error. Defaults to `false`.",
+					"`pod_name` and in the error (with a `node_label` of type `namespace`, the run's namespace is kept " +
+					"too). The pod is kept, not kept alive: its `activeDeadlineSeconds`, the run's create timeout counted " +
+					"from the pod's start, still applies, so the kubelet then stops its containers (the pod turns `Failed`, " +
+					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` and `kubectl logs` " +
+					"still work). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
+					"run of the group that cleans up orphans; delete them yourself before that when done. Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
