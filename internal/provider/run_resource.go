@@ -236,7 +236,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"replace the run when another resource changes, without copying its values here, Terraform's " +
 					"`lifecycle { replace_triggered_by = [terraform_data.release] }` does the same (the destroy playbook " +
 					"runs first too).",
-				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
 				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
