@@ -177,7 +177,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			"max_concurrent_runs": schema.Int64Attribute{
 				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
 					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
-					"ledger (see Claims above). At least 1; unset is unlimited.",
+					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -202,7 +202,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"max_forks": schema.Int64Attribute{
 				MarkdownDescription: "The most Ansible forks that live runs of the group may use together (AWX's " +
-					"`max_forks`), also across Terraform processes: see Claims above. At least 1; unset is " +
+					"`max_forks`), also across Terraform processes: see Claims in the `kubeplay_container_group` resource's description. At least 1; unset is " +
 					"unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},

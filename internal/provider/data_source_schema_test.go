@@ -46,13 +46,13 @@ func TestDataSourceDescriptions(t *testing.T) {
 
 func TestDataDescription(t *testing.T) {
 	for in, want := range map[string]string{
-		"The cluster's credential. Unset means the provider's own. Changing it replaces the group.": "The cluster's credential. Null means the provider's own.",
+		"The cluster's credential. Unset means the provider's own. Changing it replaces the group.":                   "The cluster's credential. Null means the provider's own.",
 		"Whether it is managed. A namespace that already exists is refused. Defaults to `false`: then it must exist.": "Whether it is managed.",
-		"The limit. At least 1; unset is unlimited.":                                                          "The limit. At least 1; null is unlimited.",
-		"The pod as YAML, after `image`; known at plan time when they are. Each run adds its name.":           "The pod as YAML, after `image`. Each run adds its name.",
-		"The GPUs, a quantity. Requires `gpu_resource`. Only for `type = \"pod\"`.":                           "The GPUs, a quantity. Only for `type = \"pod\"`.",
-		"Templates: `{run.id}`. Unknown placeholders are plan-time errors. `{{` is a literal brace.":          "Templates: `{run.id}`. `{{` is a literal brace.",
-		"Labels put on every run pod of the group.":                                                           "Labels put on every run pod of the group.",
+		"The limit. At least 1; unset is unlimited.":                                                                  "The limit. At least 1; null is unlimited.",
+		"The pod as YAML, after `image`; known at plan time when they are. Each run adds its name.":                   "The pod as YAML, after `image`. Each run adds its name.",
+		"The GPUs, a quantity. Requires `gpu_resource`. Only for `type = \"pod\"`.":                                   "The GPUs, a quantity. Only for `type = \"pod\"`.",
+		"Templates: `{run.id}`. Unknown placeholders are plan-time errors. `{{` is a literal brace.":                  "Templates: `{run.id}`. `{{` is a literal brace.",
+		"Labels put on every run pod of the group.":                                                                   "Labels put on every run pod of the group.",
 	} {
 		if got := dataDescription(in); got != want {
 			t.Errorf("dataDescription(%q)\n = %q\nwant %q", in, got, want)
