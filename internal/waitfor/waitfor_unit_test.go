@@ -311,3 +311,16 @@ func TestDeleteWaitsForFinalizers(t *testing.T) {
 		t.Fatalf("Delete once the pod is removed: %v", err)
 	}
 }
+
+func TestUntilPresent(t *testing.T) {
+	absent := errors.New("gone before the wait")
+	if _, err := UntilPresent(limit(t), Named(fake.NewClientset().CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent); !errors.Is(err, absent) {
+		t.Fatalf("a pod that is not there: %v, want %v", err, absent)
+	}
+	p := pod("a")
+	p.Status.Phase = corev1.PodRunning
+	kube := fake.NewClientset(p)
+	if ev, err := UntilPresent(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent); err != nil || ev.Object.(*corev1.Pod).Name != "a" {
+		t.Fatalf("a running pod: %v %v", ev, err)
+	}
+}
