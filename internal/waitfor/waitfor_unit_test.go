@@ -320,7 +320,11 @@ func TestUntilPresent(t *testing.T) {
 	p := pod("a")
 	p.Status.Phase = corev1.PodRunning
 	kube := fake.NewClientset(p)
-	if ev, err := UntilPresent(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent); err != nil || ev.Object.(*corev1.Pod).Name != "a" {
-		t.Fatalf("a running pod: %v %v", ev, err)
+	ev, err := UntilPresent(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent)
+	if err != nil {
+		t.Fatalf("a running pod: %v", err)
+	}
+	if got, ok := ev.Object.(*corev1.Pod); !ok || got.Name != "a" {
+		t.Fatalf("a running pod: event %v", ev)
 	}
 }
