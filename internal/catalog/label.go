@@ -33,6 +33,11 @@ const (
 // for a namespace label, which has no pod.
 const namespacePlaceholderImage = "kubeplay.invalid/namespace-label"
 
+// GroupImagePlaceholder fills the image a PodTemplate must have for a pod
+// label that sets none: runs take their container group's image. Runs
+// render the label from its spec annotation, never from this template.
+const GroupImagePlaceholder = "kubeplay.invalid/container-group-image"
+
 var labels = &codec[podspec.Label, *corev1.PodTemplate, *corev1.PodTemplateList]{
 	kind:      KindLabel,
 	resource:  "PodTemplate",
@@ -102,8 +107,18 @@ func podLabel(l podspec.Label, pt *corev1.PodTemplate) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	pt.Template = *tpl
-	return podspec.ToYAML(tpl)
+	rendered, err := podspec.ToYAML(tpl)
+	if err != nil {
+		return "", err
+	}
+	pt.Template = *tpl.DeepCopy()
+	for i, c := range pt.Template.Spec.Containers {
+		if c.Image == "" {
+			// The API server refuses a PodTemplate container without an image.
+			pt.Template.Spec.Containers[i].Image = GroupImagePlaceholder
+		}
+	}
+	return rendered, nil
 }
 
 func namespaceLabel(l podspec.Label, pt *corev1.PodTemplate) (string, error) {

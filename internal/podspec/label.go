@@ -217,7 +217,12 @@ func ParseQuantity(s string) (resource.Quantity, error) {
 }
 
 // Placeholders are the run values a dynamic label may use.
-var Placeholders = []string{"run.id", "run.name", "run.group", "run.label", "run.workspace"}
+var Placeholders = []string{"run.id", "run.name", "run.group", "run.label"}
+
+// ErrWorkspacePlaceholder: a template uses {run.workspace}, which earlier
+// versions filled from TF_WORKSPACE only. A run cannot know its workspace,
+// so the placeholder is gone; the workspace is passed as a plain label.
+var ErrWorkspacePlaceholder = errors.New("{run.workspace} is no longer a placeholder: a run cannot tell its workspace")
 
 var placeholder = regexp.MustCompile(`\{\{|\}\}|\{([^{}]*)\}|[{}]`)
 
@@ -239,6 +244,12 @@ func Expand(tmpl string, values map[string]string) (string, error) {
 			return m
 		}
 		key := strings.TrimSpace(m[1 : len(m)-1])
+		if key == "run.workspace" {
+			if bad == nil {
+				bad = fmt.Errorf("%q uses %w", tmpl, ErrWorkspacePlaceholder)
+			}
+			return m
+		}
 		if !slices.Contains(Placeholders, key) {
 			if bad == nil {
 				bad = fmt.Errorf("%q uses unknown placeholder {%s}; known placeholders are {%s}", tmpl, key,

@@ -137,10 +137,11 @@ func TestRenderLabel_errors(t *testing.T) {
 }
 
 func TestExpand(t *testing.T) {
-	vals := map[string]string{"run.id": "42", "run.workspace": "prod"}
+	vals := map[string]string{"run.id": "42", "run.name": "prod"}
 	cases := []struct{ tmpl, want, err string }{
 		{"{run.id}", "42", ""},
-		{"ws-{run.workspace}-{ run.id }", "ws-prod-42", ""},
+		{"ws-{run.name}-{ run.id }", "ws-prod-42", ""},
+		{"ws-{run.workspace}", "", `uses \{run.workspace\} is no longer a placeholder`},
 		{"{{literal}}", "{literal}", ""},
 		{"{request.id}", "", `unknown placeholder \{request.id\}; known placeholders are \{run.id\}`},
 		{"{run.id", "", `unmatched "\{"`},

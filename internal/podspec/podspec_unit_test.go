@@ -194,16 +194,16 @@ func TestComposeNamespaceLabel(t *testing.T) {
 
 func TestComposeDynamicLabels(t *testing.T) {
 	group := mustGroup(t, Group{Name: "g", Namespace: "runs"})
-	run := map[string]string{"run.id": "7", "run.name": "deploy", "run.group": "g", "run.label": "l", "run.workspace": "prod"}
+	run := map[string]string{"run.id": "7", "run.name": "deploy", "run.group": "g", "run.label": "l"}
 	pod, err := Compose(group, Label{Name: "l", Type: TypePod, DynamicLabels: map[string]string{
-		"all":     "{run.id}.{run.name}.{run.group}.{run.label}.{run.workspace}",
+		"all":     "{run.id}.{run.name}.{run.group}.{run.label}",
 		"literal": "{{x}}",
 		"static":  "plain",
 	}}, Resources{}, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"all": "7.deploy.g.l.prod", "literal": "{x}", "static": "plain"}
+	want := map[string]string{"all": "7.deploy.g.l", "literal": "{x}", "static": "plain"}
 	for k, v := range want {
 		if pod.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, pod.Labels[k], v)
@@ -232,8 +232,12 @@ func TestExpandMore(t *testing.T) {
 			t.Errorf("Expand(%q) = %q, %v; want %q", c.tmpl, got, err, c.want)
 		}
 	}
-	if err := ValidateTemplate("ws-{run.workspace}"); err != nil {
+	if err := ValidateTemplate("ws-{run.name}"); err != nil {
 		t.Errorf("ValidateTemplate of a good template: %v", err)
+	}
+	// {run.workspace} is gone: TF_WORKSPACE alone named it, wrongly after terraform workspace select.
+	if err := ValidateTemplate("ws-{ run.workspace }"); !errors.Is(err, ErrWorkspacePlaceholder) {
+		t.Errorf("ValidateTemplate of {run.workspace}: %v", err)
 	}
 	for _, bad := range []string{"{run.ID}", "{}", "x{", "}"} {
 		if err := ValidateTemplate(bad); err == nil {

@@ -6,6 +6,9 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -58,8 +61,8 @@ func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.Read
 }
 
 // dataSchemaFrom derives a data source schema from a resource's: every
-// attribute computed with the same description, except name, which is the
-// required lookup key.
+// attribute computed, with its description rewritten for reading
+// (dataDescription), except name, which is the required lookup key.
 func dataSchemaFrom(ctx context.Context, r resource.Resource, desc, nameDesc string) dschema.Schema {
 	var rs resource.SchemaResponse
 	r.Schema(ctx, resource.SchemaRequest{}, &rs)
@@ -74,8 +77,43 @@ func dataSchemaFrom(ctx context.Context, r resource.Resource, desc, nameDesc str
 	return dschema.Schema{MarkdownDescription: desc, Attributes: attrs}
 }
 
+// resourceOnly are sentences of resource attribute descriptions that say
+// what configuring the attribute does (defaults, replacement, validation),
+// which a data source, whose attributes are all read, does not have.
+var resourceOnly = []*regexp.Regexp{
+	regexp.MustCompile(`^Changing .* replaces `),
+	regexp.MustCompile(`^Defaults to `),
+	regexp.MustCompile(`^Requires `),
+	regexp.MustCompile(`plan-time errors?\b`),
+	regexp.MustCompile(` is refused\b`),
+}
+
+var (
+	// sentenceEnd splits a description after each sentence.
+	sentenceEnd = regexp.MustCompile("\\. +([A-Z`])")
+	// knownAtPlan is a resource's clause about computed values at plan.
+	knownAtPlan = regexp.MustCompile(`[;,] known at plan time when [^.]*`)
+	// How resources say that an optional attribute is not configured.
+	unsetFirst, unsetAfter = regexp.MustCompile(`^Unset\b`), regexp.MustCompile(`; unset\b`)
+)
+
+// dataDescription rewrites a resource attribute's description for a data
+// source: sentences about configuring it go, and "unset" reads "null".
+func dataDescription(d string) string {
+	d = knownAtPlan.ReplaceAllString(d, "")
+	var kept []string
+	for _, s := range strings.Split(sentenceEnd.ReplaceAllString(d, ".\x00$1"), "\x00") {
+		if slices.ContainsFunc(resourceOnly, func(re *regexp.Regexp) bool { return re.MatchString(s) }) {
+			continue
+		}
+		s = unsetFirst.ReplaceAllString(s, "Null")
+		kept = append(kept, unsetAfter.ReplaceAllString(s, "; null"))
+	}
+	return strings.Join(kept, " ")
+}
+
 func computedAttr(a rschema.Attribute) dschema.Attribute {
-	d := a.GetMarkdownDescription()
+	d := dataDescription(a.GetMarkdownDescription())
 	switch t := a.(type) {
 	case rschema.StringAttribute:
 		return dschema.StringAttribute{MarkdownDescription: d, Computed: true, Sensitive: t.Sensitive}

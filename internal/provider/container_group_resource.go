@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -94,16 +95,24 @@ const containerGroupDescription = "A container group says where runs execute and
 	"requests of 250m CPU and 100Mi memory. `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
 	"`rendered_pod` shows the result at plan time.\n\n" +
-	"**Capacity** is enforced by the cluster, so every Terraform process and workspace shares one limit. " +
+	"**Capacity** is enforced on the cluster, so every Terraform process and workspace shares one limit. " +
 	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +
-	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`. " +
-	"A quota covers the whole namespace, so a namespace shared with another group or with other workloads is a " +
-	"plan-time warning. `max_forks` is coordinated through a ledger: a ConfigMap `kubeplay-forks-<name>` in " +
-	"`namespace` whose entries map a run to the forks it holds and a deadline. A run claims forks by updating the " +
-	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 Conflict` " +
-	"and reads again; when the live claims leave no room it watches the ledger until a run releases its claim. A claim " +
-	"lasts as long as the run's timeout: the claim of a run that dies without releasing it is removed by the next " +
-	"writer once that has passed.\n\n" +
+	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`, and " +
+	"the run waits, watching the quota, until it is admitted or `pod_pending_timeout` has passed. A quota covers the whole namespace, so a namespace " +
+	"shared with another group or with other workloads is a plan-time warning.\n\n" +
+	"**Claims.** Before it creates its pod, a run claims capacity from ledgers: ConfigMaps in `namespace` whose " +
+	"entries map a run (and its operation: a `destroy_playbook` claims apart from its run) to what it holds and to " +
+	"a deadline. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
+	"`max_concurrent_runs` also has one, `kubeplay-runs-<name>`, where a run claims one slot, since the quota alone " +
+	"can let one pod too many in while its controller recounts after deletions. A run claims by updating the " +
+	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 " +
+	"Conflict` and reads again. When the live claims leave no room, the run watches the ledger until a claim is " +
+	"released or expires, for at most `pod_pending_timeout`, then fails without having created a pod. A run gives " +
+	"its claims back when it ends, whatever became of it. A claim's deadline is the run's timeout (`timeouts.create`, " +
+	"or `timeouts.delete` for a destroy playbook) from when it was made: a claim whose run died without releasing it " +
+	"is removed by the next run that claims from the ledger once that has passed (a run waiting for room wakes up " +
+	"for it). A run that asks " +
+	"for more forks than `max_forks` fails at once.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -167,7 +176,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"max_concurrent_runs": schema.Int64Attribute{
 				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
-					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`. At least 1; unset is unlimited.",
+					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
+					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -192,7 +202,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"max_forks": schema.Int64Attribute{
 				MarkdownDescription: "The most Ansible forks that live runs of the group may use together (AWX's " +
-					"`max_forks`), also across Terraform processes: see the forks ledger above. At least 1; unset is " +
+					"`max_forks`), also across Terraform processes: see Claims in the `kubeplay_container_group` resource's description. At least 1; unset is " +
 					"unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
@@ -245,16 +255,24 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{groupDuration()},
 			},
 			"launch_retries": schema.Int64Attribute{
-				MarkdownDescription: "How many times a run retries creating its pod before it fails (Nodepool's " +
-					"`launch-retries`). Defaults to `3`.",
+				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
+					"reason that can pass (Nodepool's `launch-retries`): the pod was deleted, evicted or lost with its node " +
+					"before it ran, the kubelet could not create its sandbox (retried after `pod_pending_timeout`), or an " +
+					"admission webhook timed out. A missing image (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), " +
+					"a spec the API server refuses and an unschedulable pod are not retried: a new pod of the same spec " +
+					"meets them again, so the run ends as `error` at once. The failed pod is deleted, and its quota freed, " +
+					"before the next; each attempt has a `pod_pending_timeout` of its own, and the run's create timeout bounds " +
+					"them all. The run records its attempts in `launch_attempts`. `0` turns retries off. Defaults to `3`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(3),
 				Validators: []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"priority": schema.Int64Attribute{
-				MarkdownDescription: "The group's priority; a lesser number is a higher priority (Nodepool's `priority`).",
-				Optional:            true,
+				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's " +
+					"`priority`). It is stored for placing runs across groups, which is not implemented yet: today it has no " +
+					"effect, since a run names its group.",
+				Optional: true,
 			},
 			"labels": schema.MapAttribute{
 				MarkdownDescription: "Labels put on every run pod of the group.",
@@ -325,14 +343,29 @@ func addOverrideError(err error, diags *diag.Diagnostics) {
 	}
 }
 
-// specFromGroupModel builds the stored form; ok is false while inputs are unknown.
+// podInputsKnown: every input that shapes the group's run pods is known,
+// so that a run's pod renders at plan whatever else (the credential, the
+// limits) is known only at apply.
+func podInputsKnown(m containerGroupModel) bool {
+	for _, v := range []attr.Value{m.Name, m.Namespace, m.Image, m.PodSpecOverride, m.Labels, m.Annotations,
+		m.DefaultLabelCPU, m.DefaultLabelCPULimit, m.DefaultLabelMemory, m.DefaultLabelMemoryLimit,
+		m.DefaultLabelStorage, m.DefaultLabelStorageLimit, m.DefaultLabelExtraResources} {
+		if v.IsUnknown() {
+			return false
+		}
+	}
+	return true
+}
+
+// specFromGroupModel builds the stored form; ok is false while inputs are
+// unknown, when the group holds what podInputsKnown allows it to.
 func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.Diagnostics) (catalog.Group, bool) {
-	if m.Name.IsUnknown() || m.Credential.IsUnknown() || m.Namespace.IsUnknown() || m.Image.IsUnknown() ||
-		m.PodSpecOverride.IsUnknown() || m.MaxCores.IsUnknown() || m.MaxResources.IsUnknown() || m.Labels.IsUnknown() ||
-		m.Annotations.IsUnknown() || m.DefaultLabelCPU.IsUnknown() || m.DefaultLabelCPULimit.IsUnknown() ||
-		m.DefaultLabelExtraResources.IsUnknown() || m.PodPendingTimeout.IsUnknown() {
+	if !podInputsKnown(m) {
 		return catalog.Group{}, false
 	}
+	known := !m.Credential.IsUnknown() && !m.MaxCores.IsUnknown() && !m.MaxResources.IsUnknown() &&
+		!m.PodPendingTimeout.IsUnknown() && !m.MaxConcurrentRuns.IsUnknown() && !m.MaxRAM.IsUnknown() &&
+		!m.MaxForks.IsUnknown() && !m.LaunchRetries.IsUnknown() && !m.Priority.IsUnknown()
 	return catalog.Group{
 		Name:              m.Name.ValueString(),
 		Credential:        m.Credential.ValueString(),
@@ -356,7 +389,7 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		Priority:          ptrInt64(m.Priority),
 		Labels:            goStringMap(ctx, m.Labels, diags),
 		Annotations:       goStringMap(ctx, m.Annotations, diags),
-	}, true
+	}, known
 }
 
 // fillGroup sets the model from a stored group and its rendered pod.
@@ -410,9 +443,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("namespace"))
 		}
 	}
+	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = plan.Name // so that references to id are known at plan, as name is
+	}
 	plan.RenderedPod = types.StringUnknown()
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
-	if known {
+	podKnown := podInputsKnown(plan)
+	if podKnown {
 		y, err := spec.RenderPod()
 		if err != nil {
 			addOverrideError(err, &resp.Diagnostics)
@@ -425,11 +462,16 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if r.data != nil && !plan.Name.IsUnknown() {
-		var v *catalog.Group
-		if known {
-			v = &spec
+		changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
+		switch {
+		case known:
+			r.data.plannedGroups.put(plan.Name.ValueString(), &spec, changing)
+		case podKnown:
+			// Runs render their pods from it, but cannot reach its cluster yet.
+			r.data.plannedGroups.putPartial(plan.Name.ValueString(), &spec, changing)
+		default:
+			r.data.plannedGroups.put(plan.Name.ValueString(), nil, changing)
 		}
-		r.data.plannedGroups.put(plan.Name.ValueString(), v, req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw))
 	}
 	if known && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)

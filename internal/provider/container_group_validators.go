@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -117,6 +118,12 @@ func groupDuration() validator.String {
 	}
 }
 
+// workspaceRemedy says how to label runs with the workspace.
+const workspaceRemedy = "Terraform does not tell providers which workspace is selected, so a run cannot fill " +
+	"{run.workspace} (after terraform workspace select it would still read \"default\"). Pass the workspace from " +
+	"the configuration instead: labels = { workspace = terraform.workspace }, or in a template, " +
+	"dynamic_labels = { id = \"${terraform.workspace}-{run.id}\" }."
+
 type labelTemplateMapValidator struct{}
 
 // templateMap checks dynamic label templates' placeholders.
@@ -144,7 +151,11 @@ func (labelTemplateMapValidator) ValidateMap(_ context.Context, req validator.Ma
 		if !ok || s.IsNull() || s.IsUnknown() {
 			continue
 		}
-		if err := podspec.ValidateTemplate(s.ValueString()); err != nil {
+		switch err := podspec.ValidateTemplate(s.ValueString()); {
+		case errors.Is(err, podspec.ErrWorkspacePlaceholder):
+			resp.Diagnostics.AddAttributeError(p, "Workspace Placeholder Not Supported", fmt.Sprintf("%q uses "+
+				"{run.workspace}. %s", s.ValueString(), workspaceRemedy))
+		case err != nil:
 			resp.Diagnostics.AddAttributeError(p, "Invalid Label Template", err.Error()+".")
 		}
 	}

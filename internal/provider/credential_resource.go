@@ -351,6 +351,10 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	r.checkParentCycle(ctx, plan, &resp.Diagnostics)
 	changed := false
+	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
+		// The id is the name: references to it are known at plan, as the name is.
+		plan.ID, changed = plan.Name, true
+	}
 	if plan.Kind.ValueString() == credential.KindServiceAccount {
 		if plan.ServiceAccountName.IsUnknown() {
 			plan.ServiceAccountName = plan.Name

@@ -133,9 +133,10 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"image": schema.StringAttribute{
-				MarkdownDescription: forPod("The run image. Unset keeps the container group's `image`."),
-				Optional:            true,
-				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+				MarkdownDescription: forPod("The run image. Unset, runs use their container group's `image` (the stored PodTemplate shows `" +
+					catalog.GroupImagePlaceholder + "` in its place)."),
+				Optional:   true,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"image_pull_policy": schema.StringAttribute{
 				MarkdownDescription: forPod("The image pull policy: `IfNotPresent`, `Always` or `Never`. Unset keeps the " +
@@ -240,8 +241,10 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			},
 			"dynamic_labels": schema.MapAttribute{
 				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
-					"`{run.id}`, `{run.name}`, `{run.group}`, `{run.label}` and `{run.workspace}` (the Terraform " +
-					"workspace); `{{` and `}}` are literal braces. Unknown placeholders are plan-time errors.",
+					"`{run.id}`, `{run.name}`, `{run.group}` and `{run.label}`; `{{` and `}}` are literal braces. Unknown " +
+					"placeholders are plan-time errors. There is no workspace placeholder, since Terraform does not tell " +
+					"providers the selected workspace: pass it from the configuration, as in `labels = { workspace = " +
+					"terraform.workspace }` or `dynamic_labels = { id = \"${terraform.workspace}-{run.id}\" }`.",
 				Optional:    true,
 				ElementType: types.StringType,
 				Validators:  []validator.Map{labelTemplateMap()},
@@ -329,11 +332,6 @@ func (r *nodeLabelResource) ValidateConfig(ctx context.Context, req resource.Val
 			}
 		}
 		return
-	}
-	if m.Image.IsNull() {
-		// Nodepool requires it too, and a PodTemplate without an image is refused by the API server.
-		resp.Diagnostics.AddAttributeError(path.Root("image"), "Missing Image",
-			"A node label of type \"pod\" needs image, the image of its worker container. Set image, or use spec.")
 	}
 	if !m.GPU.IsNull() && m.GPUResource.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("gpu"), "Missing GPU Resource",
@@ -472,6 +470,9 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
+		plan.ID = plan.Name // so that references to id are known at plan, as name is
 	}
 	plan.RenderedTemplate = types.StringUnknown()
 	l, known := labelFromModel(ctx, plan, &resp.Diagnostics)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -67,7 +68,7 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
   volumes        = yamlencode([{ name = "cache", emptyDir = {} }])
   volume_mounts  = yamlencode([{ name = "cache", mountPath = "/cache" }])
   labels         = { team = "ci" }
-  dynamic_labels = { "kubeplay.io/run" = "run-{run.id}", workspace = "{run.workspace}" }
+  dynamic_labels = { "kubeplay.io/run" = "run-{run.id}", who = "{run.name}-{run.label}" }
   annotations    = { "example.com/note" = "any text" }
   python_path    = "/usr/bin/python3"
   shell_type     = "sh"
@@ -118,7 +119,7 @@ func TestAccNodeLabel_lifecycle(t *testing.T) {
 						"label type":      {pt.Annotations["kubeplay.io/label-type"], "pod"},
 						"python path":     {pt.Annotations["kubeplay.io/python-path"], "/usr/bin/python3"},
 						"shell type":      {pt.Annotations["kubeplay.io/shell-type"], "sh"},
-						"dynamic labels":  {pt.Annotations["kubeplay.io/dynamic-labels"], `{"kubeplay.io/run":"run-{run.id}","workspace":"{run.workspace}"}`},
+						"dynamic labels":  {pt.Annotations["kubeplay.io/dynamic-labels"], `{"kubeplay.io/run":"run-{run.id}","who":"{run.name}-{run.label}"}`},
 						"template labels": {pt.Template.Labels["team"] + " " + pt.Template.Annotations["example.com/note"], "ci any text"},
 					}
 					for what, c := range checks {
@@ -288,6 +289,7 @@ func TestAccNodeLabel_planErrors(t *testing.T) {
 		{"  spec = \"containers:\\n - name: a\\n  image: b\\n\"\n", `(?s)Invalid Spec.*yaml: line 2`},
 		{"  spec = \"kind: Pod\\nspec: {}\\n\"\n", `(?s)Invalid Spec.*kind is a field of a Pod, not of a PodSpec`},
 		{"  dynamic_labels = { req = \"{request.id}\" }\n", `(?s)Invalid Label Template.*unknown placeholder \{request.id\}`},
+		{"  dynamic_labels = { ws = \"{run.workspace}\" }\n", `(?s)Workspace Placeholder Not Supported.*does not tell providers.*terraform\.workspace`},
 		{"  type = \"namespace\"\n  image = \"x\"\n", `(?s)Attribute Not Allowed For Namespace Labels.*image`},
 		{"  volumes = \"- name: a\\n  emptyDir: {}\\n - name: b\\n\"\n", `(?s)Invalid Volumes.*line \d`},
 		{"  volume_mounts = \"- name: a\\n  mountPth: /x\\n\"\n", `(?s)Invalid Volume mounts.*line 2: unknown field`},
@@ -330,4 +332,58 @@ func (e *testEnv) editPodTemplate(name string, edit func(*corev1.PodTemplate)) {
 	if _, err := pts.Update(context.Background(), pt, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// TestAccNodeLabel_inheritsGroupImage: a pod label that sets no image is
+// stored with a placeholder image, and a run with it runs in its container
+// group's image.
+func TestAccNodeLabel_inheritsGroupImage(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-labelimg")
+	name := randName("noimage")
+	cfg := e.runGroup(randName("grp"), ns) + fmt.Sprintf(`
+resource "kubeplay_node_label" "test" {
+  name   = %q
+  memory = 64
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.test.name
+  command         = ["sh", "-c", "echo ran"]
+}
+`, name)
+	worker := knownvalue.StringRegexp(regexp.MustCompile(`(?s)image: ` + regexp.QuoteMeta(acctest.TestImage()) +
+		`\n\s+imagePullPolicy: IfNotPresent\n\s+name: worker\n\s+resources:.*memory: 64Mi`))
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), worker),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(labelAddr, tfjsonpath.New("image"), knownvalue.Null()),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("ran\n")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), worker),
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(
+				// The label's template shows no image: it has none of its own.
+				resource.TestCheckResourceAttrWith(labelAddr, "rendered_template", func(v string) error {
+					if strings.Contains(v, "image:") {
+						return fmt.Errorf("rendered_template shows an image:\n%s", v)
+					}
+					return nil
+				}),
+				e.checkPodTemplate(name, func(pt *corev1.PodTemplate) error {
+					if got := pt.Template.Spec.Containers[0].Image; got != catalog.GroupImagePlaceholder {
+						return fmt.Errorf("stored image %q, want the placeholder %q", got, catalog.GroupImagePlaceholder)
+					}
+					return nil
+				}),
+			),
+		}},
+	})
 }

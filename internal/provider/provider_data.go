@@ -57,11 +57,23 @@ type plannedSet[T any] struct {
 type planned[T any] struct {
 	value    *T   // nil: known only at apply
 	changing bool // created or updated by this apply
+	// partial: value holds what shapes run pods, but other fields, such as
+	// a group's credential, are known only at apply.
+	partial bool
 }
 
 // put stores a copy of v made through JSON, as the catalog stores it, so
 // that what a run renders at plan equals what it reads back at apply.
 func (s *plannedSet[T]) put(name string, v *T, changing bool) {
+	s.store(name, v, planned[T]{changing: changing})
+}
+
+// putPartial is put for a value that is known only in part (planned.partial).
+func (s *plannedSet[T]) putPartial(name string, v *T, changing bool) {
+	s.store(name, v, planned[T]{changing: changing, partial: true})
+}
+
+func (s *plannedSet[T]) store(name string, v *T, p planned[T]) {
 	var cp *T
 	if v != nil {
 		b, err := json.Marshal(v)
@@ -75,7 +87,8 @@ func (s *plannedSet[T]) put(name string, v *T, changing bool) {
 	if s.m == nil {
 		s.m = map[string]planned[T]{}
 	}
-	s.m[name] = planned[T]{value: cp, changing: changing}
+	p.value = cp
+	s.m[name] = p
 }
 
 func (s *plannedSet[T]) get(name string) (planned[T], bool) {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -100,6 +99,8 @@ type runModel struct {
 	FinishedAt   types.String `tfsdk:"finished_at"`
 	RenderedPod  types.String `tfsdk:"rendered_pod"`
 	RunNamespace types.String `tfsdk:"run_namespace"`
+	// LaunchAttempts counts the pods the run launched.
+	LaunchAttempts types.Int64 `tfsdk:"launch_attempts"`
 }
 
 var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -125,10 +126,14 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"`ansible-playbook` in the `worker` container while every output line goes to the Terraform log, records the " +
 			"result, and deletes the pod whatever happened, waiting until it is gone.\n\n" +
 			"A run is a record, not a live object: refresh keeps the recorded result, and any change of an input replaces " +
-			"the run, that is, runs it again. Use `triggers` to run again when something else changes.\n\n" +
+			"the run: Terraform destroys it, which runs its `destroy_playbook` if it has one, then creates it, which runs " +
+			"the playbook again (with `create_before_destroy`, in the other order). Use `triggers` or " +
+			"`lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
 			"A group that is full (its ResourceQuota answers `exceeded quota`) makes the run wait, watching, up to the group's " +
 			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
-			"at once. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
+			"at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
+			"before it ran, its sandbox could not be created, an admission webhook timed out) is retried with a fresh pod " +
+			"up to the group's `launch_retries` times; see `launch_attempts`. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
 			"has passed.\n\n" +
 			"A run whose status is not `successful` fails the apply unless `ignore_failure` is set; its record still " +
 			"reaches the state (marked tainted, so the next apply runs it again).",
@@ -226,8 +231,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"diff_mode": schema.BoolAttribute{MarkdownDescription: "`--diff`. Defaults to `false`.", Optional: true, Computed: true,
 				Default: booldefault.StaticBool(false), PlanModifiers: replaceBool},
 			"triggers": schema.MapAttribute{
-				MarkdownDescription: "Arbitrary values; any change runs the playbook again.",
-				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				MarkdownDescription: "Arbitrary values whose change replaces the run: Terraform destroys it first, which " +
+					"runs its `destroy_playbook` if it has one, then creates it anew, which runs the playbook again. To " +
+					"replace the run when another resource changes, without copying its values here, Terraform's " +
+					"`lifecycle { replace_triggered_by = [terraform_data.release] }` does the same (the destroy playbook " +
+					"runs first too).",
+				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
 				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
@@ -238,7 +247,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
 				MarkdownDescription: "Keep the pod of a run that failed or errored, for inspection; its name is in " +
-					"`pod_name` and in the error. Defaults to `false`.",
+					"`pod_name` and in the error (with a `node_label` of type `namespace`, the run's namespace is kept " +
+					"too). The pod is kept, not kept alive: its `activeDeadlineSeconds`, the run's create timeout counted " +
+					"from the pod's start, still applies, so the kubelet then stops its containers (the pod turns `Failed`, " +
+					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` and `kubectl logs` " +
+					"still work). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
+					"run of the group that cleans up orphans; delete them yourself before that when done. Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
@@ -250,7 +264,6 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Delete: true}),
 
 			"status": schema.StringAttribute{
 				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
@@ -274,7 +287,29 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"`keep_pod_on_failure`). Null otherwise.",
 				Computed: true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). Known at plan time when the group and label are, including a group or label created or changed in the same apply, provided the run references them (for example `container_group = kubeplay_container_group.g.name`) so that Terraform plans and applies them first. Unknown at plan when a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
+			"launch_attempts": schema.Int64Attribute{
+				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry of a launch that failed for a " +
+					"reason that can pass (at most the container group's `launch_retries`). Each retry is also a warning in " +
+					"the Terraform log. `0` when the run did not get to create a pod.",
+				Computed: true,
+			},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). " +
+				"Known at plan time when what shapes the pod is: the group's `namespace`, `image`, `labels`, `annotations`, " +
+				"`pod_spec_override` and `default_label_*`, and the node label. That includes a group or label created or " +
+				"changed in the same apply, provided the run references them (for example `container_group = " +
+				"kubeplay_container_group.g.name`) so that Terraform plans and applies them first, and a group whose " +
+				"credential is created in the same apply or known only then: rendering needs no cluster (only the plan's " +
+				"server-side dry run of the pod does, and it is skipped until the credential exists). Unknown at plan when " +
+				"a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
+		},
+		Blocks: map[string]schema.Block{
+			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true,
+				CreateDescription: "How long the run may take, from claiming capacity to its pod's deletion, as a " +
+					"duration such as `20m`; also its pod's `activeDeadlineSeconds` and how long its capacity claims last. " +
+					"Defaults to `30m`.",
+				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
+			}),
 		},
 	}
 }
@@ -299,15 +334,6 @@ func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateC
 	}
 }
 
-// workspace is the Terraform workspace, for {run.workspace}: Terraform tells
-// providers nothing of it, so only TF_WORKSPACE, when set, names it.
-func workspace() string {
-	if w := os.Getenv("TF_WORKSPACE"); w != "" {
-		return w
-	}
-	return "default"
-}
-
 // runTarget is what a run needs from its group and node label, and the
 // clients it runs with.
 type runTarget struct {
@@ -326,8 +352,9 @@ func engineGroup(g *catalog.Group) runengine.Group {
 	return runengine.Group{
 		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
 		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
-		Pod:          g.PodGroup(),
-		DefaultLabel: g.DefaultLabel,
+		LaunchRetries: int(max(g.LaunchRetries, 0)),
+		Pod:           g.PodGroup(),
+		DefaultLabel:  g.DefaultLabel,
 	}
 }
 
@@ -335,20 +362,21 @@ func engineGroup(g *catalog.Group) runengine.Group {
 var errKnownAtApply = errors.New("the run's container group or node label is known only at apply")
 
 // groupFor returns the run's group: at plan time as this plan leaves it,
-// at apply as the catalog holds it (the group is applied first).
-func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (*catalog.Group, bool, error) {
+// at apply as the catalog holds it (the group is applied first). partial:
+// its credential is known only at apply.
+func (r *runResource) groupFor(ctx context.Context, name string, planning bool) (g *catalog.Group, changing, partial bool, err error) {
 	if p, ok := r.data.plannedGroups.get(name); ok && planning {
 		if p.value == nil {
-			return nil, false, errKnownAtApply
+			return nil, false, false, errKnownAtApply
 		}
-		return p.value, p.changing, nil
+		return p.value, p.changing, p.partial, nil
 	}
-	g, err := readGroup(ctx, r.data, name)
+	g, err = readGroup(ctx, r.data, name)
 	if err == nil && g == nil {
 		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
 	}
-	return g, false, err
+	return g, false, false, err
 }
 
 // labelFor is groupFor for node labels.
@@ -370,7 +398,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 // target reads the run's group and node label, and the group's clients.
 func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*runTarget, error) {
 	name := m.ContainerGroup.ValueString()
-	g, changing, err := r.groupFor(ctx, name, planning)
+	g, changing, partial, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +407,13 @@ func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*r
 			changing = true
 		}
 	}
-	c, err := r.data.credentialClients(ctx, g.Credential)
+	var c *kubeclient.Clients
+	if partial {
+		// The group's credential is known only at apply: render, but no dry run.
+		err, changing = errKnownAtApply, true
+	} else {
+		c, err = r.data.credentialClients(ctx, g.Credential)
+	}
 	if err != nil {
 		if !planning {
 			return nil, fmt.Errorf("container group %q: %w", name, err)
@@ -432,7 +466,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
-		plan.RenderedPod, plan.RunNamespace = state.RenderedPod, state.RunNamespace
+		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -452,7 +486,7 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return
 	}
-	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString(), Workspace: workspace()}, create)
+	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString()}, create)
 	if errors.Is(err, runengine.ErrRenderAtApply) {
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return
@@ -480,7 +514,10 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 func addRenderError(err error, diags *diag.Diagnostics) {
 	attr, remedy := "container_group", "Fix the container group's pod_spec_override or labels."
 	var rl *podspec.ReservedLabelError
-	if errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels) {
+	switch {
+	case errors.Is(err, podspec.ErrWorkspacePlaceholder):
+		attr, remedy = "node_label", workspaceRemedy
+	case errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels):
 		attr, remedy = "node_label", "Fix the node label's labels, dynamic_labels or spec."
 	}
 	diags.AddAttributeError(path.Root(attr), "Run Pod Cannot Be Rendered",
@@ -573,7 +610,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	}
 	id := plan.ID.ValueString()
 	out, err := r.engine(ctx, t.clients).Run(ctx, runengine.Request{
-		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString(), Workspace: workspace()},
+		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString()},
 		Operation: operation, Group: t.group, Label: t.label, Bundle: b, Forks: plan.Forks.ValueInt64(),
 		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
 		OnLine: func(line string) {
@@ -665,6 +702,7 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	m.NodeName = types.StringValue(res.NodeName)
 	m.StartedAt = types.StringValue(res.StartedAt.Format(time.RFC3339))
 	m.FinishedAt = types.StringValue(res.FinishedAt.Format(time.RFC3339))
+	m.LaunchAttempts = types.Int64Value(int64(res.LaunchAttempts))
 	stats := map[string]attr.Value{}
 	for host, s := range res.Hosts {
 		obj, d := types.ObjectValue(hostStatsType.AttrTypes, map[string]attr.Value{

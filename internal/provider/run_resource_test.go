@@ -243,6 +243,13 @@ func TestAccRun_planErrors(t *testing.T) {
   limit = "web"`, `(?s)Attribute Needs A Playbook.*limit`},
 		{`playbook = "x"
   verbosity = 9`, `(?s)verbosity value must be between 0 and 6`},
+		// timeouts is a block, as in hashicorp/kubernetes; the attribute form of 0.1.0 pre-releases is refused.
+		{`playbook = "x"
+  timeouts = { create = "1m" }`, `(?s)Unsupported argument.*Did you mean to define a block of type "timeouts"`},
+		{`playbook = "x"
+  timeouts {
+    create = "soon"
+  }`, `(?s)Invalid Attribute Value Time Duration.*"soon" must be a string containing`},
 	} {
 		steps = append(steps, resource.TestStep{Config: run(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
 	}

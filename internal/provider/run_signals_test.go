@@ -63,7 +63,7 @@ resource "kubeplay_container_group" "g" {
 resource "kubeplay_run" "r" {
   container_group = kubeplay_container_group.g.name
   command         = ["sh", "-c", %q]
-  timeouts = {
+  timeouts {
     create = %q
   }
 }

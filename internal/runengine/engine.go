@@ -160,6 +160,11 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 		Pod: pod, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
 		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine,
+		LaunchRetries: max(0, req.Group.LaunchRetries),
+		OnLaunchRetry: func(attempt int, err error) {
+			e.log(slog.LevelWarn, "run pod launch failed; retrying with a fresh pod", map[string]any{
+				"run": req.ID, "attempt": attempt, "retries": req.Group.LaunchRetries, "reason": err.Error()})
+		},
 	})
 	return out, nil
 }

@@ -416,3 +416,31 @@ func TestLog(t *testing.T) {
 		t.Errorf("levels %v", levels)
 	}
 }
+
+// The group's launch_retries reaches the runner, each retry is logged as a
+// warning, and the attempts are in the outcome.
+func TestRunLaunchRetries(t *testing.T) {
+	var logged []string
+	kube := runnertest.NewClientset()
+	e := New(&kubeclient.Clients{Config: &rest.Config{}, Kube: kube}, Options{Log: func(l slog.Level, msg string, f map[string]any) {
+		if l == slog.LevelWarn {
+			logged = append(logged, fmt.Sprintf("%s %v %v", msg, f["attempt"], f["run"]))
+		}
+	}})
+	e.run = func(_ context.Context, s runner.Spec) runner.Result {
+		if s.LaunchRetries != 2 {
+			t.Errorf("launch retries %d, want 2", s.LaunchRetries)
+		}
+		s.OnLaunchRetry(1, errors.New("pod p was deleted before it ran"))
+		return runner.Result{Status: runner.StatusSuccessful, LaunchAttempts: 2}
+	}
+	g := testGroup()
+	g.LaunchRetries = 2
+	out, err := e.Run(t.Context(), request(g))
+	if err != nil || out.LaunchAttempts != 2 {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if want := []string{"run pod launch failed; retrying with a fresh pod 1 r1"}; !slices.Equal(logged, want) {
+		t.Errorf("warnings %q, want %q", logged, want)
+	}
+}

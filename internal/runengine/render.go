@@ -36,6 +36,9 @@ type Group struct {
 	// PendingTimeout bounds waiting for capacity and for the pod to start;
 	// zero or less means DefaultPendingTimeout.
 	PendingTimeout time.Duration
+	// LaunchRetries is how many fresh pods a run may launch after the first
+	// when a launch fails for a reason that can pass (runner.CanPass).
+	LaunchRetries int
 	// Pod renders the group's pod; its Name and Namespace are the group's.
 	Pod podspec.Group
 	// DefaultLabel fills what a node label leaves unset.
@@ -52,9 +55,8 @@ func (g Group) pending() time.Duration {
 // RunInfo identifies a run to the node label's placeholders.
 type RunInfo struct {
 	// ID is the run's id; empty at plan time, before it is chosen.
-	ID        string
-	Name      string
-	Workspace string
+	ID   string
+	Name string
 }
 
 // RenderPod renders a run's pod: the group's pod, with the node label (nil
@@ -76,7 +78,7 @@ func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (
 			return nil, ErrRenderAtApply
 		}
 		pod, err = podspec.Compose(pod, *l, g.DefaultLabel, map[string]string{
-			"run.id": run.ID, "run.name": run.Name, "run.group": g.Name, "run.label": l.Name, "run.workspace": run.Workspace,
+			"run.id": run.ID, "run.name": run.Name, "run.group": g.Name, "run.label": l.Name,
 		})
 		if err != nil {
 			return nil, unavailable{fmt.Errorf("node label %q: %w", l.Name, err)}

@@ -63,13 +63,13 @@ func TestRenderPodKeepsOverriddenGracePeriod(t *testing.T) {
 
 func TestRenderPodPlaceholders(t *testing.T) {
 	l := &podspec.Label{Name: "big", Type: podspec.TypePod, DynamicLabels: map[string]string{
-		"id": "{run.id}", "who": "{run.name}-{run.group}-{run.label}-{run.workspace}",
+		"id": "{run.id}", "who": "{run.name}-{run.group}-{run.label}",
 	}}
-	pod, err := RenderPod(testGroup(), l, RunInfo{ID: "0123", Name: "deploy", Workspace: "prod"}, time.Minute)
+	pod, err := RenderPod(testGroup(), l, RunInfo{ID: "0123", Name: "deploy"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pod.Labels["id"] != "0123" || pod.Labels["who"] != "deploy-g-big-prod" {
+	if pod.Labels["id"] != "0123" || pod.Labels["who"] != "deploy-g-big" {
 		t.Errorf("dynamic labels %v", pod.Labels)
 	}
 	if pod.Labels[managed.LabelNodeLabel] != "big" {

@@ -1,8 +1,10 @@
 // Package runner runs one bundle in one ephemeral pod: it creates the pod
 // (waiting, watching, while the namespace's quota is full), waits with a
-// watch until it runs (failing fast on image and configuration errors),
-// streams the bundle in over exec stdin, collects the result, and deletes
-// the pod whatever happened, waiting until it is gone.
+// watch until it runs (failing fast on image and configuration errors, and
+// launching a fresh pod, up to Spec.LaunchRetries times, when the launch
+// failed for a reason that can pass), streams the bundle in over exec stdin,
+// collects the result, and deletes the pod whatever happened, waiting until
+// it is gone.
 package runner
 
 import (
@@ -70,6 +72,13 @@ type Spec struct {
 	PendingTimeout time.Duration
 	// KeepPodOnFailure leaves a failed or errored run's pod for inspection.
 	KeepPodOnFailure bool
+	// LaunchRetries is how many fresh pods the run may launch after the
+	// first when a launch fails for a reason that can pass (see
+	// CanPass); each gets a pending timeout of its own.
+	LaunchRetries int
+	// OnLaunchRetry is told of each failed launch that is retried, before
+	// the retry; attempt counts from 1.
+	OnLaunchRetry func(attempt int, err error)
 	// OnLine receives each output line, redacted, as it arrives.
 	OnLine func(line string)
 }
@@ -91,6 +100,9 @@ type Result struct {
 	Events []string
 	// PodKept is set when the pod was left in place.
 	PodKept bool
+	// LaunchAttempts counts the pods the run launched (created, or tried
+	// to): 1, plus one per retry; 0 when it never tried.
+	LaunchAttempts int
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
@@ -98,13 +110,7 @@ type Result struct {
 // ended first.
 func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res := Result{StartedAt: time.Now().UTC(), ExitCode: -1}
-	pod, err := r.create(ctx, s)
-	if err != nil {
-		return r.finish(ctx, s, res, nil, err)
-	}
-	res.PodName = pod.Name
-	r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name})
-	pod, err = r.waitRunning(ctx, s, pod)
+	pod, err := r.launch(ctx, s, &res)
 	if err != nil {
 		return r.finish(ctx, s, res, pod, err)
 	}
@@ -153,6 +159,41 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		res.Status = StatusFailed
 	}
 	return r.finish(ctx, s, res, pod, nil)
+}
+
+// launch creates the run's pod and waits until it runs. While a launch
+// fails for a reason that can pass and retries are left, it deletes the
+// pod, waiting until it is gone so that its quota is free, and launches a
+// fresh one. The pod it returns with an error is the last attempt's, nil
+// when that one was not created.
+func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, error) {
+	for {
+		res.LaunchAttempts++
+		res.PodName = ""
+		pod, err := r.create(ctx, s)
+		if err == nil {
+			res.PodName = pod.Name
+			r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name, "attempt": res.LaunchAttempts})
+			pod, err = r.waitRunning(ctx, s, pod)
+		}
+		if err == nil || ctx.Err() != nil || !CanPass(err) {
+			return pod, err
+		}
+		if res.LaunchAttempts > s.LaunchRetries {
+			if s.LaunchRetries > 0 {
+				err = fmt.Errorf("%w (launch attempt %d of %d)", err, res.LaunchAttempts, s.LaunchRetries+1)
+			}
+			return pod, err
+		}
+		if pod != nil {
+			if derr := DeletePod(ctx, r.Kube, pod.Namespace, pod.Name); derr != nil {
+				return pod, fmt.Errorf("%w; deleting pod %s before a retry failed: %v", err, pod.Name, derr)
+			}
+		}
+		if s.OnLaunchRetry != nil {
+			s.OnLaunchRetry(res.LaunchAttempts, err)
+		}
+	}
 }
 
 // finish classifies err, then deletes the pod with a context of its own so
@@ -206,6 +247,72 @@ func (r *Runner) log(msg string, f map[string]any) {
 	}
 }
 
+// reasonSandbox is the kubelet's event when it cannot create a pod's sandbox.
+const reasonSandbox = "FailedCreatePodSandBox"
+
+// lostReasons are a failed pod's status reasons that say its node took it
+// away before it ran: eviction, a lost or shut-down node, a refused admission.
+var lostReasons = []string{"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
+
+// passing marks a launch failure that a fresh pod can get past.
+type passing struct{ err error }
+
+func (p passing) Error() string { return p.err.Error() }
+func (p passing) Unwrap() error { return p.err }
+
+// CanPass reports a launch failure that a fresh pod can get past: the pod
+// was evicted or deleted, or its node lost, before it ran; its sandbox
+// could not be created; an admission webhook timed out. Missing images,
+// refused specs and unschedulable pods cannot pass: a new pod of the same
+// spec meets them again.
+func CanPass(err error) bool {
+	var p passing
+	return errors.As(err, &p)
+}
+
+// lostPod reports a pod that failed because its node or the cluster took it
+// away, not because of what it runs.
+func lostPod(p *corev1.Pod) bool {
+	if slices.Contains(lostReasons, p.Status.Reason) {
+		return true
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// webhookTimeout reports an admission webhook that did not answer in time.
+func webhookTimeout(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "failed calling webhook") &&
+		(strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timeout") || strings.Contains(msg, "timed out"))
+}
+
+// sandboxFailed reports a pod whose warning events say the kubelet could
+// not create its sandbox.
+func sandboxFailed(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	list, err := kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.name", pod.Name),
+			fields.OneTermEqualSelector("reason", reasonSandbox),
+		).String(),
+	})
+	if err != nil {
+		return false
+	}
+	for _, e := range list.Items {
+		if e.Reason == reasonSandbox && e.InvolvedObject.Name == pod.Name {
+			return true
+		}
+	}
+	return false
+}
+
 // IsQuotaExceeded reports the API server's ResourceQuota refusal.
 func IsQuotaExceeded(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
@@ -221,6 +328,9 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 		pod, err := r.Kube.CoreV1().Pods(ns).Create(ctx, s.Pod, metav1.CreateOptions{})
 		if err == nil {
 			return pod, nil
+		}
+		if webhookTimeout(err) {
+			return nil, passing{fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err)}
 		}
 		if !IsQuotaExceeded(err) {
 			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
@@ -271,25 +381,30 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
-	_, err := waitfor.Until(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
+	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
 				return false, nil
 			}
 			last = p
-			if ev.Type == watch.Deleted {
-				return false, fmt.Errorf("pod %s was deleted before it ran", p.Name)
+			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+				return false, passing{fmt.Errorf("pod %s was deleted before it ran", p.Name)}
 			}
 			return runningOrFailed(p, s.Container)
-		})
+		}, passing{fmt.Errorf("pod %s was deleted before it ran", pod.Name)})
 	if last == nil {
 		last = pod
 	}
 	if err != nil {
 		if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() == nil {
-				return last, fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last))
+				err = fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last))
+				if sandboxFailed(ctx, r.Kube, last) {
+					// The kubelet could not create the pod's sandbox (network, runtime): another pod may get one.
+					err = passing{fmt.Errorf("%w: its sandbox could not be created (%s)", err, reasonSandbox)}
+				}
+				return last, err
 			}
 		}
 		return last, err
@@ -300,7 +415,11 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
+		err := fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
+		if lostPod(p) {
+			return false, passing{err}
+		}
+		return false, err
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {

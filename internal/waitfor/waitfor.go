@@ -62,6 +62,18 @@ func Until(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, 
 	return watchtools.UntilWithSync(ctx, lw, example, nil, cond)
 }
 
+// UntilPresent is Until for an object that must exist: when the first list
+// does not hold it (it was deleted before the wait began), it returns absent.
+func UntilPresent(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, cond watchtools.ConditionFunc, absent error) (*watch.Event, error) {
+	present := func(store cache.Store) (bool, error) {
+		if len(store.List()) == 0 {
+			return false, absent
+		}
+		return false, nil
+	}
+	return watchtools.UntilWithSync(ctx, lw, example, present, cond)
+}
+
 // Delete deletes the object called name with opts, treats an object that
 // is already gone as deleted, and waits until the API server has removed it
 // (finalizers included).

@@ -326,3 +326,20 @@ func TestDeleteWaitsForFinalizers(t *testing.T) {
 		t.Fatalf("Delete once the pod is removed: %v", err)
 	}
 }
+
+func TestUntilPresent(t *testing.T) {
+	absent := errors.New("gone before the wait")
+	if _, err := UntilPresent(limit(t), Named(fake.NewClientset().CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent); !errors.Is(err, absent) {
+		t.Fatalf("a pod that is not there: %v, want %v", err, absent)
+	}
+	p := podA()
+	p.Status.Phase = corev1.PodRunning
+	kube := fake.NewClientset(p)
+	ev, err := UntilPresent(limit(t), Named(kube.CoreV1().Pods(ns), "a"), &corev1.Pod{}, running, absent)
+	if err != nil {
+		t.Fatalf("a running pod: %v", err)
+	}
+	if got, ok := ev.Object.(*corev1.Pod); !ok || got.Name != "a" {
+		t.Fatalf("a running pod: event %v", ev)
+	}
+}

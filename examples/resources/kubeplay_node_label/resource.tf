@@ -1,5 +1,6 @@
 # A pod label: requests, limits (a missing limit falls back to the request),
-# a GPU and labels templated over the run. A label only stores a pod
+# a GPU, labels templated over the run, and the Terraform workspace, which
+# only the configuration knows (terraform.workspace). A label only stores a pod
 # template: no pod starts until a run uses it, so nothing pulls its image
 # here (a run would need the image on the nodes, and a GPU node).
 resource "kubeplay_node_label" "fedora" {
@@ -17,10 +18,10 @@ resource "kubeplay_node_label" "fedora" {
   node_selector = { "kubernetes.io/arch" = "amd64" }
   volumes       = yamlencode([{ name = "cache", emptyDir = {} }])
   volume_mounts = yamlencode([{ name = "cache", mountPath = "/cache" }])
-  labels        = { team = "ci" }
+  labels        = { team = "ci", workspace = terraform.workspace }
   dynamic_labels = {
     "kubeplay.io/run" = "{run.id}"
-    workspace         = "{run.workspace}"
+    run               = "${terraform.workspace}-{run.name}"
   }
   python_path = "/usr/bin/python3"
 }

@@ -52,7 +52,7 @@ resource "kubeplay_run" "site" {
     release = "2026.11"
   }
 
-  timeouts = {
+  timeouts {
     create = "20m"
   }
 }

@@ -1,0 +1,242 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
+)
+
+func TestCanPass(t *testing.T) {
+	failed := func(reason string, conds ...corev1.PodCondition) *corev1.Pod {
+		return withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: reason, Conditions: conds})
+	}
+	disrupted := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager"}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		pass bool
+	}{
+		{"evicted", failed("Evicted"), true},
+		{"node lost", failed("NodeLost"), true},
+		{"node shut down", failed("Terminated"), true},
+		{"disruption target", failed("", disrupted), true},
+		{"deadline", failed("DeadlineExceeded"), false},
+		{"succeeded", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodSucceeded}), false},
+		{"image pull", withStatus(testPod("p"), waiting("worker", "ErrImagePull")), false},
+		{"image pull backoff", withStatus(testPod("p"), waiting("worker", "ImagePullBackOff")), false},
+		{"invalid image", withStatus(testPod("p"), waiting("worker", "InvalidImageName")), false},
+		{"unschedulable", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		}}}), false},
+	} {
+		_, err := runningOrFailed(c.pod, "worker")
+		if err == nil || CanPass(err) != c.pass {
+			t.Errorf("%s: error %v, can pass %v, want %v", c.name, err, CanPass(err), c.pass)
+		}
+	}
+	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "v.example.com": failed to call webhook: ` +
+		`Post "https://v.svc:443/validate?timeout=10s": context deadline exceeded`))
+	if !webhookTimeout(webhook) || webhookTimeout(apierrors.NewInternalError(errors.New(`failed calling webhook "v": denied`))) ||
+		webhookTimeout(apierrors.NewForbidden(podsResource, "p", errors.New("timeout"))) {
+		t.Error("webhookTimeout")
+	}
+	if CanPass(errors.New("pod p was deleted before it ran")) || !CanPass(fmt.Errorf("x: %w", passing{errors.New("y")})) {
+		t.Error("CanPass goes by the mark, not by the words")
+	}
+}
+
+// launchCluster is a fake cluster whose kubelet does, per created pod in
+// order, what its script says; pods beyond the script start running.
+type launchCluster struct {
+	kube    *fake.Clientset
+	mu      sync.Mutex
+	created []string
+}
+
+func newLaunchCluster(t *testing.T, script ...func(kube *fake.Clientset, name string)) *launchCluster {
+	t.Helper()
+	lc := &launchCluster{kube: runnertest.NewClientset()}
+	w, err := lc.kube.CoreV1().Pods("runs").Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			lc.mu.Lock()
+			n := len(lc.created)
+			lc.created = append(lc.created, p.Name)
+			lc.mu.Unlock()
+			act := func(kube *fake.Clientset, name string) { setPodStatus(kube, name, runningStatus()) }
+			if n < len(script) {
+				act = script[n]
+			}
+			go act(lc.kube, p.Name)
+		}
+	}()
+	return lc
+}
+
+func (lc *launchCluster) pods() []string {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return append([]string(nil), lc.created...)
+}
+
+func runningStatus() corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+	}}
+}
+
+// setPodStatus is setStatus for the fake kubelet's goroutines.
+func setPodStatus(kube *fake.Clientset, name string, s corev1.PodStatus) {
+	if p, err := kube.CoreV1().Pods("runs").Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+		p.Status = s
+		_, _ = kube.CoreV1().Pods("runs").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	}
+}
+
+func deletePod(kube *fake.Clientset, name string) {
+	_ = kube.CoreV1().Pods("runs").Delete(context.Background(), name, metav1.DeleteOptions{})
+}
+
+func launchSpec(retries int) Spec {
+	s := Spec{Pod: testPod(""), Container: "worker", PendingTimeout: 2 * time.Second, LaunchRetries: retries}
+	s.Pod.GenerateName = "run-"
+	return s
+}
+
+func TestLaunchRetries(t *testing.T) {
+	evict := func(kube *fake.Clientset, name string) {
+		setPodStatus(kube, name, corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "node low on memory"})
+	}
+	pullFails := func(kube *fake.Clientset, name string) { setPodStatus(kube, name, waiting("worker", "ErrImagePull")) }
+	for _, c := range []struct {
+		name     string
+		retries  int
+		script   []func(*fake.Clientset, string)
+		attempts int
+		wantErr  string
+	}{
+		{"first launch runs", 3, nil, 1, ""},
+		{"deleted before it ran, then runs", 3, []func(*fake.Clientset, string){deletePod}, 2, ""},
+		{"evicted twice, then runs", 2, []func(*fake.Clientset, string){evict, evict}, 3, ""},
+		{"no retries left", 1, []func(*fake.Clientset, string){deletePod, deletePod}, 2,
+			"pod run-2 was deleted before it ran (launch attempt 2 of 2)"},
+		{"retries off", 0, []func(*fake.Clientset, string){deletePod}, 1, "pod run-1 was deleted before it ran"},
+		{"missing image is not retried", 3, []func(*fake.Clientset, string){pullFails}, 1, "cannot start: ErrImagePull"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lc := newLaunchCluster(t, c.script...)
+			r := &Runner{Kube: lc.kube}
+			var retried []int
+			s := launchSpec(c.retries)
+			s.OnLaunchRetry = func(attempt int, err error) {
+				if !CanPass(err) {
+					t.Errorf("retried after %v", err)
+				}
+				retried = append(retried, attempt)
+			}
+			var res Result
+			pod, err := r.launch(t.Context(), s, &res)
+			if (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+				t.Fatalf("error %v, want %q", err, c.wantErr)
+			}
+			if strings.HasSuffix(c.wantErr, "ErrImagePull") && CanPass(err) {
+				t.Error("a missing image can pass")
+			}
+			if res.LaunchAttempts != c.attempts || len(retried) != c.attempts-1 {
+				t.Errorf("%d attempts, %v retried; want %d attempts", res.LaunchAttempts, retried, c.attempts)
+			}
+			if got := lc.pods(); len(got) != c.attempts || pod == nil || pod.Name != got[len(got)-1] || res.PodName != pod.Name {
+				t.Errorf("pods created %v, returned %v, recorded %q", got, pod, res.PodName)
+			}
+			// Every pod but the last is gone before the next is created.
+			list, _ := lc.kube.CoreV1().Pods("runs").List(context.Background(), metav1.ListOptions{})
+			for _, p := range list.Items {
+				if p.Name != pod.Name {
+					t.Errorf("pod %s of a failed launch is left", p.Name)
+				}
+			}
+		})
+	}
+}
+
+// A webhook that times out refuses a create; a fresh create may pass it.
+func TestLaunchRetriesWebhookTimeout(t *testing.T) {
+	lc := newLaunchCluster(t)
+	refusals := 1
+	lc.kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewInternalError(errors.New(`failed calling webhook "v.example.com": ` +
+				`failed to call webhook: Post "https://v.svc:443/?timeout=10s": context deadline exceeded`))
+		}
+		return false, nil, nil
+	})
+	var res Result
+	pod, err := (&Runner{Kube: lc.kube}).launch(t.Context(), launchSpec(1), &res)
+	if err != nil || res.LaunchAttempts != 2 || pod.Name != "run-1" {
+		t.Fatalf("%v: %d attempts, pod %v", err, res.LaunchAttempts, pod)
+	}
+	// A refused spec is not retried.
+	lc.kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource, "", errors.New("violates PodSecurity"))
+	})
+	res = Result{}
+	if _, err := (&Runner{Kube: lc.kube}).launch(t.Context(), launchSpec(3), &res); err == nil || CanPass(err) || res.LaunchAttempts != 1 {
+		t.Errorf("a forbidden pod: %v, %d attempts", err, res.LaunchAttempts)
+	}
+}
+
+// A pod whose sandbox the kubelet cannot create is retried after its
+// pending timeout; one that just does not start is not.
+func TestLaunchRetriesSandbox(t *testing.T) {
+	for _, sandbox := range []bool{true, false} {
+		t.Run(fmt.Sprint("sandbox failed ", sandbox), func(t *testing.T) {
+			stuck := func(kube *fake.Clientset, name string) {
+				setPodStatus(kube, name, waiting("worker", "ContainerCreating"))
+				if sandbox {
+					_, _ = kube.CoreV1().Events("runs").Create(context.Background(), &corev1.Event{
+						ObjectMeta:     metav1.ObjectMeta{Name: name + ".sandbox", Namespace: "runs"},
+						InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: name, Namespace: "runs"},
+						Type:           corev1.EventTypeWarning, Reason: "FailedCreatePodSandBox", Message: "failed to setup network",
+					}, metav1.CreateOptions{})
+				}
+			}
+			lc := newLaunchCluster(t, stuck)
+			s := launchSpec(2)
+			s.PendingTimeout = 300 * time.Millisecond
+			var res Result
+			_, err := (&Runner{Kube: lc.kube}).launch(t.Context(), s, &res)
+			if sandbox && (err != nil || res.LaunchAttempts != 2) {
+				t.Errorf("%v after %d attempts", err, res.LaunchAttempts)
+			}
+			if !sandbox && (err == nil || !strings.Contains(err.Error(), "did not start within the pending timeout") || res.LaunchAttempts != 1) {
+				t.Errorf("%v after %d attempts", err, res.LaunchAttempts)
+			}
+		})
+	}
+}
