@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -116,10 +115,12 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
 		OnMarker: func(p string) { payload = p }, OnLine: s.OnLine})
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(s.Bundle.Write(pw)) }()
-	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(), pr, out, errs)
-	_ = pr.Close()
+	stdin, size, err := lifeline(s.Bundle)
+	if err != nil {
+		return r.finish(ctx, s, res, pod, err)
+	}
+	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, errs)
+	_ = stdin.Close()
 	_ = out.Close()
 	_ = errs.Close()
 	res.Output = out.String()
