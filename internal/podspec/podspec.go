@@ -51,10 +51,11 @@ var WorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.
 	"sleep infinity & wait"}
 
 // WorkerStartTimeout bounds the wait of a worker for its run: the runner
-// execs as soon as the container runs, so this only ends pods whose
-// provider died before the exec, a fixed time rather than the group's
-// pending timeout (which may be long, and which the pod does not know).
-const WorkerStartTimeout = 120 * time.Second
+// execs as soon as it sees the container run, a second or two later, so
+// this only ends pods whose provider died before the exec, within a minute
+// of their start as a killed run's pod ends. It is fixed rather than the
+// group's pending timeout, which may be long and which the pod does not know.
+const WorkerStartTimeout = 45 * time.Second
 
 // Group is what a container group contributes to its run pods.
 type Group struct {

@@ -20,7 +20,7 @@ import (
 // the kubelet would expand ($(VAR), $$).
 func TestWorkerArgsPaths(t *testing.T) {
 	s := WorkerArgs[2]
-	for _, want := range []string{bundle.WorkerPIDFile, bundle.RunDirPrefix + "*", "sleep 120 ", "trap 'exit 0' TERM"} {
+	for _, want := range []string{bundle.WorkerPIDFile, bundle.RunDirPrefix + "*", "sleep 45 ", "trap 'exit 0' TERM"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the worker script lacks %q: %s", want, s)
 		}
@@ -35,7 +35,7 @@ func TestWorkerArgsPaths(t *testing.T) {
 func worker(t *testing.T, dir string) (*exec.Cmd, <-chan error) {
 	t.Helper()
 	s := strings.NewReplacer(bundle.WorkerPIDFile, filepath.Join(dir, "worker.pid"),
-		bundle.RunDirPrefix, filepath.Join(dir, "kubeplay."), "sleep 120 ", "sleep 1 ").Replace(WorkerArgs[2])
+		bundle.RunDirPrefix, filepath.Join(dir, "kubeplay."), "sleep 45 ", "sleep 1 ").Replace(WorkerArgs[2])
 	cmd := exec.Command(WorkerArgs[0], WorkerArgs[1], s)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

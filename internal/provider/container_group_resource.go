@@ -93,7 +93,9 @@ const containerGroupDescription = "A container group says where runs execute and
 	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false` and " +
 	"requests of 250m CPU and 100Mi memory. `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
-	"`rendered_pod` shows the result at plan time.\n\n" +
+	"`rendered_pod` shows the result at plan time. The worker ends its pod (which turns `Succeeded` and leaves the " +
+	"quota) when the run's exec session ends before the run, as when the provider is killed, and when no run has " +
+	"started in it within 45 seconds.\n\n" +
 	"**Capacity** is enforced by the cluster, so every Terraform process and workspace shares one limit. " +
 	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +
 	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`. " +
@@ -102,8 +104,10 @@ const containerGroupDescription = "A container group says where runs execute and
 	"`namespace` whose entries map a run to the forks it holds and a deadline. A run claims forks by updating the " +
 	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 Conflict` " +
 	"and reads again; when the live claims leave no room it watches the ledger until a run releases its claim. A claim " +
-	"lasts as long as the run's timeout: the claim of a run that dies without releasing it is removed by the next " +
-	"writer once that has passed.\n\n" +
+	"lasts 30 seconds and the live run renews it every 10: the claim of a run whose provider was killed expires " +
+	"within 30 seconds, and a waiting run takes its room then. (The clocks of the machines that run Terraform " +
+	"must agree to within some seconds.) `max_concurrent_runs` gets a ledger `kubeplay-runs-<name>` of its own, " +
+	"each run holding 1.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
