@@ -362,8 +362,9 @@ func (b *Bundle) script(inventory string) string {
 		"if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
 		"pid=$!\n" +
 		"{ while IFS= read -r l; do :; done\n" +
-		"  kill -TERM -\"$pid\" \"$pid\"\n" +
+		// The worker first: once the playbook ends, the script stops the watcher.
 		"  IFS= read -r w <" + Quote(workerPIDFile) + " && kill -TERM \"$w\"\n" +
+		"  kill -TERM -\"$pid\" \"$pid\"\n" +
 		"} <&3 >/dev/null 2>&1 &\n" +
 		"watcher=$!\n" +
 		"exec 3<&-\n" +
