@@ -89,8 +89,7 @@ func TestScriptEndsTheRunWhenStdinEnds(t *testing.T) {
 	}
 	select {
 	case werr := <-worker:
-		var ee *exec.ExitError
-		if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		if ws, ok := exitStatus(werr); !ok || ws.Signal() != syscall.SIGTERM {
 			t.Errorf("the worker ended with %v, want SIGTERM", werr)
 		}
 	case <-time.After(5 * time.Second):
@@ -122,4 +121,13 @@ func TestScriptLeavesTheWorkerAfterARun(t *testing.T) {
 	if err := w.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("worker: %v", err)
 	}
+}
+
+func exitStatus(err error) (syscall.WaitStatus, bool) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ws, ok
 }
