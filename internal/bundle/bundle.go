@@ -39,6 +39,21 @@ const (
 	kubeconfig    = "kubeconfig"
 )
 
+// Paths in the pod, outside the bundle.
+const (
+	// RunDirPrefix starts the name of each run's directory: the worker
+	// (podspec.WorkerArgs) ends a pod in which none appears in time.
+	RunDirPrefix = "/tmp/kubeplay."
+	// WorkerPIDFile holds the pid of the worker's shell, which the script
+	// signals to end the pod when its client is gone. Verbatim pods have no
+	// worker, and no such file.
+	WorkerPIDFile = "/tmp/kubeplay-worker.pid"
+)
+
+// workerPIDFile is WorkerPIDFile; unit tests, which run the script on the
+// host, point it elsewhere.
+var workerPIDFile = WorkerPIDFile
+
 // DefaultInventory runs against localhost inside the pod.
 const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
 
@@ -338,7 +353,23 @@ func (b *Bundle) script(inventory string) string {
 	for i, a := range cmd {
 		quoted[i] = Quote(a)
 	}
-	sb.WriteString(strings.Join(quoted, " ") + " 2>&1\nrc=$?\n")
+	line := strings.Join(quoted, " ") + " 2>&1 3<&-"
+	// stdin stays open while the client lives (see Command): its end means
+	// the client is gone, and the watcher ends the run and the pod. The
+	// playbook runs in a session of its own, when setsid exists, so that
+	// the watcher ends all its processes.
+	sb.WriteString("exec 3<&0 </dev/null\n" +
+		"if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
+		"pid=$!\n" +
+		"{ while IFS= read -r l; do :; done\n" +
+		// The worker first: once the playbook ends, the script stops the watcher.
+		"  IFS= read -r w <" + Quote(workerPIDFile) + " && kill -TERM \"$w\"\n" +
+		"  kill -TERM -\"$pid\" \"$pid\"\n" +
+		"} <&3 >/dev/null 2>&1 &\n" +
+		"watcher=$!\n" +
+		"exec 3<&-\n" +
+		"wait \"$pid\"\nrc=$?\n" +
+		"kill \"$watcher\" 2>/dev/null\n")
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
 	}
@@ -388,8 +419,14 @@ func ParseResult(payload string) (Result, error) {
 	return r, nil
 }
 
-// Command returns the exec command that unpacks the stream from stdin into
-// a fresh directory and runs the script there.
-func Command() []string {
-	return []string{"sh", "-c", `d=$(mktemp -d /tmp/kubeplay.XXXXXX) && tar -xf - -C "$d" && exec "$d/` + ScriptName + `"`}
+// Command returns the exec command that unpacks the bundle, the first size
+// bytes of stdin, into a fresh directory and runs the script there. The
+// client keeps stdin open until the run ends: when it closes first (the
+// client was killed, the connection dropped), the script ends the playbook,
+// and the pod when it has a worker (WorkerPIDFile). head stops at the
+// bundle's end where tar would not: GNU tar reads on to the end of its
+// 10 KiB record, busybox tar to the end of the stream.
+func Command(size int64) []string {
+	return []string{"sh", "-c", `d=$(mktemp -d ` + RunDirPrefix + `XXXXXX) && head -c ` + strconv.FormatInt(size, 10) +
+		` | tar -xf - -C "$d" && exec "$d/` + ScriptName + `"`}
 }

@@ -11,11 +11,41 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 const testMarker = "\x1ekubeplay-0123abcd "
+
+// TestMain points the script at a worker pid file of the test's own: the
+// script, run on this host, must never signal one of its processes.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kubeplay-bundle-test")
+	if err != nil {
+		panic(err)
+	}
+	workerPIDFile = filepath.Join(dir, "worker.pid")
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// heldStdin is a command's stdin that stays open, as the exec's does while
+// its client lives, until the returned function closes it.
+func heldStdin(t *testing.T, cmd *exec.Cmd, content []byte) (closeIt func()) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = r
+	go func() { _, _ = w.Write(content) }()
+	var once sync.Once
+	closeIt = func() { once.Do(func() { _ = w.Close(); _ = r.Close() }) }
+	t.Cleanup(closeIt)
+	return closeIt
+}
 
 // hostile are values that break naive shell quoting.
 var hostile = []string{
@@ -96,6 +126,7 @@ func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string,
 	cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	defer heldStdin(t, cmd, nil)()
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	switch {
@@ -398,19 +429,20 @@ func TestCommandUnpacksAndRuns(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	c := Command()
-	if len(c) != 3 || c[0] != "sh" || c[1] != "-c" || !strings.Contains(c[2], ScriptName) {
-		t.Fatalf("Command() = %q", c)
-	}
-	b := Bundle{Command: []string{"sh", "-c", `pwd; cat data.txt`}, Files: map[string]string{"data.txt": "payload\n"}, Marker: testMarker}
+	b := Bundle{Command: []string{"sh", "-c", `pwd; cat data.txt; cat; echo stdin-was-empty`}, Files: map[string]string{"data.txt": "payload\n"}, Marker: testMarker}
 	var in bytes.Buffer
 	if err := b.Write(&in); err != nil {
 		t.Fatal(err)
 	}
+	c := Command(int64(in.Len()))
+	if len(c) != 3 || c[0] != "sh" || c[1] != "-c" || !strings.Contains(c[2], ScriptName) {
+		t.Fatalf("Command() = %q", c)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c[0], c[1:]...)
-	cmd.Stdin = &in
+	// Bytes after the bundle reach neither tar nor the playbook.
+	defer heldStdin(t, cmd, append(in.Bytes(), "after the bundle\n"...))()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
@@ -422,7 +454,7 @@ func TestCommandUnpacksAndRuns(t *testing.T) {
 	} else {
 		t.Errorf("the run's directory is %q, want a fresh /tmp/kubeplay.* directory", wd)
 	}
-	if rest != "payload\n" {
+	if rest != "payload\nstdin-was-empty\n" {
 		t.Errorf("output %q", out.String())
 	}
 	if r := report(t, errOut.String()); r.ExitCode != 0 {

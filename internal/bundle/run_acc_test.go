@@ -1,6 +1,7 @@
 package bundle_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -44,9 +45,15 @@ func TestAccBundleRunsInPod(t *testing.T) {
 		var payload string
 		out := outputtail.New(outputtail.Options{Limit: 64 << 10, Secrets: secrets})
 		errs := outputtail.New(outputtail.Options{Limit: 4 << 10, Marker: marker, OnMarker: func(p string) { payload = p }})
+		var in bytes.Buffer
+		if err := b.Write(&in); err != nil {
+			t.Fatal(err)
+		}
+		// stdin stays open for the run's life, as the runner keeps it.
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(b.Write(pw)) }()
-		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(), pr, out, errs)
+		go func() { _, _ = pw.Write(in.Bytes()) }()
+		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(int64(in.Len())), pr, out, errs)
+		_ = pr.Close()
 		_ = out.Close()
 		_ = errs.Close()
 		if err != nil {

@@ -35,9 +35,10 @@ func LedgerName(group string) string { return "kubeplay-forks-" + group }
 // forks it holds and a deadline. A run acquires by adding its entry with an
 // update conditioned on the resourceVersion it read (a 409 Conflict means
 // another process wrote first: read again); when the entries leave no room
-// it watches the ConfigMap until a release or a deadline frees some. Entries
-// past their deadline belong to runs that died without releasing and are
-// reaped by the next writer. Within a process, runs that share a client and ask for as many forks take turns.
+// it watches the ConfigMap until a release or a deadline frees some. A live
+// run renews its claim's deadline (Keep), so entries past their deadline
+// belong to runs that died without releasing and are reaped by the next
+// writer; a waiting run wakes at the earliest deadline. Within a process, runs that share a client and ask for as many forks take turns.
 type Ledger struct {
 	Kube      kubernetes.Interface
 	Namespace string
@@ -170,11 +171,7 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 		now := time.Now()
 		reaped := reap(entries, now)
 		delete(entries, run) // acquiring again replaces the run's claim
-		var used int64
-		for _, e := range entries {
-			used += e.Forks
-		}
-		fits := used+forks <= maxForks
+		fits := forks <= maxForks-used(entries, maxForks)
 		if fits {
 			entries[run] = Entry{Forks: forks, Expires: now.Add(ttl)}
 		}
@@ -228,7 +225,7 @@ func (l Ledger) Release(ctx context.Context, run string) error {
 func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
 	for {
-		cm, entries, _, err := l.read(ctx)
+		cm, entries, err := l.read(ctx)
 		if err != nil {
 			return err
 		}
@@ -247,13 +244,13 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 	}
 }
 
-func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, int64, error) {
+func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, error) {
 	cm, err := l.get(ctx)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
-	entries, maxForks, err := l.decode(cm)
-	return cm, entries, maxForks, err
+	entries, _, err := l.decode(cm)
+	return cm, entries, err
 }
 
 func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
@@ -275,12 +272,35 @@ func (l Ledger) decode(cm *corev1.ConfigMap) (map[string]Entry, int64, error) {
 	entries := make(map[string]Entry, len(cm.Data))
 	for k, v := range cm.Data {
 		var e Entry
-		if json.Unmarshal([]byte(v), &e) != nil {
-			continue // an unreadable entry holds nothing
+		if json.Unmarshal([]byte(v), &e) != nil || !e.valid() {
+			// An unreadable or invalid entry holds nothing, and the next
+			// write drops it: a claim of -5 forks must not make room.
+			continue
 		}
 		entries[k] = e
 	}
 	return entries, maxForks, nil
+}
+
+// valid: a claim holds at least one fork and expires at some time.
+func (e Entry) valid() bool { return e.Forks >= 1 && !e.Expires.IsZero() }
+
+// used sums what entries hold, each at most limit (a claim taken before
+// the limit was lowered holds the whole ledger, not more), and stops at
+// limit: no sum of entries overflows.
+func used(entries map[string]Entry, limit int64) int64 {
+	var n int64
+	for _, e := range entries {
+		if !e.valid() {
+			continue
+		}
+		held := min(e.Forks, limit)
+		if held >= limit-n {
+			return max(limit, 0)
+		}
+		n += held
+	}
+	return n
 }
 
 // unit names what the ledger counts, for messages.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -67,6 +68,11 @@ func Run(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, nam
 	var exitErr utilexec.ExitError
 	if errors.As(err, &exitErr) && exitErr.Exited() {
 		return exitErr.ExitStatus(), nil
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		// The connection's deadline comes from ctx and may fire (an i/o
+		// timeout) a moment before ctx says it is done: report ctx's error.
+		<-ctx.Done()
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w (%w)", ctxErr, err)

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,7 +36,26 @@ const (
 // WorkerArgs keep the worker alive for the run to exec into. As PID 1 a
 // plain "sleep infinity" ignores SIGTERM, which doubles the time a deleted
 // run pod holds its quota (4 s against 2 s with a 1 s grace period here).
-var WorkerArgs = []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"}
+//
+// The worker ends the pod by itself (exit 0 on SIGTERM: the pod turns
+// Succeeded and leaves the quota) when its provider is gone: it writes its
+// pid to bundle.WorkerPIDFile, which the run's script signals when its exec
+// session ends before the run does; and when no run has started after
+// WorkerStartTimeout (no bundle.RunDirPrefix directory: the provider died
+// between creating the pod and the exec), it exits.
+//
+// No "$$": the kubelet would expand it to "$" (see $(VAR) references).
+var WorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.pid; trap 'exit 0' TERM; " +
+	"sleep " + strconv.Itoa(int(WorkerStartTimeout/time.Second)) + " & wait; " +
+	"set -- /tmp/kubeplay.*; [ -e \"$1\" ] || { echo 'kubeplay: no run started in this pod in time; ending it' >&2; exit 0; }; " +
+	"sleep infinity & wait"}
+
+// WorkerStartTimeout bounds the wait of a worker for its run: the runner
+// execs as soon as it sees the container run, a second or two later, so
+// this only ends pods whose provider died before the exec, within a minute
+// of their start as a killed run's pod ends. It is fixed rather than the
+// group's pending timeout, which may be long and which the pod does not know.
+const WorkerStartTimeout = 45 * time.Second
 
 // Group is what a container group contributes to its run pods.
 type Group struct {

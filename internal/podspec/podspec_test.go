@@ -174,7 +174,9 @@ spec:
   - args:
     - sh
     - -c
-    - trap 'exit 0' TERM; sleep infinity & wait
+    - 'sh -c ''echo $PPID'' >/tmp/kubeplay-worker.pid; trap ''exit 0'' TERM; sleep
+      45 & wait; set -- /tmp/kubeplay.*; [ -e "$1" ] || { echo ''kubeplay: no run
+      started in this pod in time; ending it'' >&2; exit 0; }; sleep infinity & wait'
     image: img
     imagePullPolicy: IfNotPresent
     name: worker

@@ -94,7 +94,9 @@ const containerGroupDescription = "A container group says where runs execute and
 	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false` and " +
 	"requests of 250m CPU and 100Mi memory. `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
-	"`rendered_pod` shows the result at plan time.\n\n" +
+	"`rendered_pod` shows the result at plan time. The worker ends its pod (which turns `Succeeded` and leaves the " +
+	"quota) when the run's exec session ends before the run, as when the provider is killed, and when no run has " +
+	"started in it within 45 seconds.\n\n" +
 	"**Capacity** is enforced on the cluster, so every Terraform process and workspace shares one limit. " +
 	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +
 	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`, and " +
@@ -102,16 +104,15 @@ const containerGroupDescription = "A container group says where runs execute and
 	"shared with another group or with other workloads is a plan-time warning.\n\n" +
 	"**Claims.** Before it creates its pod, a run claims capacity from ledgers: ConfigMaps in `namespace` whose " +
 	"entries map a run (and its operation: a `destroy_playbook` claims apart from its run) to what it holds and to " +
-	"a deadline. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
+	"an expiry. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
 	"`max_concurrent_runs` also has one, `kubeplay-runs-<name>`, where a run claims one slot, since the quota alone " +
 	"can let one pod too many in while its controller recounts after deletions. A run claims by updating the " +
 	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 " +
 	"Conflict` and reads again. When the live claims leave no room, the run watches the ledger until a claim is " +
 	"released or expires, for at most `pod_pending_timeout`, then fails without having created a pod. A run gives " +
-	"its claims back when it ends, whatever became of it. A claim's deadline is the run's timeout (`timeouts.create`, " +
-	"or `timeouts.delete` for a destroy playbook) from when it was made: a claim whose run died without releasing it " +
-	"is removed by the next run that claims from the ledger once that has passed (a run waiting for room wakes up " +
-	"for it). A run that asks " +
+	"its claims back when it ends, whatever became of it. A claim lasts 30 seconds and the live run renews it every " +
+	"10: the claim of a run whose provider was killed expires within 30 seconds, and a waiting run takes its room " +
+	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
 	"for more forks than `max_forks` fails at once.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 

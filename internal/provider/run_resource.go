@@ -133,8 +133,10 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
 			"at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
 			"before it ran, its sandbox could not be created, an admission webhook timed out) is retried with a fresh pod " +
-			"up to the group's `launch_retries` times; see `launch_attempts`. Pods left by a provider that was killed are removed by the next run in the group once their deadline " +
-			"has passed.\n\n" +
+			"up to the group's `launch_retries` times; see `launch_attempts`. A provider that is killed mid-run loses its " +
+			"exec session: the pod then ends the playbook, and ends itself (a pod from a node label's verbatim `spec` ends " +
+			"at its deadline, the run's timeout). Pods that ended, or whose deadline passed, are removed by the next run in " +
+			"the group.\n\n" +
 			"A run whose status is not `successful` fails the apply unless `ignore_failure` is set; its record still " +
 			"reaches the state (marked tainted, so the next apply runs it again).",
 		Attributes: map[string]schema.Attribute{
@@ -173,7 +175,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"command": schema.ListAttribute{
 				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible. " +
-					"It still needs `sh` and `tar` in the image.",
+					"It still needs `sh`, `head` and `tar` in the image.",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},

@@ -75,7 +75,7 @@ resource "kubeplay_run" "r" {
 }
 
 // start runs terraform apply in a process group of its own.
-func (s *signalEnv) start(t *testing.T) (*exec.Cmd, *bytes.Buffer) {
+func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *bytes.Buffer) {
 	cmd := exec.Command(s.terraformBin, "apply", "-auto-approve", "-input=false", "-no-color")
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
@@ -89,7 +89,7 @@ func (s *signalEnv) start(t *testing.T) (*exec.Cmd, *bytes.Buffer) {
 }
 
 // waitPod watches the namespace's run pods until cond holds for one of them.
-func (s *signalEnv) waitPod(t *testing.T, what string, timeout time.Duration, cond func(*corev1.Pod) bool) string {
+func (s *signalEnv) waitPod(t testing.TB, what string, timeout time.Duration, cond func(*corev1.Pod) bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	w, err := s.e.kube.CoreV1().Pods(s.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
@@ -146,8 +146,9 @@ func TestAccRun_interrupt(t *testing.T) {
 }
 
 // TestAccRun_killedReaped: a terraform process killed with its provider
-// leaves its pod; the cluster ends it at its deadline, and the next apply in
-// the group removes it.
+// leaves its pod; the pod ends itself (its exec session is gone) or the
+// cluster ends it at its deadline, and the next apply in the group removes
+// it.
 func TestAccRun_killedReaped(t *testing.T) {
 	s := newSignalEnv(t, "15s")
 	cmd, _ := s.start(t)
@@ -156,9 +157,11 @@ func TestAccRun_killedReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	// activeDeadlineSeconds (the create timeout) lets the kubelet end it.
-	s.waitPod(t, "past its deadline", 2*time.Minute, func(p *corev1.Pod) bool {
-		return p.Name == orphan && p.Status.Phase == corev1.PodFailed
+	// The worker ends it (Succeeded) when the run's exec session ends;
+	// activeDeadlineSeconds (the create timeout) would let the kubelet end
+	// it (Failed) otherwise.
+	s.waitPod(t, "ended", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Name == orphan && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 	})
 	// A fresh state: the killed apply never recorded its run.
 	for _, f := range []string{"terraform.tfstate", "terraform.tfstate.backup", ".terraform.tfstate.lock.info"} {

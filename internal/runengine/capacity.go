@@ -16,12 +16,16 @@ import (
 type ledgerClaim struct {
 	ledger capacity.Ledger
 	key    string
+	// stop ends the claim's renewal.
+	stop func()
 }
 
 // claim takes a run slot (max_concurrent_runs) and the run's forks
 // (max_forks) from the group's ledgers, each waiting, watching, up to the
-// group's pending timeout; the claims expire with the run's deadline. It
-// returns the claims it holds, also on error, for release.
+// group's pending timeout. The claims last capacity.ClaimTTL and are
+// renewed while the run lives, so that those of a killed process free
+// within that time, not at the run's deadline. It returns the claims it
+// holds, also on error, for release.
 func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) {
 	g := req.Group
 	key := req.ID + "-" + req.Operation
@@ -38,10 +42,12 @@ func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) 
 			continue
 		}
 		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind}
-		if err := e.acquire(ctx, led, key, c.n, *c.limit, g.pending(), req.Timeout); err != nil {
+		if err := e.acquire(ctx, led, key, c.n, *c.limit, g.pending(), e.claimTTL); err != nil {
 			return held, err
 		}
-		held = append(held, ledgerClaim{ledger: led, key: key})
+		held = append(held, ledgerClaim{ledger: led, key: key, stop: led.Keep(key, e.claimTTL, func(err error) {
+			e.log(slog.LevelWarn, "renewing a capacity claim failed", map[string]any{"kind": led.Kind, "run": key, "error": err.Error()})
+		})})
 	}
 	return held, nil
 }
@@ -66,6 +72,7 @@ func (e *Engine) acquire(ctx context.Context, led capacity.Ledger, key string, n
 func (e *Engine) release(ctx context.Context, claims []ledgerClaim) []error {
 	var errs []error
 	for _, c := range slices.Backward(claims) {
+		c.stop()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		if err := c.ledger.Release(rctx, c.key); err != nil {
 			errs = append(errs, &ReleaseError{Kind: c.ledger.Kind, Group: c.ledger.Group, Err: err})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
@@ -53,13 +54,15 @@ type Engine struct {
 	clients         *kubeclient.Clients
 	sweeps, dryRuns OnceFunc
 	log             LogFunc
+	// claimTTL is how long a claim lasts unrenewed; tests shorten it.
+	claimTTL time.Duration
 	// run runs the pod; tests replace it.
 	run func(context.Context, runner.Spec) runner.Result
 }
 
 // New returns an engine that runs with c.
 func New(c *kubeclient.Clients, o Options) *Engine {
-	e := &Engine{clients: c, sweeps: o.Sweeps, dryRuns: o.DryRuns, log: o.Log}
+	e := &Engine{clients: c, sweeps: o.Sweeps, dryRuns: o.DryRuns, log: o.Log, claimTTL: capacity.ClaimTTL}
 	if e.sweeps == nil {
 		e.sweeps = always
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -117,15 +116,17 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res.NodeName = pod.Spec.NodeName
 	r.log("run pod running", map[string]any{"pod": pod.Name, "node": pod.Spec.NodeName})
 
+	stdin, size, err := lifeline(s.Bundle)
+	if err != nil {
+		return r.finish(ctx, s, res, pod, err)
+	}
 	var payload string
 	marker := s.Bundle.Marker
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
 		OnMarker: func(p string) { payload = p }, OnLine: s.OnLine})
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(s.Bundle.Write(pw)) }()
-	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(), pr, out, errs)
-	_ = pr.Close()
+	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, errs)
+	_ = stdin.Close()
 	_ = out.Close()
 	_ = errs.Close()
 	res.Output = out.String()
@@ -135,7 +136,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 				execErr = fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr)
 			} else {
 				execErr = fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
-					"restarted, or the connection dropped); the run's outcome is unknown: %w", pod.Name, execErr)
+					"restarted, or the connection dropped), which ends the run in the pod part way: %w", pod.Name, execErr)
 			}
 		}
 		return r.finish(ctx, s, res, pod, execErr)
