@@ -90,7 +90,12 @@ provider "kubeplay" {
 	})
 
 	s := &signalEnv{e: e, ns: ns, dir: dirs["killed"], terraformBin: terraformBin, cliConfig: cliConfig}
-	cmd, _ := s.start(tb)
+	cmd, out := s.start(tb)
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("the killed apply's output:\n%s", out.String())
+		}
+	})
 	orphan := s.waitPod(tb, "running", 3*time.Minute, running)
 	waitLogLine(tb, e, ns, orphan, livenessStarted)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
@@ -181,7 +186,7 @@ func livenessRun(group, command string) string {
   container_group = %q
   forks           = 2
   command         = ["sh", "-c", %q]
-  timeouts = {
+  timeouts {
     create = "30m"
   }
 }
