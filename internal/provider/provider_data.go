@@ -151,29 +151,14 @@ func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostic
 	return s
 }
 
-// readGroup reads a group from the catalog; nil when it does not exist.
-func readGroup(ctx context.Context, data *providerData, name string) (*catalog.Group, error) {
+// readDefinition reads a definition from the catalog for a run; nil when it
+// does not exist.
+func readDefinition[T any](ctx context.Context, data *providerData, get catalogGetter[T], name string) (*T, error) {
 	s, err := data.catalog()
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.GetGroup(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &e.Value, nil
-}
-
-// readLabel reads a node label from the catalog; nil when it does not exist.
-func readLabel(ctx context.Context, data *providerData, name string) (*podspec.Label, error) {
-	s, err := data.catalog()
-	if err != nil {
-		return nil, err
-	}
-	e, err := s.GetLabel(ctx, name)
+	e, err := get(s, ctx, name)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, nil
 	}

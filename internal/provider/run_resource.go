@@ -373,7 +373,7 @@ func (r *runResource) groupFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, p.partial, nil
 	}
-	g, err = readGroup(ctx, r.data, name)
+	g, err = readDefinition(ctx, r.data, (*catalog.Store).GetGroup, name)
 	if err == nil && g == nil {
 		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -389,7 +389,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, nil
 	}
-	l, err := readLabel(ctx, r.data, name)
+	l, err := readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)
