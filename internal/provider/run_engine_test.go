@@ -92,11 +92,11 @@ func TestRefused(t *testing.T) {
 		{refusal(runengine.RefusedQuota), false, "Warning|container_group|Container Group Is Full Now", `quota of group "g": boom`},
 		{refusal(runengine.RefusedQuota), true, "Warning|container_group|Container Group Is Full Now", ""},
 		{refusal(runengine.RefusedOther), true, "Warning|container_group|Run Pod Refused By The Cluster As It Is Now", `namespace "runs" was refused: boom`},
-		{refusal(runengine.RefusedUnauthorized), false, "Error|container_group|Run Credential Rejected", "https://h answered 401 Unauthorized to credential c"},
-		{refusal(runengine.RefusedTLS), false, "Error|container_group|Run Cluster TLS Verification Failed", "failed TLS verification: boom"},
-		{refusal(runengine.RefusedUnreachable), false, "Error|container_group|Run Cluster Unreachable", "could not connect to https://h: boom"},
-		{refusal(runengine.RefusedNotFound), false, "Error|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
-		{boom, false, "Error|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
+		{refusal(runengine.RefusedUnauthorized), false, "Warning|container_group|Run Credential Rejected", "https://h answered 401 Unauthorized to credential c"},
+		{refusal(runengine.RefusedTLS), false, "Warning|container_group|Run Cluster TLS Verification Failed", "failed TLS verification: boom"},
+		{refusal(runengine.RefusedUnreachable), false, "Warning|container_group|Run Cluster Unreachable", "could not connect to https://h: boom"},
+		{refusal(runengine.RefusedNotFound), false, "Warning|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
+		{boom, false, "Warning|container_group|Run Pod Would Be Refused", `namespace "runs" was refused: boom`},
 	} {
 		var diags diag.Diagnostics
 		refused(context.Background(), target(c.changing), c.err, &diags)

@@ -526,7 +526,10 @@ func addRenderError(err error, diags *diag.Diagnostics) {
 		fmt.Sprintf("Rendering the run's pod failed: %v. %s", err, remedy))
 }
 
-// refused reports a dry run of the run's pod that the cluster refused.
+// refused reports a dry run of the run's pod that the cluster refused. Every
+// refusal is a warning: the run is not in the state yet, and Terraform plans
+// it in the refresh before a destroy too, where an error would block
+// terraform destroy; the apply then fails the same way if nothing changed.
 func refused(ctx context.Context, t *runTarget, err error, diags *diag.Diagnostics) {
 	re := &runengine.RefusedError{Namespace: t.group.Namespace, Err: err}
 	errors.As(err, &re)
@@ -550,7 +553,9 @@ func refused(ctx context.Context, t *runTarget, err error, diags *diag.Diagnosti
 				"was refused: %v. Fix the container group (pod_spec_override, credential permissions) or the cluster's policy.",
 				re.Namespace, err)
 		}
-		diags.AddAttributeError(path.Root("container_group"), summary, detail)
+		diags.AddAttributeWarning(path.Root("container_group"), summary, detail+" Until then, applying this run fails "+
+			"the same way. (A warning, not an error, so that it never blocks terraform destroy, which plans runs that are "+
+			"not in the state too.)")
 	}
 }
 
@@ -622,9 +627,25 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	if err != nil {
 		notStarted(err, diags)
 	}
+	if out.Result.Err != nil && t.clients != nil {
+		re := runengine.Classify(out.Result.Err, t.group.Namespace, t.clients.Config.Host)
+		if summary, detail := clusterProblem(re, t.group); summary != "" {
+			out.Result.Err = &clusterProblemError{summary: summary, detail: detail, err: out.Result.Err}
+		}
+	}
 	cleanupWarnings(out.Warnings, diags)
 	return out, err == nil
 }
+
+// clusterProblemError is a run's error that the credential or the cluster's
+// reachability explains, worded as at plan time.
+type clusterProblemError struct {
+	summary, detail string
+	err             error
+}
+
+func (e *clusterProblemError) Error() string { return e.err.Error() }
+func (e *clusterProblemError) Unwrap() error { return e.err }
 
 // notStarted reports why the engine could not start a run.
 func notStarted(err error, diags *diag.Diagnostics) {
@@ -751,6 +772,13 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	summary := map[string]string{
 		runner.StatusFailed: what + " Failed", runner.StatusError: what + " Error", runner.StatusCanceled: what + " Canceled",
 	}[res.Status]
+	var cp *clusterProblemError
+	if errors.As(res.Err, &cp) {
+		summary = cp.summary
+		text := detail.String()
+		detail.Reset()
+		detail.WriteString(cp.detail + "\n\n" + text)
+	}
 	if m.IgnoreFailure.ValueBool() {
 		diags.AddWarning(summary, detail.String()+"\n\nignore_failure is set: the apply goes on.")
 		return

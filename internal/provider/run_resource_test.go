@@ -22,6 +22,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -432,9 +433,10 @@ resource "kubeplay_run" "test" {
 	})
 }
 
-// TestAccRun_badCredential: a group whose credential's token was revoked, or
-// whose CA no longer matches the cluster, fails the run's plan with the
-// cause and the credential to fix, and no pod is created.
+// TestAccRun_badCredential: a credential whose CA was changed outside
+// Terraform is rewritten before the run; one whose token was revoked fails
+// the run with the cause and the credential to fix (a warning at plan, an
+// error at apply), and no pod is created.
 func TestAccRun_badCredential(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-runcred")
@@ -479,8 +481,19 @@ resource "kubeplay_run" "test" {
 						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
 					})
 				},
-				Config: withRun, ConfigVariables: vars, PlanOnly: true,
-				ExpectError: expectError(`(?s)Run Cluster TLS Verification Failed.*` + cred + `.*ca_cert`),
+				// The refresh reads the changed CA, so the plan rewrites the credential before the run,
+				// and the dry run's TLS failure is only a warning.
+				Config: withRun, ConfigVariables: vars,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_credential.awx", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction("kubeplay_run.test", plancheck.ResourceActionCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				},
+			},
+			{
+				Config: base, ConfigVariables: vars,
 			},
 			{
 				// Restore the CA, then revoke the token: deleting its ServiceAccount invalidates it.
@@ -494,13 +507,79 @@ resource "kubeplay_run" "test" {
 					}
 					e.waitTokenRejected(host, ca, token)
 				},
-				Config: withRun, ConfigVariables: vars, PlanOnly: true,
-				ExpectError: expectError(`(?s)Run Credential Rejected.*401 Unauthorized.*` + cred),
+				Config: withRun, ConfigVariables: vars,
+				ExpectError: expectError(`(?s)Credential Rejected.*401 Unauthorized.*` + cred),
 			},
 			{
-				// Nothing was created by the refused runs.
-				Config: base, ConfigVariables: vars, PlanOnly: true,
+				// The failed run, kept tainted in the state, goes; it created no pod.
+				Config: base, ConfigVariables: vars,
 				Check: e.checkNoRunPods(ns),
+			},
+		},
+	})
+}
+
+// TestAccRun_destroyNotBlocked: a run whose pod the cluster refuses (here a
+// LimitRange added after its group) fails its apply and is not in the state;
+// terraform destroy still removes the rest, although Terraform plans that
+// run again in the refresh before the destroy.
+func TestAccRun_destroyNotBlocked(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-rundestroy")
+	group := randName("grp")
+	base := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+  pod_spec_override = <<-EOT
+    spec:
+      containers:
+        - name: worker
+          resources:
+            requests: {cpu: 50m}
+            limits: {cpu: 200m}
+  EOT
+}
+`, group, ns, acctest.TestImage())
+	withRun := base + `
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["true"]
+}
+`
+	limitCPU := func() {
+		lr := &corev1.LimitRange{
+			ObjectMeta: metav1.ObjectMeta{Name: "small"},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("100m")},
+			}}},
+		}
+		if _, err := e.kube.CoreV1().LimitRanges(ns).Create(context.Background(), lr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(s *terraform.State) error {
+			if err := e.checkNoRunPods(ns)(s); err != nil {
+				return err
+			}
+			if _, err := e.kube.CoreV1().ConfigMaps(e.catalog).Get(context.Background(), group, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("container group %s still in the catalog after destroy (err %v)", group, err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: base},
+			{
+				PreConfig:   limitCPU,
+				Config:      withRun,
+				ExpectError: expectError(`(?s)maximum cpu usage per Container is 100m`),
+			},
+			{
+				// The plan still holds the run, with the dry run's refusal as a warning.
+				Config: withRun, PlanOnly: true, ExpectNonEmptyPlan: true,
 			},
 		},
 	})

@@ -59,6 +59,10 @@ func (e *Engine) dryRun(ctx context.Context, g Group, nsLabel *podspec.Label, po
 	return nil
 }
 
+// Classify tells why the cluster refused a request of a run in namespace:
+// the reasons of a dry run's refusal, for errors of the run itself.
+func Classify(err error, namespace, host string) *RefusedError { return classify(err, namespace, host) }
+
 // classify tells why the cluster refused a dry run in namespace.
 func classify(err error, namespace, host string) *RefusedError {
 	r := &RefusedError{Namespace: namespace, Host: host, Err: err}

@@ -102,6 +102,9 @@ type Result struct {
 	// LaunchAttempts counts the pods the run launched (created, or tried
 	// to): 1, plus one per retry; 0 when it never tried.
 	LaunchAttempts int
+	// Err is the error behind an error status, for callers that tell a
+	// rejected credential or an unreachable cluster from other causes.
+	Err error
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
@@ -207,7 +210,7 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	case err != nil && ctx.Err() != nil:
 		res.Status, res.Message = StatusCanceled, context.Cause(ctx).Error()
 	case err != nil:
-		res.Status, res.Message = StatusError, err.Error()
+		res.Status, res.Message, res.Err = StatusError, err.Error(), err
 	}
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
