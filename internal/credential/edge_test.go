@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // Secrets that FromSecret must refuse, each with what it says.
@@ -155,12 +157,15 @@ func TestClusterAPIKubeconfigRead(t *testing.T) {
 func TestAccountExistsAndDeprovision(t *testing.T) {
 	ctx := context.Background()
 	a := Account{Namespace: "runs", Name: "runner", Credential: "c"}
+	own := a.labels()
 	objs := []runtime.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a.TokenSecretName(), Namespace: a.Namespace},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: own}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a.TokenSecretName(), Namespace: a.Namespace, Labels: own},
 			Data: map[string][]byte{corev1.ServiceAccountTokenKey: []byte("t")}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace, Labels: own}},
+		// Another credential's binding of the same name is not this one's to delete.
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace,
+			Labels: managed.Labels(managed.LabelCredential, "other")}},
 	}
 	kube := fake.NewClientset(objs...)
 	if ok, err := Exists(ctx, kube, a); err != nil || !ok {
@@ -180,6 +185,12 @@ func TestAccountExistsAndDeprovision(t *testing.T) {
 	}
 	if _, err := kube.RbacV1().Roles(a.Namespace).Get(ctx, a.RoleName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Role survived: %v", err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(a.Namespace).Get(ctx, a.RoleName(), metav1.GetOptions{}); err != nil {
+		t.Errorf("another credential's RoleBinding was deleted: %v", err)
+	}
+	if _, err := kube.RbacV1().Roles(a.Namespace).Create(ctx, objs[2].(*rbacv1.Role), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	kube.PrependReactor("delete", "roles", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "roles"}, a.RoleName(), errors.New("no"))

@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 var (
@@ -447,8 +449,8 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	}
 	if !rep.CanRun() {
 		diags.AddAttributeWarning(path.Root("namespace"), "Credential Cannot Run Pods",
-			fmt.Sprintf("Credential %q authenticates as %q but lacks, in namespace %q: %v. Runs that use it will fail; "+
-				"bind it to a Role with seed 001's pod-manager rules (or use kind = \"service_account\").",
+			fmt.Sprintf("Credential %q authenticates as %q but lacks, in namespace %q: %v. Runs that use it may fail; "+
+				"bind it to a Role with the rules listed in the kubeplay_credential documentation (or use kind = \"service_account\").",
 				name, rep.Username, rep.Namespace, rep.Missing))
 	}
 	r.fill(ctx, &plan, spec, rep, checkedAt(now), diags)
@@ -463,6 +465,13 @@ func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Client
 	}
 	account := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
 	prov, err := credential.Provision(ctx, c.Kube, account)
+	if no := (*managed.NotOwnedError)(nil); errors.As(err, &no) {
+		diags.AddAttributeError(path.Root("service_account_name"), "Service Account Object Exists",
+			fmt.Sprintf("Credential %q would provision %s/%s, but %v. kubeplay does not adopt or delete objects it did not "+
+				"create. Set service_account_name to a name that is free in namespace %q, or delete that %s (or, if it is "+
+				"this credential's, label it %s).", spec.Name, no.Namespace, no.Name, err, account.Namespace, no.Kind, ownershipLabels(no.Labels)))
+		return account, false
+	}
 	if err != nil {
 		diags.AddAttributeError(path.Root("namespace"), "Service Account Provisioning Failed",
 			fmt.Sprintf("Provisioning service account %s/%s for credential %q failed: %v.", account.Namespace, account.Name, spec.Name, err))
@@ -474,6 +483,15 @@ func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Client
 		spec.CACert = string(c.Config.CAData)
 	}
 	return account, true
+}
+
+// ownershipLabels formats labels as kubectl label takes them.
+func ownershipLabels(l map[string]string) string {
+	pairs := make([]string, 0, len(l))
+	for _, k := range managed.SortedKeys(l) {
+		pairs = append(pairs, k+"="+l[k])
+	}
+	return strings.Join(pairs, " ")
 }
 
 // checkedAt formats the time of a check as the state holds it.
@@ -578,7 +596,8 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return
 	}
 	if state.Kind.ValueString() == credential.KindServiceAccount {
-		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString()}
+		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString(),
+			Credential: state.Name.ValueString()}
 		if err := credential.Deprovision(ctx, c.Kube, a); err != nil {
 			resp.Diagnostics.AddError("Deleting Service Account Failed", err.Error()+".")
 			return
