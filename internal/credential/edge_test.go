@@ -6,6 +6,7 @@ package credential
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,36 @@ func TestKubeconfig(t *testing.T) {
 	}
 	if err := ValidateKubeconfig(string(b), ""); err != nil {
 		t.Errorf("the exported kubeconfig does not validate: %v", err)
+	}
+}
+
+// The Role grants RunPermissions, each once, and nothing else; every
+// permission says why a run needs it.
+func TestRoleRulesAreRunPermissions(t *testing.T) {
+	var granted, want []string
+	for _, r := range RoleRules() {
+		if len(r.APIGroups) != 1 || r.APIGroups[0] != "" || len(r.Resources) != 1 {
+			t.Errorf("rule %+v", r)
+		}
+		for _, v := range r.Verbs {
+			granted = append(granted, v+" "+r.Resources[0])
+		}
+	}
+	for _, p := range RunPermissions {
+		want = append(want, p.String())
+		if p.Why == "" {
+			t.Errorf("%s says not why", p)
+		}
+	}
+	if !slices.Equal(granted, want) {
+		t.Errorf("RoleRules grant %v, RunPermissions are %v", granted, want)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(want)))) != len(want) {
+		t.Errorf("RunPermissions repeat a permission: %v", want)
+	}
+	for _, never := range []string{"update pods", "patch pods", "get pods/log"} {
+		if slices.Contains(want, never) {
+			t.Errorf("RunPermissions hold %s, which no run calls", never)
+		}
 	}
 }

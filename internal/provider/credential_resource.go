@@ -96,11 +96,12 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored.\n" +
 			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
 			"* `provider`: the provider's own connection.\n" +
-			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, the pod-manager " +
-			"Role (pods: get, list, watch, create, update, patch, delete; pods/exec: create; pods/log: get), its RoleBinding " +
+			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
+			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
 			"and a long-lived token: a `kubernetes.io/service-account-token` Secret named `<service_account_name>-token`, " +
-			"filled by the cluster's token controller and revoked when destroy deletes it. Set `export_kubeconfig` to get " +
-			"a kubeconfig for AWX, Zuul or a CI system.\n\n" +
+			"filled by the cluster's token controller and revoked when destroy deletes it. An object of one of these names " +
+			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
+			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
 			"Write-only values (`bearer_token`, `kubeconfig`) never reach the plan or the state; change `secret_version` to " +
 			"send new ones.",
 		Attributes: map[string]schema.Attribute{
