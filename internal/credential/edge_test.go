@@ -159,11 +159,12 @@ func TestAccountExistsAndDeprovision(t *testing.T) {
 	ctx := context.Background()
 	a := Account{Namespace: "runs", Name: "runner", Credential: "c"}
 	own := a.labels()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace, Labels: own}}
 	objs := []runtime.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: own}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a.TokenSecretName(), Namespace: a.Namespace, Labels: own},
 			Data: map[string][]byte{corev1.ServiceAccountTokenKey: []byte("t")}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace, Labels: own}},
+		role.DeepCopy(),
 		// Another credential's binding of the same name is not this one's to delete.
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace,
 			Labels: managed.Labels(managed.LabelCredential, "other")}},
@@ -171,6 +172,10 @@ func TestAccountExistsAndDeprovision(t *testing.T) {
 	kube := fake.NewClientset(objs...)
 	if ok, err := Exists(ctx, kube, a); err != nil || !ok {
 		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+	// A token Secret that someone else replaced is not the account's.
+	if ok, err := Exists(ctx, kube, Account{Namespace: a.Namespace, Name: a.Name, Credential: "other"}); err != nil || ok {
+		t.Errorf("another credential's account exists: %v, %v", ok, err)
 	}
 	if err := kube.CoreV1().ServiceAccounts(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -190,7 +195,7 @@ func TestAccountExistsAndDeprovision(t *testing.T) {
 	if _, err := kube.RbacV1().RoleBindings(a.Namespace).Get(ctx, a.RoleName(), metav1.GetOptions{}); err != nil {
 		t.Errorf("another credential's RoleBinding was deleted: %v", err)
 	}
-	if _, err := kube.RbacV1().Roles(a.Namespace).Create(ctx, objs[2].(*rbacv1.Role), metav1.CreateOptions{}); err != nil {
+	if _, err := kube.RbacV1().Roles(a.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	kube.PrependReactor("delete", "roles", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -250,8 +250,8 @@ func waitForToken(ctx context.Context, kube kubernetes.Interface, a Account) (*c
 	return sec, nil
 }
 
-// Exists reports whether the account's token Secret still exists and holds a
-// token.
+// Exists reports whether the account's token Secret and ServiceAccount
+// still exist as the account's own, and the Secret holds a token.
 func Exists(ctx context.Context, kube kubernetes.Interface, a Account) (bool, error) {
 	s, err := kube.CoreV1().Secrets(a.Namespace).Get(ctx, a.TokenSecretName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -260,7 +260,13 @@ func Exists(ctx context.Context, kube kubernetes.Interface, a Account) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	sa, err := kube.CoreV1().ServiceAccounts(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	// Objects of the account's names that are not the account's are not
+	// the account: the next apply provisions, and refuses them.
+	if !a.owns(s) || (err == nil && !a.owns(sa)) {
 		return false, nil
 	}
 	return len(s.Data[corev1.ServiceAccountTokenKey]) > 0, nil
