@@ -47,6 +47,10 @@ type Ledger struct {
 	// of its own, each run holding 1, because the ResourceQuota alone can let
 	// one pod too many in while its controller recounts after deletions.
 	Kind string
+	// Limit is the group's limit as its spec says. Acquire trusts it over the
+	// ledger's annotation, which whoever may write the ConfigMap can raise;
+	// 0 falls back to the annotation.
+	Limit int64
 }
 
 // The kinds of ledger.
@@ -108,6 +112,9 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 		if err != nil {
 			return err
 		}
+		if !l.owns(cm) {
+			return l.notOwned()
+		}
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
@@ -120,13 +127,20 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 	}
 }
 
-// Delete removes the ledger.
+// Delete removes the ledger when it is the group's (managed.DeleteOwned):
+// a ConfigMap of its name that kubeplay did not make is left alone.
 func (l Ledger) Delete(ctx context.Context) error {
-	err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Delete(ctx, l.name(), metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	_, err := managed.DeleteOwned(ctx, l.Kube.CoreV1().ConfigMaps(l.Namespace), l.name(), managed.LabelContainerGroup, l.Group)
 	return err
+}
+
+func (l Ledger) owns(cm *corev1.ConfigMap) bool {
+	return managed.Owns(cm, managed.LabelContainerGroup, l.Group)
+}
+
+func (l Ledger) notOwned() error {
+	return &managed.NotOwnedError{Kind: "ConfigMap", Namespace: l.Namespace, Name: l.name(),
+		Labels: managed.Labels(managed.LabelContainerGroup, l.Group)}
 }
 
 // Acquire claims forks for run, waiting until the sum of live claims plus
@@ -264,10 +278,20 @@ func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
+// decode reads the entries and the limit: the group's (l.Limit) when set,
+// else the annotation, which must be at least 1. A ConfigMap of the
+// ledger's name that kubeplay did not make is no ledger.
 func (l Ledger) decode(cm *corev1.ConfigMap) (map[string]Entry, int64, error) {
-	maxForks, err := strconv.ParseInt(cm.Annotations[AnnotationMaxForks], 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("ledger %s/%s has no valid %s annotation", l.Namespace, cm.Name, AnnotationMaxForks)
+	if !l.owns(cm) {
+		return nil, 0, l.notOwned()
+	}
+	maxForks := l.Limit
+	if maxForks < 1 {
+		var err error
+		maxForks, err = strconv.ParseInt(cm.Annotations[AnnotationMaxForks], 10, 64)
+		if err != nil || maxForks < 1 {
+			return nil, 0, fmt.Errorf("ledger %s/%s has no valid %s annotation", l.Namespace, cm.Name, AnnotationMaxForks)
+		}
 	}
 	entries := make(map[string]Entry, len(cm.Data))
 	for k, v := range cm.Data {

@@ -97,14 +97,24 @@ func ApplyQuota(ctx context.Context, kube kubernetes.Interface, group, namespace
 	if err != nil {
 		return err
 	}
+	if !managed.Owns(got, managed.LabelContainerGroup, group) {
+		return &managed.NotOwnedError{Kind: "ResourceQuota", Namespace: namespace, Name: want.Name, Labels: want.Labels}
+	}
 	got.Labels, got.Spec = want.Labels, want.Spec
 	_, err = quotas.Update(ctx, got, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 	return err
 }
 
-// DeleteQuota deletes the group's quota and waits until it is gone.
+// DeleteQuota deletes the group's quota, when it carries the group's
+// ownership labels (managed.DeleteOwned), and waits until it is gone. A
+// quota of its name that kubeplay did not make is left alone.
 func DeleteQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string) error {
-	return waitfor.Delete(ctx, kube.CoreV1().ResourceQuotas(namespace), QuotaName(group), metav1.DeleteOptions{}, &corev1.ResourceQuota{})
+	quotas := kube.CoreV1().ResourceQuotas(namespace)
+	deleted, err := managed.DeleteOwned(ctx, quotas, QuotaName(group), managed.LabelContainerGroup, group)
+	if err != nil || !deleted {
+		return err
+	}
+	return waitfor.Gone(ctx, waitfor.Named(quotas, QuotaName(group)), &corev1.ResourceQuota{})
 }
 
 // NamespaceUsers describes what in namespace does not belong to group: pods

@@ -8,16 +8,20 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // ledgerWith returns a forks ledger of limit whose data is entries as given.
@@ -195,5 +199,72 @@ func TestLedgerKeepReportsLossAndFailure(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) == 0 || errors.Is(got[0], ErrClaimLost) || !apierrors.IsServiceUnavailable(got[0]) {
 		t.Errorf("errors %v, want the failed renewal", got)
+	}
+}
+
+// The limit comes from the group's spec (Ledger.Limit), not from the
+// ledger's annotation, which whoever may write the ConfigMap can raise.
+func TestLedgerLimitFromSpec(t *testing.T) {
+	led, kube := ledgerWith(t, 1, nil)
+	cms := kube.CoreV1().ConfigMaps("runs")
+	cm, err := cms.Get(context.Background(), LedgerName("g"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations[AnnotationMaxForks] = "1000"
+	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	led.Limit = 1
+	if _, err := led.Acquire(context.Background(), "r1", 2, time.Minute); err == nil || !strings.Contains(err.Error(), "allows at most 1") {
+		t.Errorf("two forks under a spec limit of one: %v", err)
+	}
+	if _, err := led.Acquire(context.Background(), "r1", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, led, "r2", 1)
+	// Without the spec's limit, a limit below one in the annotation is no limit.
+	led.Limit = 0
+	cm, _ = cms.Get(context.Background(), LedgerName("g"), metav1.GetOptions{})
+	cm.Annotations[AnnotationMaxForks] = "-1"
+	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := led.Acquire(context.Background(), "r3", 1, time.Minute); err == nil || !strings.Contains(err.Error(), "no valid") {
+		t.Errorf("a ledger limit of -1: %v", err)
+	}
+}
+
+// A quota or ConfigMap of kubeplay's names that kubeplay did not make is
+// not adopted, used or deleted.
+func TestForeignQuotaAndLedgerLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	theirs := metav1.ObjectMeta{Namespace: "runs", Labels: map[string]string{"team": "theirs"}}
+	qm, lm := theirs, theirs
+	qm.Name, lm.Name = QuotaName("g"), LedgerName("g")
+	kube := fake.NewClientset(&corev1.ResourceQuota{ObjectMeta: qm}, &corev1.ConfigMap{ObjectMeta: lm,
+		Data: map[string]string{"x": "theirs"}})
+	var no *managed.NotOwnedError
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "1"}); !errors.As(err, &no) || no.Kind != "ResourceQuota" {
+		t.Errorf("ApplyQuota over a foreign quota: %v", err)
+	}
+	led := Ledger{Kube: kube, Namespace: "runs", Group: "g", Limit: 5}
+	if err := led.Ensure(ctx, 5); !errors.As(err, &no) || no.Name != LedgerName("g") {
+		t.Errorf("Ensure over a foreign ConfigMap: %v", err)
+	}
+	if _, err := led.Acquire(ctx, "r1", 1, time.Minute); !errors.As(err, &no) {
+		t.Errorf("Acquire from a foreign ConfigMap: %v", err)
+	}
+	if err := DeleteQuota(ctx, kube, "g", "runs"); err != nil {
+		t.Errorf("DeleteQuota: %v", err)
+	}
+	if err := led.Delete(ctx); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	if _, err := kube.CoreV1().ResourceQuotas("runs").Get(ctx, QuotaName("g"), metav1.GetOptions{}); err != nil {
+		t.Errorf("the foreign quota was deleted: %v", err)
+	}
+	if cm, err := kube.CoreV1().ConfigMaps("runs").Get(ctx, LedgerName("g"), metav1.GetOptions{}); err != nil || cm.Data["x"] != "theirs" {
+		t.Errorf("the foreign ConfigMap was deleted or changed: %+v, %v", cm, err)
 	}
 }

@@ -6,6 +6,7 @@ package credential
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // Secrets that FromSecret must refuse, each with what it says.
@@ -155,16 +158,24 @@ func TestClusterAPIKubeconfigRead(t *testing.T) {
 func TestAccountExistsAndDeprovision(t *testing.T) {
 	ctx := context.Background()
 	a := Account{Namespace: "runs", Name: "runner", Credential: "c"}
+	own := a.labels()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace, Labels: own}}
 	objs := []runtime.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a.TokenSecretName(), Namespace: a.Namespace},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: own}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: a.TokenSecretName(), Namespace: a.Namespace, Labels: own},
 			Data: map[string][]byte{corev1.ServiceAccountTokenKey: []byte("t")}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace}},
+		role.DeepCopy(),
+		// Another credential's binding of the same name is not this one's to delete.
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.RoleName(), Namespace: a.Namespace,
+			Labels: managed.Labels(managed.LabelCredential, "other")}},
 	}
 	kube := fake.NewClientset(objs...)
 	if ok, err := Exists(ctx, kube, a); err != nil || !ok {
 		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+	// A token Secret that someone else replaced is not the account's.
+	if ok, err := Exists(ctx, kube, Account{Namespace: a.Namespace, Name: a.Name, Credential: "other"}); err != nil || ok {
+		t.Errorf("another credential's account exists: %v, %v", ok, err)
 	}
 	if err := kube.CoreV1().ServiceAccounts(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -180,6 +191,12 @@ func TestAccountExistsAndDeprovision(t *testing.T) {
 	}
 	if _, err := kube.RbacV1().Roles(a.Namespace).Get(ctx, a.RoleName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Role survived: %v", err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(a.Namespace).Get(ctx, a.RoleName(), metav1.GetOptions{}); err != nil {
+		t.Errorf("another credential's RoleBinding was deleted: %v", err)
+	}
+	if _, err := kube.RbacV1().Roles(a.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	kube.PrependReactor("delete", "roles", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "roles"}, a.RoleName(), errors.New("no"))
@@ -204,5 +221,36 @@ func TestKubeconfig(t *testing.T) {
 	}
 	if err := ValidateKubeconfig(string(b), ""); err != nil {
 		t.Errorf("the exported kubeconfig does not validate: %v", err)
+	}
+}
+
+// The Role grants RunPermissions, each once, and nothing else; every
+// permission says why a run needs it.
+func TestRoleRulesAreRunPermissions(t *testing.T) {
+	var granted, want []string
+	for _, r := range RoleRules() {
+		if len(r.APIGroups) != 1 || r.APIGroups[0] != "" || len(r.Resources) != 1 {
+			t.Errorf("rule %+v", r)
+		}
+		for _, v := range r.Verbs {
+			granted = append(granted, v+" "+r.Resources[0])
+		}
+	}
+	for _, p := range RunPermissions {
+		want = append(want, p.String())
+		if p.Why == "" {
+			t.Errorf("%s says not why", p)
+		}
+	}
+	if !slices.Equal(granted, want) {
+		t.Errorf("RoleRules grant %v, RunPermissions are %v", granted, want)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(want)))) != len(want) {
+		t.Errorf("RunPermissions repeat a permission: %v", want)
+	}
+	for _, never := range []string{"update pods", "patch pods", "get pods/log"} {
+		if slices.Contains(want, never) {
+			t.Errorf("RunPermissions hold %s, which no run calls", never)
+		}
 	}
 }

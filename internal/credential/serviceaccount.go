@@ -3,8 +3,10 @@ package credential
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -43,11 +45,14 @@ type Provisioned struct {
 	CACert string
 }
 
-// Provision applies the ServiceAccount, seed 001's pod-manager Role (plus
-// pods/log get), the RoleBinding and a kubernetes.io/service-account-token
-// Secret, then waits with a watch until the token controller has filled the
-// token in. The token lives as long as the Secret: deleting the Secret or the
-// account revokes it.
+// Provision creates, or updates when kubeplay made them for this
+// credential, the ServiceAccount, the Role granting RunPermissions, its
+// RoleBinding and a kubernetes.io/service-account-token Secret, then waits
+// with a watch until the token controller has filled the token in. The
+// token lives as long as the Secret: deleting the Secret or the account
+// revokes it. An object of one of these names that lacks the credential's
+// ownership labels is never adopted: Provision fails with a
+// *managed.NotOwnedError before it writes anything.
 func Provision(ctx context.Context, kube kubernetes.Interface, a Account) (Provisioned, error) {
 	if _, err := kube.CoreV1().Namespaces().Get(ctx, a.Namespace, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -55,39 +60,174 @@ func Provision(ctx context.Context, kube kubernetes.Interface, a Account) (Provi
 		}
 		return Provisioned{}, err
 	}
-	apply := metav1.ApplyOptions{FieldManager: managed.FieldManager, Force: true}
-	if _, err := kube.CoreV1().ServiceAccounts(a.Namespace).Apply(ctx,
-		corev1ac.ServiceAccount(a.Name, a.Namespace).WithLabels(a.labels()), apply); err != nil {
-		return Provisioned{}, fmt.Errorf("applying ServiceAccount %s/%s: %w", a.Namespace, a.Name, err)
+	objs := a.objects(kube)
+	for _, o := range objs {
+		if err := o.check(ctx, a); err != nil {
+			return Provisioned{}, err
+		}
 	}
-	rules := []*rbacv1ac.PolicyRuleApplyConfiguration{
-		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods").
-			WithVerbs("get", "list", "watch", "create", "update", "patch", "delete"),
-		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods/exec").WithVerbs("create"),
-		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("pods/log").WithVerbs("get"),
-	}
-	if _, err := kube.RbacV1().Roles(a.Namespace).Apply(ctx,
-		rbacv1ac.Role(a.RoleName(), a.Namespace).WithLabels(a.labels()).WithRules(rules...), apply); err != nil {
-		return Provisioned{}, fmt.Errorf("applying Role %s/%s: %w", a.Namespace, a.RoleName(), err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(a.Namespace).Apply(ctx,
-		rbacv1ac.RoleBinding(a.RoleName(), a.Namespace).WithLabels(a.labels()).
-			WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(a.Name).WithNamespace(a.Namespace)).
-			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(a.RoleName())),
-		apply); err != nil {
-		return Provisioned{}, fmt.Errorf("applying RoleBinding %s/%s: %w", a.Namespace, a.RoleName(), err)
-	}
-	if _, err := kube.CoreV1().Secrets(a.Namespace).Apply(ctx,
-		corev1ac.Secret(a.TokenSecretName(), a.Namespace).WithLabels(a.labels()).
-			WithAnnotations(map[string]string{corev1.ServiceAccountNameKey: a.Name}).
-			WithType(corev1.SecretTypeServiceAccountToken), apply); err != nil {
-		return Provisioned{}, fmt.Errorf("applying token Secret %s/%s: %w", a.Namespace, a.TokenSecretName(), err)
+	for _, o := range objs {
+		if err := o.write(ctx, a); err != nil {
+			return Provisioned{}, err
+		}
 	}
 	sec, err := waitForToken(ctx, kube, a)
 	if err != nil {
 		return Provisioned{}, err
 	}
 	return Provisioned{Token: string(sec.Data[corev1.ServiceAccountTokenKey]), CACert: string(sec.Data[corev1.ServiceAccountRootCAKey])}, nil
+}
+
+// accountObject is one object of an account, with what Provision and
+// Deprovision do to it.
+type accountObject struct {
+	kind, name string
+	// get reads the object; a NotFound error when it is absent.
+	get func(ctx context.Context) (metav1.Object, error)
+	// create makes the object; AlreadyExists when the name is taken, so
+	// that an object created in between is never adopted.
+	create func(ctx context.Context) error
+	// apply updates the account's own object.
+	apply func(ctx context.Context) error
+	// del deletes the object when it is the account's (managed.DeleteOwned).
+	del func(ctx context.Context) error
+}
+
+// objects are the account's objects in the order Provision writes them;
+// Deprovision deletes them in reverse.
+func (a Account) objects(kube kubernetes.Interface) []accountObject {
+	sas, roles, rbs, secrets := kube.CoreV1().ServiceAccounts(a.Namespace), kube.RbacV1().Roles(a.Namespace),
+		kube.RbacV1().RoleBindings(a.Namespace), kube.CoreV1().Secrets(a.Namespace)
+	create := metav1.CreateOptions{FieldManager: managed.FieldManager}
+	apply := metav1.ApplyOptions{FieldManager: managed.FieldManager, Force: true}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: a.labels()}
+	}
+	own := []string{managed.LabelCredential, a.Credential}
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: a.Name, Namespace: a.Namespace}
+	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.RoleName()}
+	tokenAnnotations := map[string]string{corev1.ServiceAccountNameKey: a.Name}
+	return []accountObject{{
+		kind: "ServiceAccount", name: a.Name,
+		get: func(ctx context.Context) (metav1.Object, error) { return sas.Get(ctx, a.Name, metav1.GetOptions{}) },
+		create: func(ctx context.Context) error {
+			_, err := sas.Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta(a.Name)}, create)
+			return err
+		},
+		apply: func(ctx context.Context) error {
+			_, err := sas.Apply(ctx, corev1ac.ServiceAccount(a.Name, a.Namespace).WithLabels(a.labels()), apply)
+			return err
+		},
+		del: func(ctx context.Context) error { _, err := managed.DeleteOwned(ctx, sas, a.Name, own...); return err },
+	}, {
+		kind: "Role", name: a.RoleName(),
+		get: func(ctx context.Context) (metav1.Object, error) {
+			return roles.Get(ctx, a.RoleName(), metav1.GetOptions{})
+		},
+		create: func(ctx context.Context) error {
+			_, err := roles.Create(ctx, &rbacv1.Role{ObjectMeta: meta(a.RoleName()), Rules: RoleRules()}, create)
+			return err
+		},
+		apply: func(ctx context.Context) error {
+			_, err := roles.Apply(ctx, rbacv1ac.Role(a.RoleName(), a.Namespace).WithLabels(a.labels()).WithRules(ruleConfigs()...), apply)
+			return err
+		},
+		del: func(ctx context.Context) error {
+			_, err := managed.DeleteOwned(ctx, roles, a.RoleName(), own...)
+			return err
+		},
+	}, {
+		kind: "RoleBinding", name: a.RoleName(),
+		get: func(ctx context.Context) (metav1.Object, error) {
+			return rbs.Get(ctx, a.RoleName(), metav1.GetOptions{})
+		},
+		create: func(ctx context.Context) error {
+			rb := &rbacv1.RoleBinding{ObjectMeta: meta(a.RoleName()), Subjects: []rbacv1.Subject{subject}, RoleRef: roleRef}
+			_, err := rbs.Create(ctx, rb, create)
+			return err
+		},
+		apply: func(ctx context.Context) error {
+			_, err := rbs.Apply(ctx, rbacv1ac.RoleBinding(a.RoleName(), a.Namespace).WithLabels(a.labels()).
+				WithSubjects(rbacv1ac.Subject().WithKind(subject.Kind).WithName(a.Name).WithNamespace(a.Namespace)).
+				WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(roleRef.APIGroup).WithKind(roleRef.Kind).WithName(roleRef.Name)), apply)
+			return err
+		},
+		del: func(ctx context.Context) error {
+			_, err := managed.DeleteOwned(ctx, rbs, a.RoleName(), own...)
+			return err
+		},
+	}, {
+		kind: "Secret", name: a.TokenSecretName(),
+		get: func(ctx context.Context) (metav1.Object, error) {
+			return secrets.Get(ctx, a.TokenSecretName(), metav1.GetOptions{})
+		},
+		create: func(ctx context.Context) error {
+			m := meta(a.TokenSecretName())
+			m.Annotations = tokenAnnotations
+			_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: m, Type: corev1.SecretTypeServiceAccountToken}, create)
+			return err
+		},
+		apply: func(ctx context.Context) error {
+			_, err := secrets.Apply(ctx, corev1ac.Secret(a.TokenSecretName(), a.Namespace).WithLabels(a.labels()).
+				WithAnnotations(tokenAnnotations).WithType(corev1.SecretTypeServiceAccountToken), apply)
+			return err
+		},
+		del: func(ctx context.Context) error {
+			_, err := managed.DeleteOwned(ctx, secrets, a.TokenSecretName(), own...)
+			return err
+		},
+	}}
+}
+
+// ruleConfigs are RoleRules for server-side apply.
+func ruleConfigs() []*rbacv1ac.PolicyRuleApplyConfiguration {
+	var out []*rbacv1ac.PolicyRuleApplyConfiguration
+	for _, r := range RoleRules() {
+		out = append(out, rbacv1ac.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
+	}
+	return out
+}
+
+func (o accountObject) notOwned(a Account) error {
+	return &managed.NotOwnedError{Kind: o.kind, Namespace: a.Namespace, Name: o.name, Labels: a.labels()}
+}
+
+// check fails when the object exists and is not the account's.
+func (o accountObject) check(ctx context.Context, a Account) error {
+	obj, err := o.get(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s %s/%s: %w", o.kind, a.Namespace, o.name, err)
+	case !a.owns(obj):
+		return o.notOwned(a)
+	}
+	return nil
+}
+
+// write creates the object, or applies it over the account's own.
+func (o accountObject) write(ctx context.Context, a Account) error {
+	obj, err := o.get(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = o.create(ctx)
+		if apierrors.IsAlreadyExists(err) {
+			return o.notOwned(a) // created by someone else since check
+		}
+	case err == nil && !a.owns(obj):
+		return o.notOwned(a)
+	case err == nil:
+		err = o.apply(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s %s/%s: %w", o.kind, a.Namespace, o.name, err)
+	}
+	return nil
+}
+
+func (a Account) owns(obj metav1.Object) bool {
+	return managed.Owns(obj, managed.LabelCredential, a.Credential)
 }
 
 func waitForToken(ctx context.Context, kube kubernetes.Interface, a Account) (*corev1.Secret, error) {
@@ -110,8 +250,8 @@ func waitForToken(ctx context.Context, kube kubernetes.Interface, a Account) (*c
 	return sec, nil
 }
 
-// Exists reports whether the account's token Secret still exists and holds a
-// token.
+// Exists reports whether the account's token Secret and ServiceAccount
+// still exist as the account's own, and the Secret holds a token.
 func Exists(ctx context.Context, kube kubernetes.Interface, a Account) (bool, error) {
 	s, err := kube.CoreV1().Secrets(a.Namespace).Get(ctx, a.TokenSecretName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -120,34 +260,26 @@ func Exists(ctx context.Context, kube kubernetes.Interface, a Account) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	sa, err := kube.CoreV1().ServiceAccounts(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	// Objects of the account's names that are not the account's are not
+	// the account: the next apply provisions, and refuses them.
+	if !a.owns(s) || (err == nil && !a.owns(sa)) {
 		return false, nil
 	}
 	return len(s.Data[corev1.ServiceAccountTokenKey]) > 0, nil
 }
 
-// Deprovision deletes what Provision created; missing objects are fine.
+// Deprovision deletes what Provision created: each object only when it
+// carries the credential's ownership labels, with a UID precondition from
+// the read just before, so that an object of the same name that someone
+// else made, or made in between, is left alone. Missing objects are fine.
 func Deprovision(ctx context.Context, kube kubernetes.Interface, a Account) error {
-	del := func(kind, name string, f func() error) error {
-		if err := f(); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s %s/%s: %w", kind, a.Namespace, name, err)
-		}
-		return nil
-	}
-	opts := metav1.DeleteOptions{}
-	for _, step := range []struct {
-		kind, name string
-		f          func() error
-	}{
-		{"RoleBinding", a.RoleName(), func() error { return kube.RbacV1().RoleBindings(a.Namespace).Delete(ctx, a.RoleName(), opts) }},
-		{"Role", a.RoleName(), func() error { return kube.RbacV1().Roles(a.Namespace).Delete(ctx, a.RoleName(), opts) }},
-		{"Secret", a.TokenSecretName(), func() error {
-			return kube.CoreV1().Secrets(a.Namespace).Delete(ctx, a.TokenSecretName(), opts)
-		}},
-		{"ServiceAccount", a.Name, func() error { return kube.CoreV1().ServiceAccounts(a.Namespace).Delete(ctx, a.Name, opts) }},
-	} {
-		if err := del(step.kind, step.name, step.f); err != nil {
-			return err
+	for _, o := range slices.Backward(a.objects(kube)) {
+		if err := o.del(ctx); err != nil {
+			return fmt.Errorf("deleting %s %s/%s: %w", o.kind, a.Namespace, o.name, err)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,31 +24,58 @@ import (
 )
 
 // Permission is one verb on one resource (with optional subresource) in the
-// core API group.
+// core API group, and why a run needs it.
 type Permission struct {
 	Verb, Resource, Subresource string
+	// Why names the calls of a run that need it, for docs and tests.
+	Why string
 }
 
 func (p Permission) String() string {
-	r := p.Resource
-	if p.Subresource != "" {
-		r += "/" + p.Subresource
-	}
-	return p.Verb + " " + r
+	return p.Verb + " " + p.resource()
 }
 
-// RunPermissions are what a run needs in its namespace: seed 001's
-// pod-manager Role plus reading pod logs.
+func (p Permission) resource() string {
+	if p.Subresource != "" {
+		return p.Resource + "/" + p.Subresource
+	}
+	return p.Resource
+}
+
+// RunPermissions are every call a run makes with its group's credential in
+// the group's namespace, and nothing more: the provisioned Role grants
+// exactly these (RoleRules) and can_run_pods checks exactly these. Unlike
+// seed 001's pod-manager Role there is no update or patch of pods (which
+// would let the token change the image of any pod in the namespace) and no
+// pods/log (output comes over the exec stream).
 var RunPermissions = []Permission{
-	{Verb: "get", Resource: "pods"},
-	{Verb: "list", Resource: "pods"},
-	{Verb: "watch", Resource: "pods"},
-	{Verb: "create", Resource: "pods"},
-	{Verb: "update", Resource: "pods"},
-	{Verb: "patch", Resource: "pods"},
-	{Verb: "delete", Resource: "pods"},
-	{Verb: "create", Resource: "pods", Subresource: "exec"},
-	{Verb: "get", Resource: "pods", Subresource: "log"},
+	{Verb: "get", Resource: "pods", Why: "the runner reads its pod back to tell how it vanished"},
+	{Verb: "list", Resource: "pods", Why: "watches of the run pod start with a list; the orphan sweep lists the group's run pods"},
+	{Verb: "watch", Resource: "pods", Why: "the runner waits, watching, until its pod runs and until it is gone"},
+	{Verb: "create", Resource: "pods", Why: "the run pod, and its server-side dry run at plan time"},
+	{Verb: "delete", Resource: "pods", Why: "the run pod when the run ends, and orphaned run pods"},
+	{Verb: "create", Resource: "pods", Subresource: "exec", Why: "the bundle is streamed into the pod over exec (SPDY is a POST)"},
+	{Verb: "get", Resource: "pods", Subresource: "exec", Why: "exec over WebSocket is an HTTP GET upgrade"},
+	{Verb: "list", Resource: "events", Why: "warning events of a pod that failed to start, for the run's message"},
+	{Verb: "list", Resource: "resourcequotas", Why: "a run refused by a full namespace quota waits for it to change"},
+	{Verb: "watch", Resource: "resourcequotas", Why: "that wait watches the quotas"},
+}
+
+// RoleRules are the rules of the Role that grants RunPermissions: one rule
+// per resource, verbs in the list's order.
+func RoleRules() []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	at := map[string]int{}
+	for _, p := range RunPermissions {
+		i, ok := at[p.resource()]
+		if !ok {
+			i = len(rules)
+			at[p.resource()] = i
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{p.resource()}})
+		}
+		rules[i].Verbs = append(rules[i].Verbs, p.Verb)
+	}
+	return rules
 }
 
 // Report is what a credential was found to be and allowed to do.

@@ -161,7 +161,7 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 	switch {
 	case err != nil && tolerate(err) == nil:
 		return PodsOnly, true, nil
-	case err == nil && s.ManageNamespace && ns.Labels[managed.LabelContainerGroup] != s.Name:
+	case err == nil && s.ManageNamespace && !managed.Owns(ns, managed.LabelContainerGroup, s.Name):
 		return Ready, true, &NamespaceExistsError{Namespace: s.Namespace, Group: s.Name}
 	case err == nil:
 		return Ready, false, nil
@@ -221,12 +221,14 @@ func Sharing(ctx context.Context, kube kubernetes.Interface, s Spec, others []Sp
 }
 
 // Remove deletes what Ensure made: a managed namespace with everything in
-// it, waiting until it is gone, or else the quota and the ledgers. A
-// pods-only group made none of them, and its credential may lack the rights
-// to delete them: nothing is done. Errors are as Ensure's.
+// it, waiting until it is gone, or else the quota and the ledgers. Each is
+// deleted only when it carries the group's ownership labels, with a UID
+// precondition from the read just before; anything else of those names is
+// left alone. A pods-only group made none of them, and its credential may
+// lack the rights to delete them: nothing is done. Errors are as Ensure's.
 func Remove(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 	if s.ManageNamespace {
-		if err := runnamespace.Delete(ctx, kube, s.Namespace); err != nil {
+		if err := runnamespace.Delete(ctx, kube, s.Namespace, managed.LabelContainerGroup, s.Name); err != nil {
 			return &NamespaceError{Op: OpDelete, Namespace: s.Namespace, Err: err}
 		}
 		return nil

@@ -208,11 +208,17 @@ func TestRemoveUnmanaged(t *testing.T) {
 		t.Errorf("pods-only Remove: %v, actions %v", err, kube.Actions())
 	}
 	// Failures say what failed.
-	kube = fake.NewClientset(runsNamespace(nil))
+	kube = fake.NewClientset(runsNamespace(managed.Labels(managed.LabelContainerGroup, "g")))
+	if _, err := Ensure(ctx, kube, s); err != nil {
+		t.Fatal(err)
+	}
 	forbid(kube, "delete", "configmaps")
 	var le *LedgerError
 	if err := Remove(ctx, kube, s); !errors.As(err, &le) || le.Op != OpDelete || le.Kind != capacity.Runs {
 		t.Errorf("err = %v, want a LedgerError deleting the runs ledger", err)
+	}
+	if _, err := Ensure(ctx, kube, s); err != nil {
+		t.Fatal(err)
 	}
 	forbid(kube, "delete", "resourcequotas")
 	var qe *QuotaError

@@ -7,10 +7,13 @@
 package managed
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -102,6 +105,59 @@ func DeleteOptions(uid types.UID) metav1.DeleteOptions {
 		return metav1.DeleteOptions{}
 	}
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+// NotOwnedError: an object that kubeplay would write or delete exists and
+// lacks kubeplay's ownership labels. kubeplay neither adopts nor deletes it.
+type NotOwnedError struct {
+	Kind, Namespace, Name string
+	// Labels are the ownership labels the object lacks (some or all).
+	Labels map[string]string
+}
+
+func (e *NotOwnedError) Error() string {
+	ref := e.Name
+	if e.Namespace != "" {
+		ref = e.Namespace + "/" + e.Name
+	}
+	pairs := make([]string, 0, len(e.Labels))
+	for _, k := range SortedKeys(e.Labels) {
+		pairs = append(pairs, k+"="+e.Labels[k])
+	}
+	return fmt.Sprintf("%s %s exists and was not created by kubeplay: it lacks the ownership labels %s",
+		e.Kind, ref, strings.Join(pairs, ", "))
+}
+
+// OwnedClient is what a typed client-go client of one resource offers to
+// DeleteOwned, for example kube.CoreV1().Secrets(ns).
+type OwnedClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// DeleteOwned reads the object called name and deletes it only when Owns
+// (obj, kv...) holds, with a UID precondition from that read: an object
+// that someone replaced between the read and the delete is left alone. It
+// reports whether it deleted; a missing object, one kubeplay does not own,
+// and one replaced in between are left without error.
+func DeleteOwned[T metav1.Object](ctx context.Context, c OwnedClient[T], name string, kv ...string) (bool, error) {
+	obj, err := c.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !Owns(obj, kv...) {
+		return false, nil
+	}
+	err = c.Delete(ctx, name, DeleteOptions(obj.GetUID()))
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or the UID precondition failed: the name now
+		// belongs to another object, which is not the one checked.
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SortedKeys returns m's keys in order, for stable messages.

@@ -4,14 +4,17 @@
 package managed
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestLabels(t *testing.T) {
@@ -141,5 +144,32 @@ func TestSortedKeys(t *testing.T) {
 	}
 	if got := SortedKeys(map[string]bool(nil)); len(got) != 0 {
 		t.Errorf("SortedKeys(nil) = %v", got)
+	}
+}
+
+// DeleteOwned deletes only what carries kubeplay's labels and the given
+// pairs; a missing object is no error.
+func TestDeleteOwned(t *testing.T) {
+	ctx := context.Background()
+	cm := func(name string, labels map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels, UID: types.UID(name)}}
+	}
+	kube := fake.NewClientset(cm("ours", Labels(LabelContainerGroup, "g")), cm("theirs", nil),
+		cm("other-group", Labels(LabelContainerGroup, "h")))
+	cms := kube.CoreV1().ConfigMaps("ns")
+	for name, want := range map[string]bool{"ours": true, "theirs": false, "other-group": false, "missing": false} {
+		deleted, err := DeleteOwned(ctx, cms, name, LabelContainerGroup, "g")
+		if err != nil || deleted != want {
+			t.Errorf("DeleteOwned(%s) = %v, %v; want %v", name, deleted, err, want)
+		}
+		_, err = cms.Get(ctx, name, metav1.GetOptions{})
+		if gone := apierrors.IsNotFound(err); gone != (want || name == "missing") {
+			t.Errorf("%s: gone = %v", name, gone)
+		}
+	}
+	err := &NotOwnedError{Kind: "ConfigMap", Namespace: "ns", Name: "x", Labels: Labels(LabelCredential, "c")}
+	if want := "ConfigMap ns/x exists and was not created by kubeplay: it lacks the ownership labels " +
+		"app.kubernetes.io/managed-by=kubeplay, kubeplay.io/credential=c"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }

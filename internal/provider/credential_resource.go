@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 var (
@@ -94,11 +96,12 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored.\n" +
 			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
 			"* `provider`: the provider's own connection.\n" +
-			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, the pod-manager " +
-			"Role (pods: get, list, watch, create, update, patch, delete; pods/exec: create; pods/log: get), its RoleBinding " +
+			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
+			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
 			"and a long-lived token: a `kubernetes.io/service-account-token` Secret named `<service_account_name>-token`, " +
-			"filled by the cluster's token controller and revoked when destroy deletes it. Set `export_kubeconfig` to get " +
-			"a kubeconfig for AWX, Zuul or a CI system.\n\n" +
+			"filled by the cluster's token controller and revoked when destroy deletes it. An object of one of these names " +
+			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
+			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
 			"Write-only values (`bearer_token`, `kubeconfig`) never reach the plan or the state; change `secret_version` to " +
 			"send new ones.",
 		Attributes: map[string]schema.Attribute{
@@ -447,8 +450,8 @@ func (r *credentialResource) write(ctx context.Context, getPlan, getConfig gette
 	}
 	if !rep.CanRun() {
 		diags.AddAttributeWarning(path.Root("namespace"), "Credential Cannot Run Pods",
-			fmt.Sprintf("Credential %q authenticates as %q but lacks, in namespace %q: %v. Runs that use it will fail; "+
-				"bind it to a Role with seed 001's pod-manager rules (or use kind = \"service_account\").",
+			fmt.Sprintf("Credential %q authenticates as %q but lacks, in namespace %q: %v. Runs that use it may fail; "+
+				"bind it to a Role with the rules listed in the kubeplay_credential documentation (or use kind = \"service_account\").",
 				name, rep.Username, rep.Namespace, rep.Missing))
 	}
 	r.fill(ctx, &plan, spec, rep, checkedAt(now), diags)
@@ -463,6 +466,13 @@ func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Client
 	}
 	account := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
 	prov, err := credential.Provision(ctx, c.Kube, account)
+	if no := (*managed.NotOwnedError)(nil); errors.As(err, &no) {
+		diags.AddAttributeError(path.Root("service_account_name"), "Service Account Object Exists",
+			fmt.Sprintf("Credential %q would provision %s/%s, but %v. kubeplay does not adopt or delete objects it did not "+
+				"create. Set service_account_name to a name that is free in namespace %q, or delete that %s (or, if it is "+
+				"this credential's, label it %s).", spec.Name, no.Namespace, no.Name, err, account.Namespace, no.Kind, ownershipLabels(no.Labels)))
+		return account, false
+	}
 	if err != nil {
 		diags.AddAttributeError(path.Root("namespace"), "Service Account Provisioning Failed",
 			fmt.Sprintf("Provisioning service account %s/%s for credential %q failed: %v.", account.Namespace, account.Name, spec.Name, err))
@@ -474,6 +484,15 @@ func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Client
 		spec.CACert = string(c.Config.CAData)
 	}
 	return account, true
+}
+
+// ownershipLabels formats labels as kubectl label takes them.
+func ownershipLabels(l map[string]string) string {
+	pairs := make([]string, 0, len(l))
+	for _, k := range managed.SortedKeys(l) {
+		pairs = append(pairs, k+"="+l[k])
+	}
+	return strings.Join(pairs, " ")
 }
 
 // checkedAt formats the time of a check as the state holds it.
@@ -578,7 +597,8 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return
 	}
 	if state.Kind.ValueString() == credential.KindServiceAccount {
-		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString()}
+		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString(),
+			Credential: state.Name.ValueString()}
 		if err := credential.Deprovision(ctx, c.Kube, a); err != nil {
 			resp.Diagnostics.AddError("Deleting Service Account Failed", err.Error()+".")
 			return

@@ -405,6 +405,41 @@ resource "kubeplay_credential" "test" {
 	})
 }
 
+// TestAccCredential_serviceAccountRefusesForeign: a ServiceAccount of the
+// credential's name that kubeplay did not create is not adopted: the apply
+// fails naming it and the remedy, and the account is left as it was.
+func TestAccCredential_serviceAccountRefusesForeign(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-safor")
+	name := randName("runner")
+	sa, err := e.kube.CoreV1().ServiceAccounts(ns).Create(context.Background(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			got, err := e.kube.CoreV1().ServiceAccounts(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil || got.UID != sa.UID || got.ResourceVersion != sa.ResourceVersion {
+				return fmt.Errorf("the foreign ServiceAccount %s/%s was deleted or changed (err=%v)", ns, name, err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{{
+			Config: e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_credential" "test" {
+  name      = %q
+  kind      = "service_account"
+  namespace = %q
+}
+`, name, ns),
+			ExpectError: expectError(`(?s)Service Account Object Exists.*ServiceAccount ` + ns + `/` + name +
+				` exists and was not created by kubeplay.*service_account_name`),
+		}},
+	})
+}
+
 func useServiceAccountKubeconfig(kubeconfig, ns, other string) error {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
 	if err != nil {

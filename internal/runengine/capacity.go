@@ -41,7 +41,7 @@ func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) 
 		if c.limit == nil {
 			continue
 		}
-		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind}
+		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind, Limit: *c.limit}
 		if err := e.acquire(ctx, led, key, c.n, *c.limit, g.pending(), e.claimTTL); err != nil {
 			return held, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 )
@@ -52,7 +53,7 @@ func (e *Engine) deleteNamespace(ctx context.Context, g Group, name string) erro
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := runnamespace.Delete(ctx, e.clients.Kube, name); err != nil {
+	if err := runnamespace.Delete(ctx, e.clients.Kube, name, managed.LabelContainerGroup, g.Name); err != nil {
 		return &NamespaceError{Deleting: true, Group: g.Name, Namespace: name, Err: err}
 	}
 	e.log(slog.LevelDebug, "run namespace deleted", map[string]any{"namespace": name, "seconds": time.Since(start).Seconds()})

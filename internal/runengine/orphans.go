@@ -100,7 +100,7 @@ func (e *Engine) reapNamespaces(ctx context.Context, group string) {
 			continue
 		}
 		e.log(slog.LevelInfo, "removing an orphaned run namespace", map[string]any{"namespace": ns.Name})
-		if err := nss.Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := nss.Delete(ctx, ns.Name, managed.DeleteOptions(ns.UID)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			e.log(slog.LevelWarn, "removing an orphaned run namespace failed", map[string]any{"namespace": ns.Name, "error": err.Error()})
 		}
 	}

@@ -126,10 +126,19 @@ func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig 
 	return kubeconfig, tr.Status.Token, err
 }
 
-// Delete deletes a run's namespace and waits, watching, until it is gone;
-// the namespace controller removes what is in it first.
-func Delete(ctx context.Context, kube kubernetes.Interface, name string) error {
-	return waitfor.Delete(ctx, kube.CoreV1().Namespaces(), name, metav1.DeleteOptions{}, &corev1.Namespace{})
+// Delete deletes a namespace kubeplay made, a run's or a group's, and
+// waits, watching, until it is gone; the namespace controller removes what
+// is in it first. Only a namespace that carries kubeplay's labels and the
+// pairs kv (such as the group's label) is deleted, with a UID precondition
+// from the read: one of that name that kubeplay did not make, or that was
+// replaced in between, is left alone.
+func Delete(ctx context.Context, kube kubernetes.Interface, name string, kv ...string) error {
+	nss := kube.CoreV1().Namespaces()
+	deleted, err := managed.DeleteOwned(ctx, nss, name, kv...)
+	if err != nil || !deleted {
+		return err
+	}
+	return waitfor.Gone(ctx, waitfor.Named(nss, name), &corev1.Namespace{})
 }
 
 // Expired reports whether ns is a run namespace whose run is past its deadline.

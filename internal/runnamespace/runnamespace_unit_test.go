@@ -303,8 +303,21 @@ func TestDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	kube := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lbl-r1"}})
-	if err := Delete(ctx, kube, "lbl-r1"); err != nil {
+	own := managed.Labels(managed.LabelContainerGroup, "g")
+	// Namespaces kubeplay did not make, or made for another group, stay.
+	// (The fake ignores field selectors: one namespace per clientset.)
+	for _, ns := range []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "theirs"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other-group", Labels: managed.Labels(managed.LabelContainerGroup, "h")}}} {
+		kube := fake.NewClientset(ns)
+		if err := Delete(ctx, kube, ns.Name, managed.LabelContainerGroup, "g"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("namespace %s was deleted: %v", ns.Name, err)
+		}
+	}
+	kube := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lbl-r1", Labels: own}})
+	if err := Delete(ctx, kube, "lbl-r1", managed.LabelContainerGroup, "g"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube.CoreV1().Namespaces().Get(ctx, "lbl-r1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -313,6 +326,7 @@ func TestDelete(t *testing.T) {
 	if err := Delete(ctx, kube, "lbl-r1"); err != nil {
 		t.Fatalf("deleting a namespace that is gone: %v, want nil", err)
 	}
+	kube = fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: own}})
 	kube.PrependReactor("delete", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("namespaces"), "x", errors.New("denied"))
 	})
