@@ -55,7 +55,11 @@ func ClusterAPIKubeconfig(ctx context.Context, parent kubernetes.Interface, s Sp
 			"cluster_name and cluster_namespace: Cluster API writes <cluster name>-kubeconfig in the Cluster's namespace",
 			s.Name, why, ns, name, clusterAPIKey, "not found", s.Parent)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	// No wait (0s) is one read: a deadline already past would fail it.
+	cancel := context.CancelFunc(func() {})
+	if wait > 0 {
+		ctx, cancel = context.WithTimeout(ctx, wait)
+	}
 	defer cancel()
 	for {
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})

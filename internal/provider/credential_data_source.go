@@ -67,12 +67,12 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 				Required:            true,
 				Validators:          []validator.String{dnsLabel()},
 			},
-			"kind":                 computed("The credential's kind: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or `service_account`."),
-			"description":          computed("The credential's description."),
-			"host":                 computed("The API server's URL, for `bearer_token` and `service_account`."),
-			"ca_cert":              computed("The PEM-encoded CA certificate, for `bearer_token`."),
-			"verify_ssl":           schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
-			"context":              computed("The kubeconfig context, for `kubeconfig`."),
+			"kind":        computed("The credential's kind: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or `service_account`."),
+			"description": computed("The credential's description."),
+			"host":        computed("The API server's URL, for `bearer_token` and `service_account`."),
+			"ca_cert":     computed("The PEM-encoded CA certificate, for `bearer_token`."),
+			"verify_ssl":  schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
+			"context":     computed("The kubeconfig context, for `kubeconfig`."),
 			"allow_exec_plugin": schema.BoolAttribute{
 				MarkdownDescription: "Whether the kubeconfig's `exec` credential plugins may run on the host that uses " +
 					"the credential, for `kubeconfig`.",

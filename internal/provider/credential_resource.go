@@ -365,7 +365,7 @@ func checkConfigKubeconfig(diags *diag.Diagnostics, m credentialModel) {
 	content := m.Kubeconfig.ValueString()
 	allowExec := m.AllowExecPlugin.ValueBool() || m.AllowExecPlugin.IsUnknown()
 	if err := credential.CheckKubeconfig(content, allowExec); err != nil {
-		addHostAccessError(diags, path.Root("kubeconfig"), m.Name.ValueString(), err)
+		addHostAccessError(diags, path.Root("kubeconfig"), fmt.Errorf("the kubeconfig: %w", err), true)
 		return
 	}
 	for _, c := range credential.InsecureKubeconfigClusters(content) {
@@ -546,7 +546,8 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 		if attr == "" {
 			attr = "kind"
 		}
-		if !addHostAccessError(diags, path.Root(attr), spec.Name, err) && !addCredentialRefused(diags, path.Root("parent"), err) {
+		fromConfig := spec.Kind == credential.KindKubeconfig
+		if !addHostAccessError(diags, path.Root(attr), err, fromConfig) && !addCredentialRefused(diags, path.Root("parent"), err) {
 			diags.AddAttributeError(path.Root(attr), "Invalid Credential", err.Error()+".")
 		}
 		return credential.Report{}, false

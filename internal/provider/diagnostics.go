@@ -65,16 +65,26 @@ func refusalRemedy(err error) string {
 			"with the address of that kubeplay_credential. If no workspace manages it, delete %s and create the credential "+
 			"again", ce.Name, ce.Object)
 	case errors.As(err, &he):
-		return hostAccessRemedy(he)
+		return hostAccessRemedy(he, false)
 	}
 	return ""
 }
 
-func hostAccessRemedy(he *kubeclient.HostAccessError) string {
+// hostAccessRemedy says how to make a refused kubeconfig usable; fromConfig
+// when it is written in this configuration rather than read from cluster data.
+func hostAccessRemedy(he *kubeclient.HostAccessError, fromConfig bool) string {
 	const inline = "Kubeconfigs kubeplay reads from cluster data (a cluster_api credential's Secret on its parent cluster, " +
 		"a kubeconfig credential's catalog Secret) may hold only inline data: token, client-certificate-data, " +
 		"client-key-data, certificate-authority-data"
-	if he.Field == "exec" {
+	switch {
+	case he.Field == "exec" && fromConfig:
+		return "An exec plugin runs on every host that uses this credential, whenever it connects. Set " +
+			"allow_exec_plugin = true if you trust the command there, or embed a token instead"
+	case fromConfig:
+		return "The kubeconfig is stored in the catalog and read back by other workspaces and hosts, so it may hold only " +
+			"inline data: token, client-certificate-data, client-key-data, certificate-authority-data. " +
+			fmt.Sprintf("Replace %s with the data it points to", he.Field)
+	case he.Field == "exec":
 		return inline + ". Run the command yourself and embed the token it prints, or use a kind = \"kubeconfig\" " +
 			"credential written in configuration with allow_exec_plugin = true if you trust the command on every host " +
 			"that uses the credential"
@@ -84,13 +94,13 @@ func hostAccessRemedy(he *kubeclient.HostAccessError) string {
 
 // addHostAccessError reports a kubeconfig refused because it would run a
 // program or read a file where Terraform runs; false when err is not that.
-func addHostAccessError(diags *diag.Diagnostics, p path.Path, cred string, err error) bool {
+func addHostAccessError(diags *diag.Diagnostics, p path.Path, err error, fromConfig bool) bool {
 	var he *kubeclient.HostAccessError
 	if !errors.As(err, &he) {
 		return false
 	}
 	diags.AddAttributeError(p, "Unsafe Kubeconfig Refused",
-		fmt.Sprintf("Credential %q: %v. %s.", cred, err, hostAccessRemedy(he)))
+		fmt.Sprintf("%s. %s.", upperFirst(err.Error()), hostAccessRemedy(he, fromConfig)))
 	return true
 }
 
