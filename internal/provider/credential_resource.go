@@ -92,8 +92,11 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
 			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
 			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
-			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored.\n" +
-			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
+			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
+			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
+			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`. It is read back from the " +
+			"catalog Secret by every workspace that uses the credential, so it may hold only inline data (no " +
+			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, the pod-manager " +
 			"Role (pods: get, list, watch, create, update, patch, delete; pods/exec: create; pods/log: get), its RoleBinding " +
@@ -149,7 +152,8 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 			"verify_ssl": schema.BoolAttribute{
 				MarkdownDescription: "Whether to verify the API server's certificate, for `bearer_token`. Defaults to " +
-					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` conflicts with `ca_cert`.",
+					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` is a plan warning, since " +
+					"anyone on the network path could pose as the API server; it conflicts with `ca_cert`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
@@ -177,7 +181,7 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 					"(such as `aws eks get-token`). The setting is stored in the catalog Secret and covered by its digest, " +
 					"so an edit of the Secret that turns it on is refused as tampering; still, whoever can write Secrets in " +
 					"`catalog_namespace` can write a consistent digest, so keep that namespace as closely guarded as the " +
-					"hosts that run Terraform. Whatever this says, kubeconfigs may not use `auth-provider` or file paths " +
+					"hosts that run Terraform. Whatever its value, kubeconfigs may not use `auth-provider` or file paths " +
 					"(`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): embed the data instead " +
 					"(`token`, `client-certificate-data`, `client-key-data`, `certificate-authority-data`).",
 				Optional: true,

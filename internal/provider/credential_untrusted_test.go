@@ -48,11 +48,15 @@ func (e *testEnv) execKubeconfig(marker string) string {
 	return string(b)
 }
 
+// assertNoMarker checks, when the test ends however it ends, that the exec
+// plugin writing marker never ran.
 func assertNoMarker(t *testing.T, marker string) {
 	t.Helper()
-	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the exec plugin ran on the Terraform host: %s exists (%v)", marker, err)
-	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the exec plugin ran on the Terraform host: %s exists (%v)", marker, err)
+		}
+	})
 }
 
 // TestAccCredential_clusterAPIExecRefused: a Cluster API kubeconfig Secret
@@ -62,6 +66,7 @@ func TestAccCredential_clusterAPIExecRefused(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-capi-exec")
 	marker := filepath.Join(t.TempDir(), "exec-plugin-ran")
+	assertNoMarker(t, marker)
 	if _, err := e.kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "evil-kubeconfig", Namespace: ns},
 		Data:       map[string][]byte{"value": []byte(e.execKubeconfig(marker))},
@@ -77,7 +82,6 @@ func TestAccCredential_clusterAPIExecRefused(t *testing.T) {
 				`may hold only inline data`),
 		}},
 	})
-	assertNoMarker(t, marker)
 }
 
 // TestAccCredential_tamperedCatalogRefused: a catalog Secret edited outside
@@ -89,6 +93,7 @@ func TestAccCredential_tamperedCatalogRefused(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
 	marker := filepath.Join(t.TempDir(), "exec-plugin-ran")
+	assertNoMarker(t, marker)
 	ns := e.namespace("kp-tamper")
 	name := randName("shared")
 	// Another workspace wrote the credential: the catalog holds it, this
@@ -171,7 +176,6 @@ resource "kubeplay_container_group" "test" {
 			},
 		},
 	})
-	assertNoMarker(t, marker)
 }
 
 // TestAccCredential_kubeconfigExecPlugin: a kubeconfig written in
