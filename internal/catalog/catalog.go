@@ -35,6 +35,10 @@ var (
 	// ErrNotDefinition: an object of the name exists but does not hold a
 	// kubeplay definition of the kind asked for.
 	ErrNotDefinition = errors.New("not a kubeplay definition")
+	// ErrTampered: the object no longer holds what kubeplay wrote (its
+	// content does not match the digest kubeplay recorded), so it is not
+	// used to connect anywhere.
+	ErrTampered = errors.New("changed outside kubeplay")
 )
 
 // Kind is a kind of definition.
@@ -74,6 +78,9 @@ func (e *Error) Error() string {
 		return e.Object + " already exists"
 	case errors.Is(e.Err, ErrNotDefinition):
 		return fmt.Sprintf("%s is not a kubeplay %s (%s)", e.Object, e.Kind, e.Reason)
+	case errors.Is(e.Err, ErrTampered):
+		return fmt.Sprintf("%s %q is refused: %s, so it may no longer hold what kubeplay wrote (its content does not "+
+			"match the digest kubeplay recorded)", e.Kind, e.Name, e.Reason)
 	}
 	return fmt.Sprintf("%s %s: %v", e.Op, e.Object, e.Err)
 }
@@ -193,9 +200,11 @@ type codec[T any, O object, L runtime.Object] struct {
 	// decode reads an owned object back; an error says why it is not a
 	// definition.
 	decode func(o O) (T, string, error)
-	// digestKey is the annotation that records digest(o).
-	digestKey string
-	digest    func(o O) string
+	// digestKey is the annotation that records digest(o); with
+	// digestRequired an object without it counts as changed outside kubeplay.
+	digestKey      string
+	digestRequired bool
+	digest         func(o O) string
 	// assign copies the content of src into dst.
 	assign func(dst, src O)
 }
@@ -234,7 +243,10 @@ func (c *codec[T, O, L]) entry(s *Store, o O) (Entry[T], error) {
 		return Entry[T]{}, e
 	}
 	en := Entry[T]{Value: v, Rendered: rendered, Object: objectName(c.resource, o.GetNamespace(), o.GetName()), Digest: c.digest(o)}
-	if recorded := o.GetAnnotations()[c.digestKey]; recorded != "" && recorded != en.Digest {
+	switch recorded := o.GetAnnotations()[c.digestKey]; {
+	case recorded == "" && c.digestRequired:
+		en.Drift = en.Object + " has lost its digest annotation " + c.digestKey
+	case recorded != "" && recorded != en.Digest:
 		en.Drift = en.Object + " was changed outside kubeplay"
 	}
 	return en, nil

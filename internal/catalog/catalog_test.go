@@ -396,3 +396,62 @@ func TestGroup(t *testing.T) {
 		t.Errorf("storing a group whose pod does not render: %v", err)
 	}
 }
+
+// A credential is used to connect only while its Secret holds what kubeplay
+// wrote: an edit, or a digest removed to hide one, is refused.
+func TestTrustedCredential(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, want string
+		edit       func(*corev1.Secret)
+	}{
+		{"edited", "Secret kp-catalog/awx was changed outside kubeplay", func(s *corev1.Secret) { s.Data["host"] = []byte("https://evil:1") }},
+		{"digest removed", "Secret kp-catalog/awx has lost its digest annotation kubeplay.io/secret-digest",
+			func(s *corev1.Secret) { delete(s.Annotations, credential.AnnotationDigest) }},
+		{"opt-in added", "Secret kp-catalog/awx was changed outside kubeplay", func(s *corev1.Secret) { s.Data["allow-exec-plugin"] = []byte("true") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, kube := newStore()
+			if _, err := s.PutCredential(ctx, bearer("awx"), NewOnly); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := s.TrustedCredential(ctx, "awx"); err != nil || e.Value.Spec.Host != "https://h:1" {
+				t.Fatalf("untouched: %v", err)
+			}
+			sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "awx", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(sec)
+			if _, err := kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e, err := s.TrustedCredential(ctx, "awx")
+			var ce *Error
+			if !errors.Is(err, ErrTampered) || !errors.As(err, &ce) || ce.Name != "awx" || ce.Reason != c.want {
+				t.Fatalf("err = %v, want ErrTampered with reason %q", err, c.want)
+			}
+			if e.Value.Spec.Host != "" {
+				t.Errorf("a refused credential came back with data: %+v", e.Value.Spec)
+			}
+			if !strings.HasPrefix(err.Error(), `credential "awx" is refused: `+c.want) {
+				t.Errorf("message %q", err)
+			}
+			// GetCredential still reads it, with the drift, for the resource
+			// that repairs it; writing it again repairs it.
+			if g, err := s.GetCredential(ctx, "awx"); err != nil || g.Drift != c.want {
+				t.Errorf("GetCredential: drift %q, %v", g.Drift, err)
+			}
+			if _, err := s.PutCredential(ctx, bearer("awx"), CreateOrUpdate); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.TrustedCredential(ctx, "awx"); err != nil {
+				t.Errorf("after the repair: %v", err)
+			}
+		})
+	}
+	s, _ := newStore()
+	if _, err := s.TrustedCredential(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing: %v, want ErrNotFound", err)
+	}
+}

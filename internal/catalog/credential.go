@@ -42,8 +42,10 @@ var credentials = &codec[Credential, *corev1.Secret, *corev1.SecretList]{
 		checked, _ := time.Parse(time.RFC3339, at)
 		return Credential{Spec: spec, Report: rep, CheckedAt: checked}, "", nil
 	},
-	digestKey: credential.AnnotationDigest,
-	digest:    func(sec *corev1.Secret) string { return credential.Digest(sec.Data) },
+	// kubeplay has recorded a credential's digest since its first version.
+	digestKey:      credential.AnnotationDigest,
+	digestRequired: true,
+	digest:         func(sec *corev1.Secret) string { return credential.Digest(sec.Data) },
 	assign: func(dst, src *corev1.Secret) {
 		dst.Data, dst.StringData, dst.Type = src.Data, nil, src.Type
 	},
@@ -52,6 +54,21 @@ var credentials = &codec[Credential, *corev1.Secret, *corev1.SecretList]{
 // GetCredential reads the credential called name.
 func (s *Store) GetCredential(ctx context.Context, name string) (Entry[Credential], error) {
 	return get(ctx, s, credentials, name)
+}
+
+// TrustedCredential reads the credential called name to connect with it. One
+// whose Secret was changed outside kubeplay is refused with an *Error that
+// wraps ErrTampered: whoever changed it could point kubeplay anywhere, or
+// make it run a kubeconfig's programs. Writing the credential again from its
+// definition repairs it.
+func (s *Store) TrustedCredential(ctx context.Context, name string) (Entry[Credential], error) {
+	e, err := s.GetCredential(ctx, name)
+	if err != nil || e.Drift == "" {
+		return e, err
+	}
+	f := s.fail("reading", KindCredential, name, ErrTampered)
+	f.Reason = e.Drift
+	return Entry[Credential]{}, f
 }
 
 // PutCredential stores c, checked at c.CheckedAt.

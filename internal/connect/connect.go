@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
@@ -56,7 +55,9 @@ func (r *Resolver) Named(ctx context.Context, name string) (*kubeclient.Clients,
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.GetCredential(ctx, name)
+	// A credential whose Secret was edited outside kubeplay is refused:
+	// its kubeconfig, host or token may be anyone's.
+	e, err := s.TrustedCredential(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -108,10 +109,9 @@ func (r *Resolver) clusterAPI(ctx context.Context, spec credential.Spec) (*kubec
 	}
 	sum := sha256.Sum256(kc)
 	return r.pool.Get("credential/"+spec.Name+"/cluster-api/"+hex.EncodeToString(sum[:]), func() (*rest.Config, error) {
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+		cfg, err := credential.ClusterAPIRESTConfig(spec, kc)
 		if err != nil {
-			return nil, fmt.Errorf("credential %q: the kubeconfig in Secret %s/%s does not parse: %w",
-				spec.Name, spec.ClusterNamespaceOrDefault(), spec.KubeconfigSecretName(), err)
+			return nil, err
 		}
 		kubeclient.Tune(cfg, parent.Config.UserAgent)
 		return cfg, nil

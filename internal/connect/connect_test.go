@@ -121,3 +121,48 @@ func TestClusterAPICycle(t *testing.T) {
 		t.Errorf("cycle: %v, want ErrCycle naming a -> b -> a", err)
 	}
 }
+
+// A catalog credential whose Secret was edited outside kubeplay is refused,
+// not connected with.
+func TestNamedRefusesTamperedCredential(t *testing.T) {
+	r, store, kube := newResolver(t)
+	put(t, store, credential.Spec{Name: "awx", Kind: credential.KindBearerToken, Host: "https://127.0.0.1:8443", BearerToken: "t"})
+	sec, err := kube.CoreV1().Secrets("kubeplay-system").Get(context.Background(), "awx", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["host"] = []byte("https://attacker.example:443")
+	if _, err := kube.CoreV1().Secrets("kubeplay-system").Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Named(context.Background(), "awx")
+	if !errors.Is(err, catalog.ErrTampered) || c != nil {
+		t.Errorf("tampered: %v %v, want ErrTampered and no clients", c, err)
+	}
+}
+
+// Cluster data may not run programs or read files here: a parent Secret
+// with an exec plugin, or a catalog kubeconfig with a tokenFile, is refused.
+func TestRefusesHostAccessFromClusterData(t *testing.T) {
+	r, store, kube := newResolver(t)
+	execKubeconfig := strings.Replace(childKubeconfig, "user: {token: abc}",
+		"user: {exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/touch, args: [/tmp/kubeplay-pwned]}}", 1)
+	if _, err := kube.CoreV1().Secrets("infra").Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "wl-kubeconfig", Namespace: "infra"},
+		Data:       map[string][]byte{"value": []byte(execKubeconfig)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, store, credential.Spec{Name: "wl", Kind: credential.KindClusterAPI, ClusterName: "wl", ClusterNamespace: "infra", KubeconfigTimeout: "1s"})
+	_, err := r.Named(context.Background(), "wl")
+	var he *kubeclient.HostAccessError
+	if !errors.As(err, &he) || he.Field != "exec" || !strings.Contains(err.Error(), "Secret infra/wl-kubeconfig") {
+		t.Errorf("cluster_api with exec: %v, want a HostAccessError naming the Secret", err)
+	}
+	// The exec opt-in does not open file paths to a catalog kubeconfig.
+	tokenFile := strings.Replace(childKubeconfig, "user: {token: abc}", "user: {tokenFile: /etc/hostname}", 1)
+	put(t, store, credential.Spec{Name: "kc", Kind: credential.KindKubeconfig, Kubeconfig: tokenFile, AllowExecPlugin: true})
+	if _, err := r.Named(context.Background(), "kc"); !errors.As(err, &he) || he.Field != "tokenFile" {
+		t.Errorf("kubeconfig with tokenFile: %v, want a HostAccessError", err)
+	}
+}

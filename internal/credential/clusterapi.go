@@ -14,6 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 // DefaultKubeconfigTimeout is how long a cluster_api credential waits for its
@@ -51,7 +55,11 @@ func ClusterAPIKubeconfig(ctx context.Context, parent kubernetes.Interface, s Sp
 			"cluster_name and cluster_namespace: Cluster API writes <cluster name>-kubeconfig in the Cluster's namespace",
 			s.Name, why, ns, name, clusterAPIKey, "not found", s.Parent)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	// No wait (0s) is one read: a deadline already past would fail it.
+	cancel := context.CancelFunc(func() {})
+	if wait > 0 {
+		ctx, cancel = context.WithTimeout(ctx, wait)
+	}
 	defer cancel()
 	for {
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
@@ -110,4 +118,24 @@ func awaitKey(ctx context.Context, w watch.Interface) ([]byte, error) {
 			}
 		}
 	}
+}
+
+// ClusterAPIRESTConfig builds the client configuration of a cluster_api
+// credential from the kubeconfig read from its parent. That kubeconfig is
+// cluster data, writable by whoever may write Secrets in the Cluster's
+// namespace, so it may not run programs or read files on this host.
+func ClusterAPIRESTConfig(s Spec, kubeconfig []byte) (*rest.Config, error) {
+	where := fmt.Sprintf("credential %q: the kubeconfig in Secret %s/%s on the parent cluster", s.Name, s.ClusterNamespaceOrDefault(), s.KubeconfigSecretName())
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not parse: %w", where, err)
+	}
+	if err := kubeclient.CheckUntrusted(raw, false); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return cfg, nil
 }

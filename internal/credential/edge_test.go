@@ -129,6 +129,20 @@ func TestClusterAPIHelpers(t *testing.T) {
 	}
 }
 
+// kubeconfig_timeout = "0s" reads once, without waiting, and finds a
+// Secret that is there.
+func TestClusterAPIKubeconfigNoWait(t *testing.T) {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "work-kubeconfig", Namespace: "capi"},
+		Data: map[string][]byte{"value": []byte("kubeconfig")}}
+	s := Spec{Name: "w", Kind: KindClusterAPI, Parent: "mgmt", ClusterName: "work", ClusterNamespace: "capi", KubeconfigTimeout: "0s"}
+	if got, err := ClusterAPIKubeconfig(context.Background(), fake.NewClientset(sec), s); err != nil || string(got) != "kubeconfig" {
+		t.Errorf("0s with the Secret there: %q, %v", got, err)
+	}
+	if _, err := ClusterAPIKubeconfig(context.Background(), fake.NewClientset(), s); err == nil || !strings.Contains(err.Error(), "not provisioned") {
+		t.Errorf("0s without the Secret: %v", err)
+	}
+}
+
 func TestClusterAPIKubeconfigRead(t *testing.T) {
 	ctx := context.Background()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "work-kubeconfig", Namespace: "capi"},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -61,6 +62,7 @@ const (
 	keyClusterName    = "cluster-name"
 	keyClusterNS      = "cluster-namespace"
 	keyWaitTimeout    = "kubeconfig-timeout"
+	keyAllowExec      = "allow-exec-plugin"
 )
 
 // Spec is one credential as kubeplay stores it.
@@ -78,6 +80,11 @@ type Spec struct {
 	// kubeconfig
 	Kubeconfig string
 	Context    string
+	// AllowExecPlugin lets the kubeconfig's exec plugins run on the host.
+	// It is stored in the Secret's data, so the digest covers it: every
+	// later reader of the catalog honours it, and an edit that sets it by
+	// hand without recomputing the digest is refused as tampering.
+	AllowExecPlugin bool
 
 	// Namespace whose permissions are checked; for service_account the
 	// namespace the account lives in.
@@ -157,6 +164,10 @@ func (s Spec) data() map[string][]byte {
 	if s.Kind == KindBearerToken || s.Kind == KindServiceAccount {
 		data[keyVerifySSL] = []byte(strconv.FormatBool(s.VerifySSL))
 	}
+	// Only when set, so the digests of Secrets written before it existed hold.
+	if s.AllowExecPlugin {
+		data[keyAllowExec] = []byte("true")
+	}
 	return data
 }
 
@@ -218,6 +229,11 @@ func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
 			return Spec{}, false, fmt.Errorf("Secret %s/%s: %s is %q, not a boolean", sec.Namespace, sec.Name, keyVerifySSL, v)
 		}
 	}
+	if v, ok := sec.Data[keyAllowExec]; ok {
+		if spec.AllowExecPlugin, err = strconv.ParseBool(string(v)); err != nil {
+			return Spec{}, false, fmt.Errorf("Secret %s/%s: %s is %q, not a boolean", sec.Namespace, sec.Name, keyAllowExec, v)
+		}
+	}
 	if !slices.Contains(Kinds, spec.Kind) {
 		return Spec{}, false, fmt.Errorf("Secret %s/%s: unknown credential kind %q", sec.Namespace, sec.Name, spec.Kind)
 	}
@@ -247,6 +263,11 @@ func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
 		raw, err := clientcmd.Load([]byte(s.Kubeconfig))
 		if err != nil {
 			return nil, fmt.Errorf("credential %q: kubeconfig does not parse: %w", s.Name, err)
+		}
+		// The kubeconfig may come back from the catalog, written by anyone
+		// who can write the Secret: check it before client-go reads files.
+		if err := kubeclient.CheckUntrusted(raw, s.AllowExecPlugin); err != nil {
+			return nil, fmt.Errorf("credential %q: its kubeconfig: %w", s.Name, err)
 		}
 		overrides := &clientcmd.ConfigOverrides{CurrentContext: s.Context}
 		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, s.Context, overrides, nil).ClientConfig()

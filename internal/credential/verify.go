@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 // Permission is one verb on one resource (with optional subresource) in the
@@ -259,4 +261,24 @@ func VerifyProvisioned(ctx context.Context, kube kubernetes.Interface, host, nam
 func isUnauthorized(err error) bool {
 	var ce *CheckError
 	return errors.As(err, &ce) && ce.Failure == FailureUnauthorized
+}
+
+// CheckKubeconfig refuses a kubeconfig that would run a program or read a
+// file on this host; exec plugins pass only with allowExec.
+func CheckKubeconfig(content string, allowExec bool) error {
+	raw, err := clientcmd.Load([]byte(content))
+	if err != nil {
+		return fmt.Errorf("the kubeconfig does not parse: %w", err)
+	}
+	return kubeclient.CheckUntrusted(raw, allowExec)
+}
+
+// InsecureKubeconfigClusters lists the clusters of a kubeconfig that skip
+// TLS verification of their API server.
+func InsecureKubeconfigClusters(content string) []string {
+	raw, err := clientcmd.Load([]byte(content))
+	if err != nil {
+		return nil
+	}
+	return kubeclient.InsecureClusters(raw)
 }

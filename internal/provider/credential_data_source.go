@@ -35,6 +35,7 @@ type credentialDataModel struct {
 	CACert             types.String `tfsdk:"ca_cert"`
 	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
 	Context            types.String `tfsdk:"context"`
+	AllowExecPlugin    types.Bool   `tfsdk:"allow_exec_plugin"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
 	Parent             types.String `tfsdk:"parent"`
@@ -66,12 +67,17 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 				Required:            true,
 				Validators:          []validator.String{dnsLabel()},
 			},
-			"kind":                 computed("The credential's kind: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or `service_account`."),
-			"description":          computed("The credential's description."),
-			"host":                 computed("The API server's URL, for `bearer_token` and `service_account`."),
-			"ca_cert":              computed("The PEM-encoded CA certificate, for `bearer_token`."),
-			"verify_ssl":           schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
-			"context":              computed("The kubeconfig context, for `kubeconfig`."),
+			"kind":        computed("The credential's kind: `bearer_token`, `cluster_api`, `kubeconfig`, `provider` or `service_account`."),
+			"description": computed("The credential's description."),
+			"host":        computed("The API server's URL, for `bearer_token` and `service_account`."),
+			"ca_cert":     computed("The PEM-encoded CA certificate, for `bearer_token`."),
+			"verify_ssl":  schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
+			"context":     computed("The kubeconfig context, for `kubeconfig`."),
+			"allow_exec_plugin": schema.BoolAttribute{
+				MarkdownDescription: "Whether the kubeconfig's `exec` credential plugins may run on the host that uses " +
+					"the credential, for `kubeconfig`.",
+				Computed: true,
+			},
 			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),
 			"service_account_name": computed("The provisioned ServiceAccount, for `service_account`."),
 			"parent":               computed("The credential of the parent (management) cluster, for `cluster_api`."),
@@ -106,7 +112,9 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 		return
 	}
 	name := m.Name.ValueString()
-	e, ok := readForDataSource(ctx, d.data, catalog.KindCredential, name, (*catalog.Store).GetCredential, &resp.Diagnostics)
+	// A credential whose Secret was changed outside kubeplay is refused, as
+	// everywhere it would be used.
+	e, ok := readForDataSource(ctx, d.data, catalog.KindCredential, name, (*catalog.Store).TrustedCredential, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -121,6 +129,7 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	}
 	m.VerifySSL = types.BoolValue(spec.VerifySSL)
 	m.Context = stringOrNull(spec.Context)
+	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
 	m.Namespace = stringOrNull(spec.Namespace)
 	m.ServiceAccountName = stringOrNull(spec.ServiceAccount)
 	m.Parent = stringOrNull(spec.Parent)

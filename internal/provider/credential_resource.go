@@ -59,6 +59,7 @@ type credentialModel struct {
 	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
 	Kubeconfig         types.String `tfsdk:"kubeconfig"`
 	Context            types.String `tfsdk:"context"`
+	AllowExecPlugin    types.Bool   `tfsdk:"allow_exec_plugin"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
 	SecretVersion      types.String `tfsdk:"secret_version"`
@@ -93,8 +94,11 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
 			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
 			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
-			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored.\n" +
-			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`.\n" +
+			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
+			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
+			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`. It is read back from the " +
+			"catalog Secret by every workspace that uses the credential, so it may hold only inline data (no " +
+			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
 			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
@@ -151,7 +155,8 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 			"verify_ssl": schema.BoolAttribute{
 				MarkdownDescription: "Whether to verify the API server's certificate, for `bearer_token`. Defaults to " +
-					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` conflicts with `ca_cert`.",
+					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` is a plan warning, since " +
+					"anyone on the network path could pose as the API server; it conflicts with `ca_cert`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
@@ -168,6 +173,23 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 					"current context.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"allow_exec_plugin": schema.BoolAttribute{
+				MarkdownDescription: "For `kubeconfig`: whether the kubeconfig's `exec` credential plugins may run. " +
+					"Defaults to `false`, which refuses a kubeconfig with an `exec` user. An exec plugin is a program that " +
+					"kubeplay runs on the host where Terraform runs, with Terraform's privileges, every time it connects " +
+					"with this credential: in this workspace and in every other workspace, data source or later apply that " +
+					"uses the credential by name, since they read the kubeconfig back from the catalog Secret. Set it to " +
+					"`true` only for a kubeconfig you wrote, whose command exists on every host that uses the credential " +
+					"(such as `aws eks get-token`). The setting is stored in the catalog Secret and covered by its digest, " +
+					"so an edit of the Secret that turns it on is refused as tampering; still, whoever can write Secrets in " +
+					"`catalog_namespace` can write a consistent digest, so keep that namespace as closely guarded as the " +
+					"hosts that run Terraform. Whatever its value, kubeconfigs may not use `auth-provider` or file paths " +
+					"(`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): embed the data instead " +
+					"(`token`, `client-certificate-data`, `client-key-data`, `certificate-authority-data`).",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
 			},
 			"namespace": schema.StringAttribute{
 				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the " +
@@ -272,14 +294,14 @@ func (r *credentialResource) Configure(_ context.Context, req resource.Configure
 // kindAttributes lists, per kind, the optional attributes it accepts.
 var kindAttributes = map[string][]string{
 	credential.KindBearerToken:    {"host", "bearer_token", "ca_cert", "verify_ssl"},
-	credential.KindKubeconfig:     {"kubeconfig", "context"},
+	credential.KindKubeconfig:     {"kubeconfig", "context", "allow_exec_plugin"},
 	credential.KindProvider:       {},
 	credential.KindServiceAccount: {"service_account_name", "export_kubeconfig"},
 	credential.KindClusterAPI:     {"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout"},
 }
 
 var kindSpecificAttributes = []string{
-	"host", "bearer_token", "ca_cert", "verify_ssl", "kubeconfig", "context", "service_account_name", "export_kubeconfig",
+	"host", "bearer_token", "ca_cert", "verify_ssl", "kubeconfig", "context", "allow_exec_plugin", "service_account_name", "export_kubeconfig",
 	"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout",
 }
 
@@ -308,10 +330,15 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 	case credential.KindBearerToken:
 		requireAttr(&resp.Diagnostics, m.Host, "host", kind, "the API server's https URL")
 		requireAttr(&resp.Diagnostics, m.BearerToken, "bearer_token", kind, "the token to authenticate with")
-		if !m.VerifySSL.IsNull() && !m.VerifySSL.IsUnknown() && !m.VerifySSL.ValueBool() && !m.CACert.IsNull() {
-			resp.Diagnostics.AddAttributeError(path.Root("verify_ssl"), "Contradictory TLS Settings",
-				"verify_ssl = false skips verification of the API server's certificate, while ca_cert asks to verify it "+
-					"against that CA. Remove verify_ssl to verify the server (recommended), or remove ca_cert.")
+		if !m.VerifySSL.IsNull() && !m.VerifySSL.IsUnknown() && !m.VerifySSL.ValueBool() {
+			if m.CACert.IsNull() {
+				warnInsecureTLS(&resp.Diagnostics, path.Root("verify_ssl"), "verify_ssl = false", "set ca_cert to the PEM "+
+					"certificate of the CA that signed the API server's certificate and remove verify_ssl")
+			} else {
+				resp.Diagnostics.AddAttributeError(path.Root("verify_ssl"), "Contradictory TLS Settings",
+					"verify_ssl = false skips verification of the API server's certificate, while ca_cert asks to verify it "+
+						"against that CA. Remove verify_ssl to verify the server (recommended), or remove ca_cert.")
+			}
 		}
 	case credential.KindClusterAPI:
 		requireAttr(&resp.Diagnostics, m.Parent, "parent", kind, "the credential of the cluster that holds the kubeconfig Secret")
@@ -331,8 +358,27 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 				}
 				resp.Diagnostics.AddAttributeError(p, "Invalid Kubeconfig",
 					"The kubeplay credential's kubeconfig cannot be used: "+err.Error()+".")
+				return
 			}
+			checkConfigKubeconfig(&resp.Diagnostics, m)
 		}
+	}
+}
+
+// checkConfigKubeconfig refuses, at plan, a kubeconfig that would run a
+// program or read a file where Terraform runs, and warns of clusters it
+// does not verify. An unknown allow_exec_plugin lets exec pass until apply.
+func checkConfigKubeconfig(diags *diag.Diagnostics, m credentialModel) {
+	content := m.Kubeconfig.ValueString()
+	allowExec := m.AllowExecPlugin.ValueBool() || m.AllowExecPlugin.IsUnknown()
+	if err := credential.CheckKubeconfig(content, allowExec); err != nil {
+		addHostAccessError(diags, path.Root("kubeconfig"), fmt.Errorf("the kubeconfig: %w", err), true)
+		return
+	}
+	for _, c := range credential.InsecureKubeconfigClusters(content) {
+		warnInsecureTLS(diags, path.Root("kubeconfig"), fmt.Sprintf("the kubeconfig's cluster %q sets insecure-skip-tls-verify", c),
+			"replace insecure-skip-tls-verify with certificate-authority-data holding the base64 PEM certificate of the "+
+				"CA that signed the API server's certificate")
 	}
 }
 
@@ -519,14 +565,22 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 	// The Secret is not written yet: key the clients by the content to be written.
 	cc, err := r.data.connect.Spec(ctx, spec)
 	if err != nil {
-		attr := "kind"
-		if spec.Kind == credential.KindClusterAPI {
-			attr = "cluster_name"
+		attr := map[string]string{credential.KindClusterAPI: "cluster_name", credential.KindKubeconfig: "kubeconfig"}[spec.Kind]
+		if attr == "" {
+			attr = "kind"
 		}
-		diags.AddAttributeError(path.Root(attr), "Invalid Credential", err.Error()+".")
+		fromConfig := spec.Kind == credential.KindKubeconfig
+		if !addHostAccessError(diags, path.Root(attr), err, fromConfig) && !addCredentialRefused(diags, path.Root("parent"), err) {
+			diags.AddAttributeError(path.Root(attr), "Invalid Credential", err.Error()+".")
+		}
 		return credential.Report{}, false
 	}
 	host := cc.Config.Host
+	if spec.Kind == credential.KindClusterAPI && cc.Config.Insecure {
+		warnInsecureTLS(diags, path.Root("cluster_name"), fmt.Sprintf("the kubeconfig in Secret %s/%s on the parent cluster "+
+			"sets insecure-skip-tls-verify", spec.ClusterNamespaceOrDefault(), spec.KubeconfigSecretName()),
+			"have whoever writes that Secret put certificate-authority-data in it instead (Cluster API does)")
+	}
 	tflog.Debug(ctx, "checking credential", map[string]any{"credential": spec.Name, "kind": spec.Kind, "host": host})
 	cctx, cancel := context.WithTimeout(ctx, credentialCheckTimeout)
 	defer cancel()
@@ -633,6 +687,7 @@ func specFromModel(plan, config credentialModel) credential.Spec {
 		s.Host, s.BearerToken, s.CACert, s.VerifySSL = plan.Host.ValueString(), config.BearerToken.ValueString(), plan.CACert.ValueString(), plan.VerifySSL.ValueBool()
 	case credential.KindKubeconfig:
 		s.Kubeconfig, s.Context = config.Kubeconfig.ValueString(), plan.Context.ValueString()
+		s.AllowExecPlugin = plan.AllowExecPlugin.ValueBool()
 	case credential.KindServiceAccount:
 		s.ServiceAccount = plan.ServiceAccountName.ValueString()
 	case credential.KindClusterAPI:
@@ -654,6 +709,7 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	m.BearerToken = types.StringNull()
 	m.Kubeconfig = types.StringNull()
 	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
+	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
 	m.ExportedKubeconfig = types.StringNull()
 	m.Parent, m.ClusterName = stringOrNull(spec.Parent), stringOrNull(spec.ClusterName)
 	m.ClusterNamespace, m.KubeconfigTimeout = stringOrNull(spec.ClusterNamespace), stringOrNull(spec.KubeconfigTimeout)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 // Diagnostics that several resources and data sources report alike.
@@ -31,8 +32,99 @@ func addCredentialUnavailable(diags *diag.Diagnostics, group, cred string, err e
 		addConnectionUnavailable(diags, err)
 		return
 	}
-	diags.AddAttributeError(path.Root("credential"), "Credential Unavailable",
+	summary := "Credential Unavailable"
+	if s := refusalSummary(err); s != "" {
+		summary = s
+	}
+	diags.AddAttributeError(path.Root("credential"), summary,
 		fmt.Sprintf("Container group %q cannot use credential %q: %v.", group, cred, err))
+}
+
+// refusalSummary is the summary of a credential kubeplay refuses to use,
+// or "" when err is not such a refusal.
+func refusalSummary(err error) string {
+	switch {
+	case errors.Is(err, catalog.ErrTampered):
+		return "Credential Changed Outside Kubeplay"
+	case errors.Is(err, kubeclient.ErrHostAccess):
+		return "Unsafe Kubeconfig Refused"
+	}
+	return ""
+}
+
+// refusalRemedy says how to repair a credential kubeplay refuses to use; ""
+// when err is not such a refusal. Callers that format err into their own
+// detail (groups, runs, phases) get it through credentialClients.
+func refusalRemedy(err error) string {
+	var ce *catalog.Error
+	var he *kubeclient.HostAccessError
+	switch {
+	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce):
+		return fmt.Sprintf("Write it again from its definition: apply the workspace that manages the kubeplay_credential "+
+			"named %q (its plan shows the update that rewrites the Secret), or run `terraform apply -replace=ADDRESS` there "+
+			"with the address of that kubeplay_credential. If no workspace manages it, delete %s and create the credential "+
+			"again", ce.Name, ce.Object)
+	case errors.As(err, &he):
+		return hostAccessRemedy(he, false)
+	}
+	return ""
+}
+
+// hostAccessRemedy says how to make a refused kubeconfig usable; fromConfig
+// when it is written in this configuration rather than read from cluster data.
+func hostAccessRemedy(he *kubeclient.HostAccessError, fromConfig bool) string {
+	const inline = "Kubeconfigs kubeplay reads from cluster data (a cluster_api credential's Secret on its parent cluster, " +
+		"a kubeconfig credential's catalog Secret) may hold only inline data: token, client-certificate-data, " +
+		"client-key-data, certificate-authority-data"
+	switch {
+	case he.Field == "exec" && fromConfig:
+		return "An exec plugin runs on every host that uses this credential, whenever it connects. Set " +
+			"allow_exec_plugin = true if you trust the command there, or embed a token instead"
+	case fromConfig:
+		return "The kubeconfig is stored in the catalog and read back by other workspaces and hosts, so it may hold only " +
+			"inline data: token, client-certificate-data, client-key-data, certificate-authority-data. " +
+			fmt.Sprintf("Replace %s with the data it points to", he.Field)
+	case he.Field == "exec":
+		return inline + ". Run the command yourself and embed the token it prints, or use a kind = \"kubeconfig\" " +
+			"credential written in configuration with allow_exec_plugin = true if you trust the command on every host " +
+			"that uses the credential"
+	}
+	return inline + fmt.Sprintf(". Replace %s with the data it points to (Cluster API's own kubeconfig Secrets do so)", he.Field)
+}
+
+// addHostAccessError reports a kubeconfig refused because it would run a
+// program or read a file where Terraform runs; false when err is not that.
+func addHostAccessError(diags *diag.Diagnostics, p path.Path, err error, fromConfig bool) bool {
+	var he *kubeclient.HostAccessError
+	if !errors.As(err, &he) {
+		return false
+	}
+	diags.AddAttributeError(p, "Unsafe Kubeconfig Refused",
+		fmt.Sprintf("%s. %s.", upperFirst(err.Error()), hostAccessRemedy(he, fromConfig)))
+	return true
+}
+
+// addCredentialRefused reports a catalog credential refused because its
+// Secret was changed outside kubeplay; false when err is not that.
+func addCredentialRefused(diags *diag.Diagnostics, p path.Path, err error) bool {
+	if !errors.Is(err, catalog.ErrTampered) {
+		return false
+	}
+	diags.AddAttributeError(p, refusalSummary(err), fmt.Sprintf("%s. %s.", upperFirst(err.Error()), refusalRemedy(err)))
+	return true
+}
+
+// warnInsecureTLS warns of a connection that does not verify its API
+// server's certificate.
+func warnInsecureTLS(diags *diag.Diagnostics, p path.Path, what, remedy string) {
+	detail := fmt.Sprintf("With %s, kubeplay does not verify the API server's certificate: anyone on the network path "+
+		"can pose as the API server, read the token or client key it is sent, and receive every playbook, variable and "+
+		"secret that runs send. To verify the server, %s.", what, remedy)
+	if p.Equal(path.Empty()) {
+		diags.AddWarning("TLS Verification Disabled", detail)
+		return
+	}
+	diags.AddAttributeWarning(p, "TLS Verification Disabled", detail)
 }
 
 // kindTitle is a kind of definition in a diagnostic's summary.
@@ -61,6 +153,8 @@ func addCatalogError(diags *diag.Diagnostics, err error) {
 	case errors.Is(err, catalog.ErrNotDefinition) && e.Op == "deleting":
 		diags.AddWarning(what+" Left In Place",
 			fmt.Sprintf("%s, so destroy left it in place and only forgot the resource.", e.Error()))
+	case errors.Is(err, catalog.ErrTampered):
+		diags.AddAttributeError(path.Root("name"), refusalSummary(err), fmt.Sprintf("%s. %s.", upperFirst(err.Error()), refusalRemedy(err)))
 	case errors.Is(err, catalog.ErrNotDefinition):
 		resource, _, _ := strings.Cut(e.Object, " ")
 		diags.AddError("Invalid "+what+" "+resource, e.Error()+". Delete the object or fix it, then apply again.")

@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -220,10 +221,14 @@ func (p *kubeplayProvider) ValidateConfig(ctx context.Context, req provider.Vali
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if m.Insecure.ValueBool() && !m.ClusterCACertificate.IsNull() {
+	switch {
+	case m.Insecure.ValueBool() && !m.ClusterCACertificate.IsNull():
 		resp.Diagnostics.AddAttributeError(path.Root("insecure"), "Contradictory TLS Settings",
 			"insecure = true skips verification of the API server's certificate, while cluster_ca_certificate asks to "+
 				"verify it against that CA. Remove one of the two: keep cluster_ca_certificate to verify the server (recommended).")
+	case m.Insecure.ValueBool():
+		warnInsecureTLS(&resp.Diagnostics, path.Root("insecure"), "insecure = true", "set cluster_ca_certificate to the "+
+			"PEM certificate of the CA that signed the API server's certificate and remove insecure")
 	}
 	if m.Exec != nil {
 		if m.Exec.Command.IsNull() {
@@ -283,6 +288,13 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		return
 	}
 	data.restConfig = cfg
+	if cfg.Insecure && !m.Insecure.ValueBool() {
+		// From a kubeconfig's insecure-skip-tls-verify or KUBE_INSECURE; the
+		// attribute itself is warned about in ValidateConfig.
+		warnInsecureTLS(&resp.Diagnostics, path.Empty(), fmt.Sprintf("the provider's connection from %s", src),
+			"give the CA certificate: certificate-authority-data in the kubeconfig, cluster_ca_certificate, or "+
+				"KUBE_CLUSTER_CA_CERT_DATA, and remove insecure-skip-tls-verify or KUBE_INSECURE")
+	}
 	tflog.Debug(ctx, "provider connection configured", map[string]any{"source": string(src), "host": cfg.Host})
 }
 

@@ -190,5 +190,8 @@ func (d *providerData) credentialClients(ctx context.Context, name string) (*kub
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, fmt.Errorf("%w; create it with a kubeplay_credential resource or check the name", err)
 	}
+	if remedy := refusalRemedy(err); remedy != "" {
+		return nil, fmt.Errorf("%w. %s", err, remedy)
+	}
 	return c, err
 }

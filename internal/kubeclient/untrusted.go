@@ -1,0 +1,85 @@
+package kubeclient
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ErrHostAccess: a kubeconfig that kubeplay read from cluster data asks
+// client-go to run a program or read a file on the host kubeplay runs on.
+// Whoever can write that data would otherwise run code there.
+var ErrHostAccess = errors.New("kubeconfigs read from cluster data may not run programs or read files on this host")
+
+// HostAccessError names the kubeconfig entry and field that were refused.
+type HostAccessError struct {
+	// Entry is the kubeconfig entry, such as `user "admin"` or `cluster "c"`.
+	Entry string
+	// Field is the kubeconfig field as written in YAML, such as "exec" or
+	// "tokenFile".
+	Field string
+	// Value is the command or path, for the message.
+	Value string
+}
+
+func (e *HostAccessError) Error() string {
+	what := "reads file " + e.Value
+	switch e.Field {
+	case "exec":
+		what = "runs command " + e.Value
+	case "auth-provider":
+		what = "uses auth provider " + e.Value
+	}
+	return fmt.Sprintf("%s sets %s, which %s on this host", e.Entry, e.Field, what)
+}
+
+func (e *HostAccessError) Unwrap() error { return ErrHostAccess }
+
+// CheckUntrusted refuses, before client-go sees it, a kubeconfig that would
+// run a program or read a file on this host: exec plugins (unless allowExec),
+// auth providers (some run commands, all persist tokens back to files) and
+// every file path. Inline data (token, *-data fields) is what it allows.
+// Every entry is checked, not only the current context's: a context can be
+// chosen after the check.
+func CheckUntrusted(cfg *clientcmdapi.Config, allowExec bool) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.AuthInfos)) {
+		u := cfg.AuthInfos[name]
+		if u == nil {
+			continue
+		}
+		entry := fmt.Sprintf("user %q", name)
+		switch {
+		case u.Exec != nil && !allowExec:
+			return &HostAccessError{Entry: entry, Field: "exec", Value: u.Exec.Command}
+		case u.AuthProvider != nil:
+			return &HostAccessError{Entry: entry, Field: "auth-provider", Value: u.AuthProvider.Name}
+		case u.TokenFile != "":
+			return &HostAccessError{Entry: entry, Field: "tokenFile", Value: u.TokenFile}
+		case u.ClientCertificate != "":
+			return &HostAccessError{Entry: entry, Field: "client-certificate", Value: u.ClientCertificate}
+		case u.ClientKey != "":
+			return &HostAccessError{Entry: entry, Field: "client-key", Value: u.ClientKey}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Clusters)) {
+		if c := cfg.Clusters[name]; c != nil && c.CertificateAuthority != "" {
+			return &HostAccessError{Entry: fmt.Sprintf("cluster %q", name), Field: "certificate-authority", Value: c.CertificateAuthority}
+		}
+	}
+	return nil
+}
+
+// InsecureClusters lists the clusters of a kubeconfig that skip TLS
+// verification of their API server (insecure-skip-tls-verify), sorted.
+func InsecureClusters(cfg *clientcmdapi.Config) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Clusters)) {
+		if c := cfg.Clusters[name]; c != nil && c.InsecureSkipTLSVerify {
+			out = append(out, name)
+		}
+	}
+	return out
+}
