@@ -81,7 +81,9 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 			t.Fatalf("creating SSH target %d: %v", i, err)
 		}
 		name := created.Name
-		t.Cleanup(func() { _ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}) })
+		t.Cleanup(func() {
+			_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		})
 		targets[i] = SSHTarget{Pod: name, KnownHosts: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub)))}
 	}
 	for i := range targets {
