@@ -226,7 +226,8 @@ resource "kubeplay_run" "test" {
 			"playbook": config.StringVariable(playbook), "inventory": config.StringVariable(inventory.String()),
 		}
 	}
-	secrets := append(keySecrets(key, other, wrong), vaultPW, opsPW)
+	const wrongPW = "not-the-vault-pw"
+	secrets := append(keySecrets(key, other, wrong), vaultPW, opsPW, wrongPW)
 	hosts := func(unreachable int64, changed int64) knownvalue.Check {
 		m := map[string]knownvalue.Check{}
 		for i := range targets {
@@ -244,53 +245,56 @@ resource "kubeplay_run" "test" {
 		return resource.ComposeAggregateTestCheckFunc(checks...)
 	}
 	knownHosts := fmt.Sprintf("  ssh_known_hosts = %q\n", known.String())
+	steps := []resource.TestStep{
+		{
+			Config: run(knownHosts), ConfigVariables: vars(other, key),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets), e.checkNoRunPods(ns)),
+		},
+		{
+			// A key the targets do not accept: every host is unreachable.
+			Config: run(knownHosts + "  ignore_failure = true\n"), ConfigVariables: vars(wrong),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("failed")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(1, 0)),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"),
+					knownvalue.StringRegexp(expectError(`(?s)UNREACHABLE!.*Permission denied \(publickey\)`))),
+			},
+			Check: noSecrets(),
+		},
+		{
+			// Host key checking is on by default: other host keys are refused.
+			Config: run(fmt.Sprintf("  ssh_known_hosts = %q\n", wrongKnown.String())), ConfigVariables: vars(key),
+			ExpectError: expectError(`(?s)Run Failed.*UNREACHABLE!.*(REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed)`),
+		},
+		{
+			// Turned off explicitly, no known_hosts is needed.
+			Config: run("  ssh_host_key_checking = false\n"), ConfigVariables: vars(key),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 0)),
+			},
+		},
+		{
+			Config: run(knownHosts), ConfigVariables: func() config.Variables {
+				v := vars(key)
+				v["vault_pw"] = config.StringVariable(wrongPW)
+				return v
+			}(),
+			ExpectError: expectError(`(?s)Run Failed.*Decryption failed`),
+		},
+	}
+	for i := range steps {
+		steps[i].ConfigPlanChecks.PreApply = []plancheck.PlanCheck{noSecretInPlan(secrets)}
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		TerraformVersionChecks:   writeOnlyVersions,
 		CheckDestroy:             e.checkNoRunPods(ns),
-		Steps: []resource.TestStep{
-			{
-				Config: run(knownHosts), ConfigVariables: vars(other, key),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{noSecretInPlan(secrets)}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
-				},
-				Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets), e.checkNoRunPods(ns)),
-			},
-			{
-				// A key the targets do not accept: every host is unreachable.
-				Config: run(knownHosts + "  ignore_failure = true\n"), ConfigVariables: vars(wrong),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("failed")),
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(1, 0)),
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"),
-						knownvalue.StringRegexp(expectError(`(?s)UNREACHABLE!.*Permission denied \(publickey\)`))),
-				},
-				Check: noSecrets(),
-			},
-			{
-				// Host key checking is on by default: other host keys are refused.
-				Config: run(fmt.Sprintf("  ssh_known_hosts = %q\n", wrongKnown.String())), ConfigVariables: vars(key),
-				ExpectError: expectError(`(?s)Run Failed.*UNREACHABLE!.*(REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed)`),
-			},
-			{
-				// Turned off explicitly, no known_hosts is needed.
-				Config: run("  ssh_host_key_checking = false\n"), ConfigVariables: vars(key),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 0)),
-				},
-			},
-			{
-				Config: run(knownHosts), ConfigVariables: func() config.Variables {
-					v := vars(key)
-					v["vault_pw"] = config.StringVariable("not-the-vault-pw")
-					return v
-				}(),
-				ExpectError: expectError(`(?s)Run Failed.*Decryption failed`),
-			},
-		},
+		Steps:                    steps,
 	})
 	pods.check(t, secrets)
 	checkStateFiles(t, workDirs, secrets)
