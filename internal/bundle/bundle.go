@@ -58,7 +58,7 @@ var workerPIDFile = WorkerPIDFile
 const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
 
 // reserved names the files map may not use.
-var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml"}
+var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml", secretDir}
 
 // Bundle is one run's payload.
 type Bundle struct {
@@ -79,6 +79,11 @@ type Bundle struct {
 	// namespace (KUBECONFIG and K8S_AUTH_KUBECONFIG point to it) and deleted
 	// when the playbook ends.
 	Kubeconfig []byte
+	// SSH holds the run's keys and host key settings (ssh.go).
+	SSH SSH
+	// Vault maps vault ids to passwords (DefaultVaultID for the unlabelled
+	// one), passed as --vault-id id@file with 0600 files deleted after the run.
+	Vault map[string]string
 
 	Limit, Tags, SkipTags string
 	Verbosity, Forks      int
@@ -169,6 +174,9 @@ func (b *Bundle) validate() error {
 	if err := ValidateInventory(b.Inventory); err != nil {
 		return err
 	}
+	if err := b.validateSecrets(); err != nil {
+		return err
+	}
 	if b.Marker == "" || strings.ContainsAny(b.Marker, "\n'\x00") {
 		return errors.New("the marker must be a non-empty single line without quotes")
 	}
@@ -229,6 +237,11 @@ func (b *Bundle) Write(w io.Writer) error {
 			return err
 		}
 	}
+	for _, d := range b.secretDirs() {
+		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o700, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+	}
 	for _, p := range slices.Sorted(maps.Keys(b.Files)) {
 		if err := add(p, 0o644, []byte(b.Files[p])); err != nil {
 			return err
@@ -241,37 +254,40 @@ func (b *Bundle) Write(w io.Writer) error {
 		// Ansible's yaml inventory plugin only reads .yml/.yaml/.json files.
 		invName = "inventory.yml"
 	}
-	type entry struct {
-		name    string
-		mode    int64
-		content []byte
-	}
-	files := []entry{
+	files := []bundleFile{
 		{ScriptName, 0o700, []byte(b.script(invName))},
 		{invName, 0o644, []byte(inv)},
 		{callbackDir + "/kubeplay_stats.py", 0o644, statsCallback},
 	}
 	if b.Playbook != "" {
-		files = append(files, entry{PlaybookName, 0o644, []byte(b.Playbook)})
+		files = append(files, bundleFile{PlaybookName, 0o644, []byte(b.Playbook)})
 	}
 	if len(b.ExtraVars) > 0 {
-		files = append(files, entry{varsName, 0o644, b.ExtraVars})
+		files = append(files, bundleFile{varsName, 0o644, b.ExtraVars})
 	}
 	if len(b.SecretVars) > 0 {
-		files = append(files, entry{secretVars, 0o600, b.SecretVars})
+		files = append(files, bundleFile{secretVars, 0o600, b.SecretVars})
 	}
 	if len(b.SecretEnv) > 0 {
-		files = append(files, entry{secretEnvName, 0o600, []byte(exports(b.SecretEnv))})
+		files = append(files, bundleFile{secretEnvName, 0o600, []byte(exports(b.SecretEnv))})
 	}
 	if len(b.Kubeconfig) > 0 {
-		files = append(files, entry{kubeconfig, 0o600, b.Kubeconfig})
+		files = append(files, bundleFile{kubeconfig, 0o600, b.Kubeconfig})
 	}
+	files = append(files, b.secretEntries()...)
 	for _, f := range files {
 		if err := add(f.name, f.mode, f.content); err != nil {
 			return err
 		}
 	}
 	return tw.Close()
+}
+
+// bundleFile is one file of the bundle.
+type bundleFile struct {
+	name    string
+	mode    int64
+	content []byte
 }
 
 func isYAMLMap(s string) bool {
@@ -301,6 +317,7 @@ func (b *Bundle) Args(inventory string) []string {
 	if len(b.SecretVars) > 0 {
 		args = append(args, "-e", "@"+secretVars)
 	}
+	args = append(args, b.vaultArgs()...)
 	if b.Limit != "" {
 		args = append(args, "--limit", b.Limit)
 	}
@@ -337,6 +354,7 @@ func (b *Bundle) script(inventory string) string {
 	if len(b.Env) > 0 {
 		sb.WriteString(exports(b.Env))
 	}
+	sb.WriteString(b.sshSetup())
 	if len(b.Kubeconfig) > 0 {
 		sb.WriteString(`export KUBECONFIG="$PWD/` + kubeconfig + `" K8S_AUTH_KUBECONFIG="$PWD/` + kubeconfig + `"` + "\n")
 	}
@@ -346,7 +364,7 @@ func (b *Bundle) script(inventory string) string {
 	} else {
 		sb.WriteString(`export ANSIBLE_CALLBACK_PLUGINS="$PWD/` + callbackDir + `" ANSIBLE_CALLBACKS_ENABLED=kubeplay_stats` +
 			` KUBEPLAY_STATS_FILE="$PWD/` + statsName + `" ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0` +
-			` ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_HOST_KEY_CHECKING=0 PYTHONUNBUFFERED=1` + "\n")
+			` ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1` + "\n")
 		cmd = append([]string{"ansible-playbook"}, b.Args(inventory)...)
 	}
 	quoted := make([]string, len(cmd))
@@ -370,6 +388,7 @@ func (b *Bundle) script(inventory string) string {
 		"exec 3<&-\n" +
 		"wait \"$pid\"\nrc=$?\n" +
 		"kill \"$watcher\" 2>/dev/null\n")
+	sb.WriteString(b.sshCleanup())
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
 	}

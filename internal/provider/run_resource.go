@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -88,6 +89,12 @@ type runModel struct {
 	IgnoreFailure    types.Bool     `tfsdk:"ignore_failure"`
 	OutputLimit      types.Int64    `tfsdk:"output_limit"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+	// SSH and vault (run_ssh.go).
+	SSHPrivateKeysWO   types.List   `tfsdk:"ssh_private_keys_wo"`
+	SSHKnownHosts      types.String `tfsdk:"ssh_known_hosts"`
+	SSHHostKeyChecking types.Bool   `tfsdk:"ssh_host_key_checking"`
+	VaultPasswordWO    types.String `tfsdk:"vault_password_wo"`
+	VaultPasswordsWO   types.Map    `tfsdk:"vault_passwords_wo"`
 
 	Status       types.String `tfsdk:"status"`
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
@@ -314,6 +321,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			}),
 		},
 	}
+	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
 }
 
 func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -323,6 +331,9 @@ func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest
 func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m runModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if !resp.Diagnostics.HasError() {
+		sshWarnings(ctx, m, &resp.Diagnostics)
+	}
 	if resp.Diagnostics.HasError() || m.Command.IsNull() {
 		return
 	}
@@ -713,6 +724,7 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, playboo
 	if v := config.ExtraVarsWO.ValueString(); v != "" {
 		b.SecretVars = []byte(v)
 	}
+	b.SSH, b.Vault = sshSettings(ctx, plan, config, diags)
 	return b
 }
 

@@ -12,7 +12,7 @@ import (
 // Secrets returns the values to redact from a run's output, in every form a
 // playbook may print them: the leaf values of its secret variables (numbers
 // as Python prints them, strings raw and JSON-escaped) and its secret
-// environment's values. A secret variables document that is not JSON is
+// environment's values, its SSH keys (line by line) and vault passwords. A secret variables document that is not JSON is
 // redacted whole.
 func Secrets(b bundle.Bundle) []string {
 	var out []string
@@ -21,6 +21,9 @@ func Secrets(b bundle.Bundle) []string {
 	}
 	for _, k := range managed.SortedKeys(b.SecretEnv) {
 		out = append(out, outputtail.SecretForms(b.SecretEnv[k])...)
+	}
+	for _, v := range b.SecretStrings() {
+		out = append(out, outputtail.SecretForms(v)...)
 	}
 	return out
 }

@@ -11,8 +11,12 @@
 #      (module tools/testcluster/etcd).
 #   3. <cache>/img: docker-archive image tarballs made by mkimage.sh
 #        pause.tar  kubeplay.test/pause:v1  only /pause (kubeplay-pause); the sandbox image
-#        ee.tar     kubeplay.test/ee:v1     debootstrap --variant=minbase bookworm with python3
-#                                           and ansible-core; cmd /bin/sleep infinity
+#        ee.tar     kubeplay.test/ee:v1     debootstrap --variant=minbase bookworm with python3,
+#                                           ansible-core, openssh-client (Ansible's ssh
+#                                           connection, ssh-agent) and openssh-server (the
+#                                           SSH targets of the acceptance tests run sshd in
+#                                           pods of this image); cmd /bin/sleep infinity.
+#                                           Rebuilt when EE_PACKAGES changes (img/ee.pkgs).
 #
 # Environment: KUBEPLAY_CACHE_DIR (default <repo>/.cache), FORCE=1,
 #              KUBEPLAY_DEBIAN_MIRROR (default http://deb.debian.org/debian).
@@ -95,16 +99,19 @@ if stale "$IMG/pause.tar" "$BIN/kubeplay-pause" "$TC_DIR/mkimage.sh"; then
   rm -rf "$WORK/pause-rootfs"
 fi
 
-if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ]; then
+# python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
+# (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
+# One image serves both sides of the SSH tests: a superset keeps every earlier test working
+# and the cluster imports one image instead of two.
+EE_PACKAGES=python3,ansible-core,python3-cffi-backend,openssh-client,openssh-server
+if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ] || [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" != "$EE_PACKAGES" ]; then
   [ "$(id -u)" = 0 ] || die "debootstrap needs root"
   ROOTFS=$WORK/ee-rootfs
-  if [ "$FORCE" = 1 ] || [ ! -e "$ROOTFS/.complete" ]; then
+  if [ "$FORCE" = 1 ] || [ ! -e "$ROOTFS/.complete" ] || [ "$(cat "$ROOTFS/.complete")" != "$EE_PACKAGES" ]; then
     rm -rf "$ROOTFS"
-    # python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
-    # (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
     log "debootstrap bookworm (log: $WORK/debootstrap.log)"
     if ! timed "debootstrap" to_log "$WORK/debootstrap.log" debootstrap --variant=minbase \
-        --include=python3,ansible-core,python3-cffi-backend bookworm "$ROOTFS" "$MIRROR"; then
+        --include="$EE_PACKAGES" bookworm "$ROOTFS" "$MIRROR"; then
       tail -n 20 "$WORK/debootstrap.log" >&2
       die "debootstrap failed"
     fi
@@ -114,10 +121,13 @@ if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ]; then
       "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log "$ROOTFS"/var/log/apt/* "$ROOTFS"/debootstrap
     # The runtime provides these per container.
     : > "$ROOTFS/etc/resolv.conf"; : > "$ROOTFS/etc/hostname"
-    touch "$ROOTFS/.complete"
+    # Host keys made at build time would be shared by every target: targets make their own.
+    rm -f "$ROOTFS"/etc/ssh/ssh_host_*
+    echo "$EE_PACKAGES" > "$ROOTFS/.complete"
   fi
   timed "image $EE_IMAGE" "$TC_DIR/mkimage.sh" --rootfs "$ROOTFS" --tag "$EE_IMAGE" \
     --cmd '["/bin/sleep","infinity"]' --exclude ./.complete --out "$IMG/ee.tar"
+  echo "$EE_PACKAGES" > "$IMG/ee.pkgs"
   rm -rf "$ROOTFS"
 fi
 
