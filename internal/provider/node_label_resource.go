@@ -223,7 +223,7 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"privileged": schema.BoolAttribute{
 				MarkdownDescription: forPod("Whether the `worker` container runs privileged. Runs with it need a container group whose " +
 					"`pod_security_level` is `privileged`."),
-				Optional:            true,
+				Optional: true,
 			},
 			"volumes": schema.StringAttribute{
 				MarkdownDescription: forPod("The pod's volumes: a YAML or JSON list of Kubernetes Volumes, for example " +
