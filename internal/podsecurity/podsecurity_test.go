@@ -166,3 +166,27 @@ func TestNamespaceLabels(t *testing.T) {
 		t.Errorf(`NamespaceLabels("") = %v, want the default level`, got)
 	}
 }
+
+// FuzzCheck: whatever pod an override renders and whatever the level,
+// Check does not panic, and a refusal names at least one check.
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{"", "spec:\n  hostNetwork: true\n", "spec:\n  containers: [{name: worker, securityContext: {privileged: true, capabilities: {add: [ALL, null]}}}]\n",
+		"spec:\n  volumes: [{name: v, hostPath: {path: /}}]\n  securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: '1'}], seLinuxOptions: {type: x}}\n",
+		"metadata:\n  annotations: {container.apparmor.security.beta.kubernetes.io/worker: unconfined}\n",
+		"spec:\n  initContainers: [{name: i, image: x, ports: [{containerPort: 1, hostPort: 2}]}]\n  ephemeralContainers: [{name: e, image: x, securityContext: {procMount: Unmasked}}]\n"} {
+		for _, l := range []string{"", podsecurity.Baseline, podsecurity.Restricted, "bogus"} {
+			f.Add(s, l)
+		}
+	}
+	f.Fuzz(func(t *testing.T, override, level string) {
+		pod, err := podspec.RenderGroup(podspec.Group{Name: "g", Namespace: "runs", Override: override})
+		if err != nil {
+			pod = nil
+		}
+		err = podsecurity.Check(level, pod)
+		var ve *podsecurity.ViolationError
+		if errors.As(err, &ve) && (len(ve.Violations) == 0 || ve.Violations[0].Reason == "") {
+			t.Fatalf("a refusal without a check: %v", err)
+		}
+	})
+}
