@@ -45,6 +45,9 @@ type Group struct {
 	Priority          *int64            `json:"priority,omitempty"`
 	Labels            map[string]string `json:"labels"`
 	Annotations       map[string]string `json:"annotations"`
+	// PodSecurityLevel is the Pod Security Standard level of the group's
+	// run pods; "" (groups stored before it existed) is podsecurity.Default.
+	PodSecurityLevel string `json:"pod_security_level,omitempty"`
 }
 
 // Limits are the group's capacity limits.

@@ -9,15 +9,18 @@ package groupside
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 )
 
@@ -28,6 +31,15 @@ type Spec struct {
 	ManageNamespace bool
 	Limits          capacity.Limits
 	MaxForks        *int64
+	// PodSecurityLevel is enforced on a managed namespace by the API
+	// server's PodSecurity admission; "" is podsecurity.Default.
+	PodSecurityLevel string
+}
+
+// namespaceLabels are the labels of a managed namespace: the group's, and
+// the PodSecurity admission plugin's enforce labels at the group's level.
+func (s Spec) namespaceLabels() map[string]string {
+	return managed.Merge(managed.Labels(managed.LabelContainerGroup, s.Name), podsecurity.NamespaceLabels(s.PodSecurityLevel))
 }
 
 // needsNamespace: the quota or a ledger lives in the namespace.
@@ -163,13 +175,18 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 		return PodsOnly, true, nil
 	case err == nil && s.ManageNamespace && !managed.Owns(ns, managed.LabelContainerGroup, s.Name):
 		return Ready, true, &NamespaceExistsError{Namespace: s.Namespace, Group: s.Name}
+	case err == nil && s.ManageNamespace:
+		if err := relabel(ctx, kube, ns, s.namespaceLabels()); err != nil {
+			return Ready, true, &NamespaceError{Op: OpWrite, Namespace: s.Namespace, Err: err}
+		}
+		return Ready, false, nil
 	case err == nil:
 		return Ready, false, nil
 	case !apierrors.IsNotFound(err):
 		return Ready, true, &NamespaceError{Op: OpRead, Namespace: s.Namespace, Err: err}
 	case s.ManageNamespace:
 		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace,
-			Labels: managed.Labels(managed.LabelContainerGroup, s.Name)}}, metav1.CreateOptions{FieldManager: managed.FieldManager})
+			Labels: s.namespaceLabels()}}, metav1.CreateOptions{FieldManager: managed.FieldManager})
 		if err != nil {
 			return Ready, true, &NamespaceError{Op: OpCreate, Namespace: s.Namespace, Err: err}
 		}
@@ -180,14 +197,43 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 	return NamespaceAbsent, true, nil
 }
 
+// relabel sets want on the group's own namespace ns, such as a changed
+// pod security level, by a merge patch that keeps the labels it does not
+// name.
+func relabel(ctx context.Context, kube kubernetes.Interface, ns *corev1.Namespace, want map[string]string) error {
+	same := true
+	for k, v := range want {
+		same = same && ns.Labels[k] == v
+	}
+	if same {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
+	if err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Namespaces().Patch(ctx, ns.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: managed.FieldManager})
+	return err
+}
+
 // Missing names what s needs on the cluster and is gone, such as
 // "ResourceQuota runs/kubeplay-awx"; nothing when all is there or when it
 // cannot tell (a credential that may not look).
 func Missing(ctx context.Context, kube kubernetes.Interface, s Spec) []string {
 	var missing []string
 	core := kube.CoreV1()
-	if _, err := core.Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) && s.ManageNamespace {
+	ns, err := core.Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && s.ManageNamespace:
 		missing = append(missing, "namespace "+s.Namespace)
+	case err == nil && s.ManageNamespace:
+		want := podsecurity.NamespaceLabels(s.PodSecurityLevel)
+		for _, k := range managed.SortedKeys(want) {
+			if v := want[k]; ns.Labels[k] != v {
+				missing = append(missing, fmt.Sprintf("label %s=%s of namespace %s", k, v, s.Namespace))
+			}
+		}
 	}
 	if !s.Limits.Empty() {
 		name := capacity.QuotaName(s.Name)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 )
 
 // TestMain turns off client-go's watch-list: the fake clientset does not
@@ -42,12 +43,12 @@ func forbid(kube *fake.Clientset, verb, resource string) {
 	})
 }
 
-// writes lists the create, update and delete actions, as "verb resource".
+// writes lists the create, update, patch and delete actions, as "verb resource".
 func writes(kube *fake.Clientset) []string {
 	var out []string
 	for _, a := range kube.Actions() {
 		switch a.GetVerb() {
-		case "create", "update", "delete":
+		case "create", "update", "patch", "delete":
 			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
 		}
 	}
@@ -270,5 +271,74 @@ func TestSharing(t *testing.T) {
 	users, err = Sharing(ctx, kube, s, others)
 	if err == nil || len(users) != 1 {
 		t.Errorf("with pods unreadable: %q, %v; want the other group and the error", users, err)
+	}
+}
+
+// A managed namespace carries the PodSecurity enforce labels of the group's
+// level, follows a change of level and keeps other labels; a namespace the
+// group does not manage is never relabelled.
+func TestNamespacePodSecurityLabels(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	s := Spec{Name: "g", Namespace: "runs", ManageNamespace: true}
+	if _, err := Ensure(ctx, kube, s); err != nil {
+		t.Fatal(err)
+	}
+	labels := func() map[string]string {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, "runs", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns.Labels
+	}
+	if l := labels(); l[podsecurity.EnforceLabel] != podsecurity.Default || l[podsecurity.EnforceVersionLabel] != "latest" ||
+		l[managed.LabelContainerGroup] != "g" {
+		t.Fatalf("created namespace labels = %v", l)
+	}
+	if m := Missing(ctx, kube, s); len(m) != 0 {
+		t.Errorf("missing right after Ensure: %v", m)
+	}
+	if w := writes(kube); slices.Contains(w, "patch namespaces") {
+		t.Errorf("a fresh namespace was patched: %v", w)
+	}
+	ns, _ := kube.CoreV1().Namespaces().Get(ctx, "runs", metav1.GetOptions{})
+	ns.Labels["team"] = "ci"
+	if _, err := kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.PodSecurityLevel = podsecurity.Restricted
+	want := "label pod-security.kubernetes.io/enforce=restricted of namespace runs"
+	if m := Missing(ctx, kube, s); !slices.Equal(m, []string{want}) {
+		t.Errorf("missing after a change of level = %v, want [%s]", m, want)
+	}
+	if _, err := Ensure(ctx, kube, s); err != nil {
+		t.Fatal(err)
+	}
+	if l := labels(); l[podsecurity.EnforceLabel] != podsecurity.Restricted || l["team"] != "ci" || l[managed.LabelContainerGroup] != "g" {
+		t.Errorf("relabelled namespace labels = %v", l)
+	}
+	if m := Missing(ctx, kube, s); len(m) != 0 {
+		t.Errorf("missing after relabelling: %v", m)
+	}
+	// Ensure again: nothing to change, nothing written.
+	kube.ClearActions()
+	if _, err := Ensure(ctx, kube, s); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(kube); slices.Contains(w, "patch namespaces") {
+		t.Errorf("an up-to-date namespace was patched: %v", w)
+	}
+
+	// Not managed: the namespace is the user's, whatever the level.
+	kube = fake.NewClientset(runsNamespace(map[string]string{"app": "web"}))
+	u := Spec{Name: "g", Namespace: "runs", PodSecurityLevel: podsecurity.Restricted, MaxForks: ptr(1)}
+	if _, err := Ensure(ctx, kube, u); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(kube); slices.Contains(w, "patch namespaces") || slices.Contains(w, "update namespaces") {
+		t.Errorf("an unmanaged namespace was relabelled: %v", w)
+	}
+	if m := Missing(ctx, kube, u); len(m) != 0 {
+		t.Errorf("an unmanaged namespace's labels reported missing: %v", m)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -80,6 +81,7 @@ type containerGroupModel struct {
 	Priority                   types.Int64  `tfsdk:"priority"`
 	Labels                     types.Map    `tfsdk:"labels"`
 	Annotations                types.Map    `tfsdk:"annotations"`
+	PodSecurityLevel           types.String `tfsdk:"pod_security_level"`
 	RenderedPod                types.String `tfsdk:"rendered_pod"`
 }
 
@@ -115,6 +117,22 @@ const containerGroupDescription = "A container group says where runs execute and
 	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
 	"for more forks than `max_forks` fails at once.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
+
+const podSecurityLevelDescription = "The Kubernetes [Pod Security Standard]" +
+	"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the group " +
+	"must meet: `privileged`, `baseline` or `restricted`. It is checked at plan time with the checks of the API " +
+	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`, at their latest version) against " +
+	"`rendered_pod`, and against the pod of each run with its node label, so that a label asking for " +
+	"`privileged = true`, a `hostPath` volume, host namespaces or added capabilities is refused before anything " +
+	"runs; the error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
+	"`pod-security.kubernetes.io/enforce=<level>` and `pod-security.kubernetes.io/enforce-version=latest`, so the " +
+	"API server itself refuses every pod below the level there, kubeplay's or not; a namespace the group does not " +
+	"manage is not relabelled. Defaults to `baseline`, which refuses what lets a pod take over its node " +
+	"(privileged containers, host namespaces, paths and ports, added capabilities) and which the default run pod " +
+	"passes; `restricted` refuses it, since AWX's execution environments run as root: a group at `restricted` needs " +
+	"an image that runs as another user and a `pod_spec_override` that sets `runAsNonRoot: true`, " +
+	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`. " +
+	"`privileged` checks nothing."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"
@@ -287,6 +305,13 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				ElementType:         types.StringType,
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
+			"pod_security_level": schema.StringAttribute{
+				MarkdownDescription: podSecurityLevelDescription,
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(podsecurity.Default),
+				Validators:          []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
+			},
 			"rendered_pod": schema.StringAttribute{
 				MarkdownDescription: "The group's default run pod as YAML, after `image`, `labels`, `annotations` and " +
 					"`pod_spec_override`; known at plan time when they are. Each run adds its name, labels and node label.",
@@ -318,6 +343,13 @@ func (r *containerGroupResource) ValidateConfig(ctx context.Context, req resourc
 		resp.Diagnostics.AddAttributeError(path.Root("pod_spec_override"), "Conflicting Namespaces",
 			fmt.Sprintf("pod_spec_override sets metadata.namespace %q but namespace is %q. Remove one of them, or make "+
 				"them equal.", ns, m.Namespace.ValueString()))
+		return
+	}
+	if _, err := podsecurity.Level(m.PodSecurityLevel.ValueString()); err == nil && !m.PodSecurityLevel.IsUnknown() && !m.Image.IsUnknown() {
+		// The level's checks look at the spec: the override and the image
+		// are enough to tell before the plan.
+		renderGroupPod(catalog.Group{Name: m.Name.ValueString(), Namespace: ns, Image: m.Image.ValueString(),
+			PodSpecOverride: m.PodSpecOverride.ValueString(), PodSecurityLevel: m.PodSecurityLevel.ValueString()}, &resp.Diagnostics)
 	}
 }
 
@@ -348,7 +380,7 @@ func addOverrideError(err error, diags *diag.Diagnostics) {
 // so that a run's pod renders at plan whatever else (the credential, the
 // limits) is known only at apply.
 func podInputsKnown(m containerGroupModel) bool {
-	for _, v := range []attr.Value{m.Name, m.Namespace, m.Image, m.PodSpecOverride, m.Labels, m.Annotations,
+	for _, v := range []attr.Value{m.Name, m.Namespace, m.Image, m.PodSpecOverride, m.Labels, m.Annotations, m.PodSecurityLevel,
 		m.DefaultLabelCPU, m.DefaultLabelCPULimit, m.DefaultLabelMemory, m.DefaultLabelMemoryLimit,
 		m.DefaultLabelStorage, m.DefaultLabelStorageLimit, m.DefaultLabelExtraResources} {
 		if v.IsUnknown() {
@@ -390,6 +422,7 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		Priority:          ptrInt64(m.Priority),
 		Labels:            goStringMap(ctx, m.Labels, diags),
 		Annotations:       goStringMap(ctx, m.Annotations, diags),
+		PodSecurityLevel:  m.PodSecurityLevel.ValueString(),
 	}, known
 }
 
@@ -417,6 +450,11 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 	m.Priority = nullableInt64(g.Priority)
 	m.Labels = nullableStringMap(ctx, g.Labels, diags)
 	m.Annotations = nullableStringMap(ctx, g.Annotations, diags)
+	if level, err := podsecurity.Level(g.PodSecurityLevel); err == nil {
+		m.PodSecurityLevel = types.StringValue(level)
+	} else {
+		m.PodSecurityLevel = types.StringValue(g.PodSecurityLevel) // a plan refuses it
+	}
 	m.RenderedPod = types.StringValue(rendered)
 }
 
@@ -451,9 +489,8 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
 	podKnown := podInputsKnown(plan)
 	if podKnown {
-		y, err := spec.RenderPod()
-		if err != nil {
-			addOverrideError(err, &resp.Diagnostics)
+		y, ok := renderGroupPod(spec, &resp.Diagnostics)
+		if !ok {
 			return
 		}
 		plan.RenderedPod = types.StringValue(y)
@@ -479,10 +516,68 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 }
 
+// renderGroupPod renders the group's default run pod as YAML and holds it
+// to the group's pod security level.
+func renderGroupPod(g catalog.Group, diags *diag.Diagnostics) (string, bool) {
+	pod, err := podspec.RenderGroup(g.PodGroup())
+	var y string
+	if err == nil {
+		y, err = podspec.ToYAML(pod)
+	}
+	if err != nil {
+		addOverrideError(err, diags)
+		return "", false
+	}
+	if err := podsecurity.Check(g.PodSecurityLevel, pod); err != nil {
+		addGroupPodSecurityError(g, err, diags)
+		return "", false
+	}
+	return y, true
+}
+
+// addGroupPodSecurityError reports a default run pod below the group's
+// level: at pod_spec_override when the pod passes without it, else at
+// pod_security_level.
+func addGroupPodSecurityError(g catalog.Group, err error, diags *diag.Diagnostics) {
+	var ve *podsecurity.ViolationError
+	if !errors.As(err, &ve) {
+		diags.AddAttributeError(path.Root("pod_security_level"), "Invalid Pod Security Level",
+			fmt.Sprintf("%v. Set one of %s.", err, strings.Join(podsecurity.Levels, ", ")))
+		return
+	}
+	bare := g
+	bare.PodSpecOverride = ""
+	if pod, err := podspec.RenderGroup(bare.PodGroup()); g.PodSpecOverride != "" && err == nil &&
+		podsecurity.Check(g.PodSecurityLevel, pod) == nil {
+		diags.AddAttributeError(path.Root("pod_spec_override"), "Run Pod Below Pod Security Level",
+			fmt.Sprintf("With pod_spec_override, the run pod of container group %q %s\nRemove what the checks name from "+
+				"pod_spec_override, or lower pod_security_level.", g.Name, violationList(ve)))
+		return
+	}
+	diags.AddAttributeError(path.Root("pod_security_level"), "Run Pod Below Pod Security Level",
+		fmt.Sprintf("The run pod of container group %q %s\nMake pod_spec_override (and the image) meet level %q, or "+
+			"lower pod_security_level; the default pod meets %q.", g.Name, violationList(ve), ve.Level, podsecurity.Default))
+}
+
+// violationList words a pod security failure with each failed check on a
+// line of its own: the library's forbidden reason, then its detail. The
+// last line ends without a newline.
+func violationList(ve *podsecurity.ViolationError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "violates PodSecurity %q. Failed checks:", ve.Level+":latest")
+	for _, v := range ve.Violations {
+		b.WriteString("\n  - " + v.Reason)
+		if v.Detail != "" {
+			b.WriteString(": " + v.Detail)
+		}
+	}
+	return b.String()
+}
+
 // sideSpec is what the group's cluster must hold for it.
 func sideSpec(g catalog.Group) groupside.Spec {
 	return groupside.Spec{Name: g.Name, Namespace: g.Namespace, ManageNamespace: g.ManageNamespace,
-		Limits: g.Limits(), MaxForks: g.MaxForks}
+		Limits: g.Limits(), MaxForks: g.MaxForks, PodSecurityLevel: g.PodSecurityLevel}
 }
 
 // warnShared warns when the group's namespace holds another group or other
@@ -542,8 +637,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		return
 	}
 	g, _ := specFromGroupModel(ctx, plan, diags)
-	if _, err := g.RenderPod(); err != nil {
-		addOverrideError(err, diags)
+	if _, ok := renderGroupPod(g, diags); !ok {
 		return
 	}
 	store := r.data.catalogWriter(ctx, diags)
@@ -609,6 +703,10 @@ func addGroupSideError(diags *diag.Diagnostics, g catalog.Group, host string, er
 		diags.AddError("Deleting Namespace Failed", fmt.Sprintf("Deleting namespace %q on %s: %v. A namespace "+
 			"that stays Terminating has a finalizer that has not finished: see `kubectl get namespace %s -o yaml`.",
 			g.Namespace, host, nsErr.Err, g.Namespace))
+	case errors.As(err, &nsErr) && nsErr.Op == groupside.OpWrite:
+		diags.AddAttributeError(path.Root("pod_security_level"), "Labelling Namespace Failed",
+			fmt.Sprintf("Setting the pod security labels of namespace %q on %s: %v. The group's credential needs to "+
+				"patch namespaces.", g.Namespace, host, nsErr.Err))
 	case errors.As(err, &nsErr) && nsErr.Op == groupside.OpCreate:
 		diags.AddAttributeError(path.Root("namespace"), "Creating Namespace Failed",
 			fmt.Sprintf("Creating namespace %q on %s: %v.", g.Namespace, host, nsErr.Err))

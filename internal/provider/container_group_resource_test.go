@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -174,6 +175,127 @@ func TestAccContainerGroup_lifecycle(t *testing.T) {
 	})
 }
 
+// TestAccContainerGroup_podSecurity: a managed namespace carries the
+// PodSecurity enforce label of the group's level, so the API server itself
+// refuses a privileged or hostPath pod that never went through kubeplay's
+// plan; the label follows the level and is repaired when removed by hand;
+// a level the default pod cannot meet fails the plan naming each check.
+func TestAccContainerGroup_podSecurity(t *testing.T) {
+	e := newTestEnv(t)
+	name, ns := randName("psa"), randName("kp-psa")
+	t.Cleanup(func() { e.deleteNamespace(ns) }) // in case destroy did not run
+	body := func(level string) string {
+		b := fmt.Sprintf("  name             = %q\n  namespace        = %q\n  manage_namespace = true\n  image            = %q\n",
+			name, ns, acctest.TestImage())
+		if level != "" {
+			b += fmt.Sprintf("  pod_security_level = %q\n", level)
+		}
+		return b
+	}
+	privileged := func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	hostPath := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: groupConfig(e, body("")),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("pod_security_level"), knownvalue.StringExact("baseline")),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					e.checkNamespaceLabels(ns, map[string]string{
+						"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
+					}),
+					// The rendered pod passes; pods made behind kubeplay's back do not.
+					e.checkAdmission(ns, nil, ""),
+					e.checkAdmission(ns, privileged, `violates PodSecurity "baseline:latest": privileged \(container "worker" must not set securityContext.privileged=true\)`),
+					e.checkAdmission(ns, hostPath, `violates PodSecurity "baseline:latest": hostPath volumes \(volume "root"\)`),
+				),
+			},
+			{
+				Config:      groupConfig(e, body("restricted")),
+				ExpectError: expectError(`(?s)Run Pod Below Pod Security Level.*violates PodSecurity "restricted:latest".*- allowPrivilegeEscalation != false: container "worker".*- runAsNonRoot != true.*- seccompProfile`),
+			},
+			{
+				Config: groupConfig(e, body("privileged")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(groupAddr, plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					e.checkNamespaceLabels(ns, map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}),
+					e.checkAdmission(ns, privileged, ""),
+					e.checkAdmission(ns, hostPath, ""),
+				),
+			},
+			{
+				// Drift: the enforce label was removed by hand; the plan puts it back.
+				PreConfig: func() {
+					patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null}}}`)
+					if _, err := e.kube.CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: groupConfig(e, body("")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(groupAddr, plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					e.checkNamespaceLabels(ns, map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}),
+					e.checkAdmission(ns, privileged, `violates PodSecurity "baseline:latest": privileged`),
+				),
+			},
+		},
+	})
+}
+
+// checkNamespaceLabels checks that ns carries want, among other labels.
+func (e *testEnv) checkNamespaceLabels(ns string, want map[string]string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		got, err := e.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for k, v := range want {
+			if got.Labels[k] != v {
+				return fmt.Errorf("namespace %s label %s = %q, want %q (labels %v)", ns, k, got.Labels[k], v, got.Labels)
+			}
+		}
+		return nil
+	}
+}
+
+// checkAdmission creates the group's rendered pod, changed by edit, directly
+// with client-go (a server-side dry run: it goes through admission and
+// leaves nothing), and expects the API server to refuse it with an error
+// matching refusal, or to admit it when refusal is "".
+func (e *testEnv) checkAdmission(ns string, edit func(*corev1.Pod), refusal string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict([]byte(s.RootModule().Resources[groupAddr].Primary.Attributes["rendered_pod"]), &pod); err != nil {
+			return fmt.Errorf("rendered_pod: %w", err)
+		}
+		pod.GenerateName = "bypass-"
+		if edit != nil {
+			edit(&pod)
+		}
+		_, err := e.kube.CoreV1().Pods(ns).Create(context.Background(), &pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case refusal == "" && err != nil:
+			return fmt.Errorf("the API server refused a pod its namespace's level allows: %w", err)
+		case refusal == "":
+			return nil
+		case err == nil || !apierrors.IsForbidden(err) || !regexp.MustCompile(refusal).MatchString(err.Error()):
+			return fmt.Errorf("pod made without kubeplay in %s: got %v, want the API server's refusal %q", ns, err, refusal)
+		}
+		e.t.Logf("refused by the API server's PodSecurity admission: %v", err)
+		return nil
+	}
+}
+
 // TestAccContainerGroup_seed000 applies AWX's override verbatim: the unnamed
 // container becomes the worker and keeps its defaults, the namespace comes
 // from the override, and the rendered pod is known at plan time.
@@ -227,7 +349,8 @@ func TestAccContainerGroup_dataSource(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-ds")
 	name := randName("shared")
-	body := fmt.Sprintf("  name      = %q\n  namespace = %q\n  max_concurrent_runs = 5\n  default_label_cpu = \"500m\"\n", name, ns)
+	body := fmt.Sprintf("  name      = %q\n  namespace = %q\n  max_concurrent_runs = 5\n  default_label_cpu = \"500m\"\n"+
+		"  pod_security_level = \"privileged\"\n", name, ns)
 	ds := "\ndata \"kubeplay_container_group\" \"test\" {\n  name = kubeplay_container_group.test.name\n}\n"
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -238,6 +361,7 @@ func TestAccContainerGroup_dataSource(t *testing.T) {
 					statecheck.ExpectKnownValue("data.kubeplay_container_group.test", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
 					statecheck.ExpectKnownValue("data.kubeplay_container_group.test", tfjsonpath.New("max_concurrent_runs"), knownvalue.Int64Exact(5)),
 					statecheck.ExpectKnownValue("data.kubeplay_container_group.test", tfjsonpath.New("default_label_cpu"), knownvalue.StringExact("500m")),
+					statecheck.ExpectKnownValue("data.kubeplay_container_group.test", tfjsonpath.New("pod_security_level"), knownvalue.StringExact("privileged")),
 					statecheck.CompareValuePairs(groupAddr, tfjsonpath.New("rendered_pod"),
 						"data.kubeplay_container_group.test", tfjsonpath.New("rendered_pod"), compare.ValuesSame()),
 				},
@@ -303,6 +427,12 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 		{"  pod_spec_override = \"metadata:\\n  labels:\\n    app.kubernetes.io/managed-by: someone-else\\n\"\n",
 			`(?s)Run Pod Labels Reserved By Kubeplay.*app.kubernetes.io/managed-by`},
 		{"  pod_spec_override = \"spec:\\n  hostname: a\\n  hostname: b\\n\"\n", `(?s)Invalid Pod Spec Override.*line 3.*hostname`},
+		// Pod security: the group's own pod is held to its level at plan.
+		{"  pod_spec_override = \"spec:\\n  hostNetwork: true\\n\"\n",
+			`(?s)Run Pod Below Pod Security Level.*pod_spec_override.*violates PodSecurity "baseline:latest".*- host namespaces: hostNetwork=true`},
+		{"  pod_security_level = \"restricted\"\n",
+			`(?s)Run Pod Below Pod Security Level.*violates PodSecurity "restricted:latest".*- runAsNonRoot != true.*the default pod meets "baseline"`},
+		{"  pod_security_level = \"none\"\n", `(?s)pod_security_level.*value must be one of`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

@@ -105,6 +105,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"`rendered_template` shows the label alone, without a group's defaults.\n\n" +
 			"With `spec`, the pod spec is used verbatim (Nodepool's rule): no other pod attribute and no group default " +
 			"applies, and the first container must host the run's shell.\n\n" +
+			"A run's pod, label included, must meet its container group's `pod_security_level`: at the default, " +
+			"`baseline`, a label with `privileged = true`, a `hostPath` volume, host namespaces or added capabilities " +
+			"fails the run's plan, which names each failed check.\n\n" +
 			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
 			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
 			"removed when the run ends; the run's pod stays in its group's namespace and its playbook gets a kubeconfig " +
@@ -218,8 +221,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"privileged": schema.BoolAttribute{
-				MarkdownDescription: forPod("Whether the `worker` container runs privileged."),
-				Optional:            true,
+				MarkdownDescription: forPod("Whether the `worker` container runs privileged. Runs with it need a container group whose " +
+					"`pod_security_level` is `privileged`."),
+				Optional: true,
 			},
 			"volumes": schema.StringAttribute{
 				MarkdownDescription: forPod("The pod's volumes: a YAML or JSON list of Kubernetes Volumes, for example " +

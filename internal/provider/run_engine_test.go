@@ -17,6 +17,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -38,6 +39,8 @@ func oneDiag(t *testing.T, diags diag.Diagnostics) (string, string) {
 
 func TestNotStarted(t *testing.T) {
 	boom := errors.New("boom")
+	violation := &podsecurity.ViolationError{Level: podsecurity.Baseline, Violations: []podsecurity.Violation{
+		{Reason: "hostPath volumes", Detail: `volume "root"`}}}
 	for _, c := range []struct {
 		err      error
 		head     string
@@ -50,6 +53,12 @@ func TestNotStarted(t *testing.T) {
 			"Error|forks|Container Group Capacity Unavailable", `claiming 3 forks in container group "g": boom.`},
 		{&runengine.NamespaceError{Label: "sandbox", Group: "g", Namespace: "sandbox-1", Err: boom},
 			"Error|node_label|Run Namespace Not Created", `Node label "sandbox" gives each run a namespace, and making sandbox-1 failed: boom.`},
+		{&runengine.PodSecurityError{Group: "g", Err: violation},
+			"Error|container_group|Run Pod Below Pod Security Level",
+			"The run pod of container group \"g\" violates PodSecurity \"baseline:latest\". Failed checks:\n  - hostPath volumes: volume \"root\"\nFix"},
+		{&runengine.PodSecurityError{Group: "g", Label: "host", Err: violation},
+			"Error|node_label|Run Pod Below Pod Security Level",
+			"with node label \"host\" the run pod violates PodSecurity \"baseline:latest\". Failed checks:\n  - hostPath volumes: volume \"root\"\n"},
 		{fmt.Errorf("container group %q: %w", "g", runengine.ErrGroupUnavailable),
 			"Error|container_group|Container Group Unavailable", `container group "g": the run's container group is unavailable.`},
 	} {
@@ -165,10 +174,11 @@ func TestRecord(t *testing.T) {
 func TestEngineGroup(t *testing.T) {
 	forks := int64(4)
 	g := engineGroup(&catalog.Group{Name: "g", Namespace: "runs", Credential: "c", Image: "img", PodSpecOverride: "spec: {}",
-		MaxForks: &forks, PodPendingTimeout: "90s", Labels: map[string]string{"a": "b"}, DefaultLabel: podspec.Resources{CPU: "1"}})
+		MaxForks: &forks, PodPendingTimeout: "90s", Labels: map[string]string{"a": "b"}, DefaultLabel: podspec.Resources{CPU: "1"},
+		PodSecurityLevel: podsecurity.Restricted})
 	if g.Name != "g" || g.Namespace != "runs" || g.Credential != "c" || g.MaxForks != &forks || g.MaxConcurrentRuns != nil ||
 		g.PendingTimeout != 90*time.Second || g.Pod.Image != "img" || g.Pod.Override != "spec: {}" || g.Pod.Labels["a"] != "b" ||
-		g.Pod.Name != "g" || g.DefaultLabel.CPU != "1" {
+		g.Pod.Name != "g" || g.DefaultLabel.CPU != "1" || g.PodSecurityLevel != podsecurity.Restricted {
 		t.Errorf("group %+v", g)
 	}
 	if g := engineGroup(&catalog.Group{PodPendingTimeout: "soon"}); g.PendingTimeout != 0 {

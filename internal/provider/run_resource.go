@@ -365,9 +365,10 @@ func engineGroup(g *catalog.Group) runengine.Group {
 	return runengine.Group{
 		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
 		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
-		LaunchRetries: int(max(g.LaunchRetries, 0)),
-		Pod:           g.PodGroup(),
-		DefaultLabel:  g.DefaultLabel,
+		LaunchRetries:    int(max(g.LaunchRetries, 0)),
+		Pod:              g.PodGroup(),
+		DefaultLabel:     g.DefaultLabel,
+		PodSecurityLevel: g.PodSecurityLevel,
 	}
 }
 
@@ -525,6 +526,9 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource
 // addRenderError reports a run pod that the group and node label make
 // impossible, at the run attribute that names the culprit.
 func addRenderError(err error, diags *diag.Diagnostics) {
+	if addPodSecurityError(err, diags) {
+		return
+	}
 	attr, remedy := "container_group", "Fix the container group's pod_spec_override or labels."
 	var rl *podspec.ReservedLabelError
 	switch {
@@ -660,6 +664,9 @@ func (e *clusterProblemError) Unwrap() error { return e.err }
 
 // notStarted reports why the engine could not start a run.
 func notStarted(err error, diags *diag.Diagnostics) {
+	if addPodSecurityError(err, diags) {
+		return
+	}
 	var ce *runengine.CapacityError
 	var ne *runengine.NamespaceError
 	switch {
@@ -680,6 +687,27 @@ func notStarted(err error, diags *diag.Diagnostics) {
 	default: // runengine.ErrGroupUnavailable
 		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
 	}
+}
+
+// addPodSecurityError reports a run pod below its group's pod security
+// level, at node_label when the label makes it fail; false for other errors.
+func addPodSecurityError(err error, diags *diag.Diagnostics) bool {
+	var pe *runengine.PodSecurityError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	if pe.Label == "" {
+		diags.AddAttributeError(path.Root("container_group"), "Run Pod Below Pod Security Level",
+			fmt.Sprintf("The run pod of container group %q %s\nFix the group's pod_spec_override, or lower its "+
+				"pod_security_level.", pe.Group, violationList(pe.Err)))
+		return true
+	}
+	diags.AddAttributeError(path.Root("node_label"), "Run Pod Below Pod Security Level",
+		fmt.Sprintf("Container group %q holds its run pods to the Pod Security Standard level %q, and with node label "+
+			"%q the run pod %s\nRemove what the checks name from the label (privileged, volumes, spec), use another "+
+			"label, or set the group's pod_security_level to a level that allows it.", pe.Group, pe.Err.Level, pe.Label,
+			violationList(pe.Err)))
+	return true
 }
 
 // cleanupWarnings reports what the engine could not give back.

@@ -353,6 +353,73 @@ resource "kubeplay_run" "custom" {
 	})
 }
 
+// TestAccRun_podSecurity: a node label asking for a privileged container or
+// a hostPath volume is refused at plan for a group at the default level,
+// baseline, naming the label and each failed check, before any pod exists;
+// with the group at privileged the same run plans and runs.
+func TestAccRun_podSecurity(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runpsa")
+	group, priv, host := randName("grp"), randName("priv"), randName("host")
+	cfg := func(level, label string) string {
+		g := fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+`, group, ns, acctest.TestImage())
+		if level != "" {
+			g += fmt.Sprintf("  pod_security_level = %q\n", level)
+		}
+		return e.providerBlock() + g + fmt.Sprintf(`}
+
+resource "kubeplay_node_label" "priv" {
+  name       = %q
+  privileged = true
+}
+
+resource "kubeplay_node_label" "host" {
+  name          = %q
+  volumes       = yamlencode([{ name = "host", hostPath = { path = "/tmp" } }])
+  volume_mounts = yamlencode([{ name = "host", mountPath = "/host" }])
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.%s.name
+  command         = ["sh", "-c", "echo privileged run"]
+}
+`, priv, host, label)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg("", "priv"),
+				ExpectError: expectError(`(?s)Run Pod Below Pod Security Level.*node_label.*node label "` + priv + `" the run pod violates ` +
+					`PodSecurity "baseline:latest". Failed checks:.*- privileged: container "worker" must not set ` +
+					`securityContext.privileged=true`),
+			},
+			{
+				Config: cfg("baseline", "host"),
+				ExpectError: expectError(`(?s)Run Pod Below Pod Security Level.*node_label.*node label "` + host + `" the run pod violates ` +
+					`PodSecurity "baseline:latest". Failed checks:.*- hostPath volumes: volume "host"`),
+			},
+			{
+				Config: cfg("privileged", "priv"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(expectError(`privileged: true`))),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("privileged run\n")),
+				},
+			},
+		},
+	})
+}
+
 // TestAccRun_definitionsChangeInSameApply: a group and a label changed in the
 // same apply as a new run of them give the run a rendered_pod known at plan,
 // made from the new definitions, and the apply agrees with the plan. A

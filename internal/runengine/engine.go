@@ -121,8 +121,8 @@ type Outcome struct {
 
 // Run executes req in a fresh pod of its group and gives back the group's
 // capacity and the run namespace on every path. An error means the run did
-// not start: ErrGroupUnavailable, *CapacityError or *NamespaceError; a run
-// that started, whatever became of it, is an Outcome.
+// not start: ErrGroupUnavailable, *PodSecurityError, *CapacityError or
+// *NamespaceError; a run that started, whatever became of it, is an Outcome.
 func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()

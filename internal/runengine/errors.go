@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 )
 
 // ErrGroupUnavailable marks a run whose pod cannot be rendered from its
@@ -21,6 +23,23 @@ type unavailable struct{ err error }
 
 func (e unavailable) Error() string   { return e.err.Error() }
 func (e unavailable) Unwrap() []error { return []error{e.err, ErrGroupUnavailable} }
+
+// PodSecurityError: the run's pod fails its group's pod security level.
+// Label is empty when the group's own pod fails; else the node label whose
+// composition made the pod fail. Err lists every failed check.
+type PodSecurityError struct {
+	Group, Label string
+	Err          *podsecurity.ViolationError
+}
+
+func (e *PodSecurityError) Error() string {
+	if e.Label == "" {
+		return fmt.Sprintf("the pod of container group %q %v", e.Group, e.Err)
+	}
+	return fmt.Sprintf("the pod of container group %q with node label %q %v", e.Group, e.Label, e.Err)
+}
+
+func (e *PodSecurityError) Unwrap() error { return e.Err }
 
 // CapacityError: a capacity ledger of the group gave the run no claim.
 type CapacityError struct {

@@ -4,6 +4,7 @@
 package runengine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -43,6 +45,9 @@ type Group struct {
 	Pod podspec.Group
 	// DefaultLabel fills what a node label leaves unset.
 	DefaultLabel podspec.Resources
+	// PodSecurityLevel is the Pod Security Standard level every run pod
+	// must meet; "" is podsecurity.Default.
+	PodSecurityLevel string
 }
 
 func (g Group) pending() time.Duration {
@@ -64,14 +69,18 @@ type RunInfo struct {
 // activeDeadlineSeconds of deadline, so that the cluster kills a pod whose
 // provider died. The pod does not carry the run's id label: that is chosen
 // at apply, and the pod a plan shows must be the one apply reports. With
-// run.ID empty, a label that uses {run.id} gives ErrRenderAtApply. Other
-// errors match ErrGroupUnavailable.
+// run.ID empty, a label that uses {run.id} gives ErrRenderAtApply. A pod
+// that fails the group's pod security level gives a *PodSecurityError.
+// Other errors match ErrGroupUnavailable.
 func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (*corev1.Pod, error) {
 	pg := g.Pod
 	pg.Name, pg.Namespace = g.Name, g.Namespace
 	pod, err := podspec.RenderGroup(pg)
 	if err != nil {
 		return nil, unavailable{fmt.Errorf("container group %q: %w", g.Name, err)}
+	}
+	if err := checkPodSecurity(g, nil, pod); err != nil {
+		return nil, err
 	}
 	if l != nil {
 		if run.ID == "" && usesRunID(l.DynamicLabels) {
@@ -84,6 +93,9 @@ func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (
 			return nil, unavailable{fmt.Errorf("node label %q: %w", l.Name, err)}
 		}
 		pod.Labels[managed.LabelNodeLabel] = l.Name
+		if err := checkPodSecurity(g, l, pod); err != nil {
+			return nil, err
+		}
 	}
 	pod.GenerateName = podNamePrefix
 	if pod.Spec.TerminationGracePeriodSeconds == nil {
@@ -94,6 +106,24 @@ func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (
 		pod.Annotations = map[string]string{}
 	}
 	return pod, nil
+}
+
+// checkPodSecurity holds pod to the group's level; l is the node label
+// composed into it, nil for the group's pod alone.
+func checkPodSecurity(g Group, l *podspec.Label, pod *corev1.Pod) error {
+	err := podsecurity.Check(g.PodSecurityLevel, pod)
+	var ve *podsecurity.ViolationError
+	switch {
+	case errors.As(err, &ve):
+		pe := &PodSecurityError{Group: g.Name, Err: ve}
+		if l != nil {
+			pe.Label = l.Name
+		}
+		return pe
+	case err != nil:
+		return unavailable{fmt.Errorf("container group %q: %w", g.Name, err)}
+	}
+	return nil
 }
 
 func usesRunID(templates map[string]string) bool {

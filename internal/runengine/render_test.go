@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -153,5 +156,63 @@ func TestSecrets(t *testing.T) {
 	}
 	if got := Secrets(testBundle("", nil)); len(got) != 0 {
 		t.Errorf("no secrets: %q", got)
+	}
+}
+
+// The group's level holds the group's pod and each label's composition;
+// the error says which of them fails and every failed check.
+func TestRenderPodSecurity(t *testing.T) {
+	priv := &podspec.Label{Name: "priv", Type: podspec.TypePod, Privileged: ptr.To(true)}
+	host := &podspec.Label{Name: "host", Type: podspec.TypePod,
+		Spec: "containers: [{name: w, image: busybox}]\nvolumes: [{name: root, hostPath: {path: /}}]\n"}
+	hostNet := testGroup()
+	hostNet.Pod.Override = "spec:\n  hostNetwork: true\n"
+	restricted := testGroup()
+	restricted.PodSecurityLevel = podsecurity.Restricted
+	permissive := testGroup()
+	permissive.PodSecurityLevel = podsecurity.Privileged
+	permissive.Pod.Override = hostNet.Pod.Override
+	tests := []struct {
+		name   string
+		g      Group
+		l      *podspec.Label
+		label  string // the PodSecurityError's Label; "-" for no error
+		reason string
+	}{
+		{"default pod", testGroup(), nil, "-", ""},
+		{"privileged label at baseline", testGroup(), priv, "priv", "privileged"},
+		{"hostPath label at baseline", testGroup(), host, "host", "hostPath volumes"},
+		{"hostNetwork override at baseline", hostNet, nil, "", "host namespaces"},
+		{"hostNetwork override with a label", hostNet, priv, "", "host namespaces"},
+		{"root pod at restricted", restricted, nil, "", "runAsNonRoot != true"},
+		{"everything at privileged", permissive, priv, "-", ""},
+		{"host label at privileged", permissive, host, "-", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := RenderPod(tt.g, tt.l, RunInfo{ID: "abc"}, time.Minute)
+			if tt.label == "-" {
+				if err != nil {
+					t.Fatalf("RenderPod: %v", err)
+				}
+				return
+			}
+			var pe *PodSecurityError
+			if !errors.As(err, &pe) || pe.Group != "g" || pe.Label != tt.label {
+				t.Fatalf("RenderPod: %#v, want a *PodSecurityError of label %q", err, tt.label)
+			}
+			if errors.Is(err, ErrGroupUnavailable) {
+				t.Error("a pod security failure matches ErrGroupUnavailable")
+			}
+			if !slices.ContainsFunc(pe.Err.Violations, func(v podsecurity.Violation) bool { return v.Reason == tt.reason }) ||
+				!strings.Contains(err.Error(), tt.reason) {
+				t.Errorf("violations %v (%v), want %q", pe.Err.Violations, err, tt.reason)
+			}
+		})
+	}
+	bad := testGroup()
+	bad.PodSecurityLevel = "none"
+	if _, err := RenderPod(bad, nil, RunInfo{}, time.Minute); !errors.Is(err, podsecurity.ErrInvalidLevel) || !errors.Is(err, ErrGroupUnavailable) {
+		t.Errorf("invalid level: %v", err)
 	}
 }

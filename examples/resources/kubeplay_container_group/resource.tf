@@ -12,6 +12,10 @@ resource "kubeplay_container_group" "awx" {
   max_ram             = 16384
   max_forks           = 50
 
+  # The Pod Security Standard run pods must meet, checked at plan; the
+  # managed namespace is labelled so the API server enforces it too.
+  pod_security_level = "baseline"
+
   # Merged over the default pod: the first container is "worker".
   pod_spec_override = yamlencode({
     spec = {

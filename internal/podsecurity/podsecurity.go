@@ -1,0 +1,134 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package podsecurity holds run pods to a Kubernetes Pod Security Standard
+// level with the checks of the upstream PodSecurity admission plugin
+// (k8s.io/pod-security-admission), so that a pod the API server would
+// refuse in a namespace enforcing that level is refused before it is made.
+package podsecurity
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// Levels of the Pod Security Standards.
+const (
+	Privileged = string(api.LevelPrivileged)
+	Baseline   = string(api.LevelBaseline)
+	Restricted = string(api.LevelRestricted)
+)
+
+// Default is the level of a group that sets none: baseline refuses what
+// lets a pod take its node (privileged containers, host namespaces, host
+// paths and ports, added capabilities) while the default run pod, whose
+// execution environments run as root, passes it; restricted would refuse
+// that pod.
+const Default = Baseline
+
+// Levels are the valid levels, from the least to the most restrictive.
+var Levels = []string{Privileged, Baseline, Restricted}
+
+// Namespace labels of the PodSecurity admission plugin.
+const (
+	EnforceLabel        = api.EnforceLevelLabel
+	EnforceVersionLabel = api.EnforceVersionLabel
+)
+
+// ErrInvalidLevel: a level that is none of Levels.
+var ErrInvalidLevel = errors.New("invalid pod security level")
+
+// Violation is one failed check: the library's forbidden reason, such as
+// "privileged" or "hostPath volumes", and its detail, such as the
+// containers or volumes at fault (may be empty).
+type Violation struct {
+	Reason string
+	Detail string
+}
+
+func (v Violation) String() string {
+	if v.Detail == "" {
+		return v.Reason
+	}
+	return v.Reason + " (" + v.Detail + ")"
+}
+
+// ViolationError: a pod fails checks of Level.
+type ViolationError struct {
+	Level      string
+	Violations []Violation
+}
+
+// Error reads as the API server's refusal does.
+func (e *ViolationError) Error() string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.String()
+	}
+	return fmt.Sprintf("violates PodSecurity %q: %s", e.Level+":"+api.VersionLatest, strings.Join(parts, ", "))
+}
+
+// Level returns level, or Default for "" (groups stored before levels
+// existed); ErrInvalidLevel for anything else.
+func Level(level string) (string, error) {
+	if level == "" {
+		return Default, nil
+	}
+	if _, err := api.ParseLevel(level); err != nil {
+		return "", fmt.Errorf("%w %q: %v", ErrInvalidLevel, level, err)
+	}
+	return level, nil
+}
+
+// NamespaceLabels are the labels that make the API server enforce level on
+// every pod of a namespace; nil for an invalid level.
+func NamespaceLabels(level string) map[string]string {
+	l, err := Level(level)
+	if err != nil {
+		return nil
+	}
+	return map[string]string{EnforceLabel: l, EnforceVersionLabel: api.VersionLatest}
+}
+
+var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
+	return policy.NewEvaluator(policy.DefaultChecks(), nil)
+})
+
+// Check evaluates pod against level at the latest version of the checks,
+// as a namespace labelled with NamespaceLabels(level) would. It returns a
+// *ViolationError listing every failed check, an error wrapping
+// ErrInvalidLevel, or nil. A nil pod passes: there is nothing to check.
+func Check(level string, pod *corev1.Pod) error {
+	l, err := Level(level)
+	if err != nil {
+		return err
+	}
+	if pod == nil || l == Privileged {
+		return nil
+	}
+	ev, err := evaluator()
+	if err != nil {
+		return fmt.Errorf("pod security checks: %w", err)
+	}
+	lv := api.LevelVersion{Level: api.Level(l), Version: api.LatestVersion()}
+	var out []Violation
+	for _, r := range ev.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec) {
+		if !r.Allowed {
+			reason := r.ForbiddenReason
+			if reason == "" {
+				reason = policy.UnknownForbiddenReason
+			}
+			out = append(out, Violation{Reason: reason, Detail: r.ForbiddenDetail})
+		}
+	}
+	if len(out) > 0 {
+		return &ViolationError{Level: l, Violations: out}
+	}
+	return nil
+}
