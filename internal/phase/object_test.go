@@ -287,7 +287,7 @@ func TestBundleSecrets(t *testing.T) {
 	if len(objs) != 2 || objs[1].String() != "Secret ns/s" || objs[1].Doc != 1 {
 		t.Fatalf("objects = %v, want the ConfigMap then the Secret from element 1", objs)
 	}
-	for _, docs := range [][]string{{cm, cm + "---\n" + secret}, {cm, skipped}} {
+	for _, docs := range [][]string{{cm, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n---\n" + secret}, {cm, skipped}} {
 		_, err := Bundle{Documents: docs}.Parse()
 		var se *SecretError
 		if !errors.As(err, &se) || se.Doc != 1 || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "aHVudGVyMg") {
