@@ -249,8 +249,8 @@ func TestConditionMet(t *testing.T) {
 // integers decode as int64, the type unstructured objects hold.
 func TestParseStrict(t *testing.T) {
 	for name, doc := range map[string]string{
-		"yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: one\n  k: two\n",
-		"json": `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "name": "b"}}`,
+		"yaml":                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: one\n  k: two\n",
+		"json":                 `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "name": "b"}}`,
 		"second yaml document": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\napiVersion: v2\n",
 	} {
 		_, err := Parse([]string{doc})
