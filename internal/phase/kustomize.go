@@ -121,8 +121,8 @@ func RemoteRefs(dir string) ([]RemoteError, error) {
 		if err != nil {
 			continue
 		}
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = real // kustomize reads through symlinks too
+		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = resolved // kustomize reads through symlinks too
 		}
 		if seen[abs] {
 			continue
