@@ -130,13 +130,11 @@ func RemoteRefs(dir string) ([]RemoteError, error) {
 		seen[abs] = true
 		file, k, err := readKustomization(abs)
 		if err != nil {
-			if d == dir {
-				return nil, err
-			}
-			continue // not a kustomization: a plain directory kustomize will judge
+			// Fail closed: references in a file not read are not checked.
+			return nil, err
 		}
 		if file == "" {
-			continue
+			continue // a file or a plain directory, which kustomize judges
 		}
 		refs, local := scanKustomization(abs, file, k)
 		out = append(out, refs...)
@@ -146,8 +144,11 @@ func RemoteRefs(dir string) ([]RemoteError, error) {
 }
 
 // readKustomization reads the kustomization file of dir; file is "" when
-// dir has none (or is no directory).
+// dir has none (or is a file, or missing).
 func readKustomization(dir string) (string, map[string]any, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", nil, nil
+	}
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		p := filepath.Join(dir, name)
 		b, err := os.ReadFile(p)

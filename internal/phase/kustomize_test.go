@@ -156,6 +156,22 @@ func realPath(t *testing.T, p string) string {
 	return r
 }
 
+// TestRenderStrictBases: a kustomization that is not strict YAML, at the
+// root or in a base, is an error naming the file, since its references
+// cannot be checked.
+func TestRenderStrictBases(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"kustomization.yaml":      "resources:\n- cm.yaml\n- base\n",
+		"cm.yaml":                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+		"base/kustomization.yaml": "resources:\n- cm.yaml\nresources:\n- https://example.com/cm.yaml\n",
+	})
+	_, err := Render(dir, RenderOptions{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join("base", "kustomization.yaml")) || !strings.Contains(err.Error(), "set twice") {
+		t.Fatalf("error = %v, want one naming base/kustomization.yaml and the key set twice", err)
+	}
+}
+
 // TestRenderRemoteOptIn: with AllowRemote an HTTP file is fetched, once and
 // within the limits; a larger or slower one fails with its URL.
 func TestRenderRemoteOptIn(t *testing.T) {
