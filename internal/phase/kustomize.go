@@ -146,8 +146,12 @@ func RemoteRefs(dir string) ([]RemoteError, error) {
 // readKustomization reads the kustomization file of dir; file is "" when
 // dir has none (or is a file, or missing).
 func readKustomization(dir string) (string, map[string]any, error) {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", nil, nil
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist), err == nil && !fi.IsDir():
+		return "", nil, nil // kustomize reports a missing path itself
+	case err != nil:
+		return "", nil, err
 	}
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		p := filepath.Join(dir, name)

@@ -76,7 +76,7 @@ func TestAccPhase_kustomizationRemote(t *testing.T) {
 				PreConfig: noRequests,
 				Config:    config(dir, "  allow_remote_kustomize = true\n"),
 				ConfigStateChecks: []statecheck.StateCheck{
-					objectsCheck(phaseAddr, [4]string{"v1", "ConfigMap", ns, "remote"}),
+					objectsCheck([4]string{"v1", "ConfigMap", ns, "remote"}),
 				},
 				Check: func(*terraform.State) error {
 					cm, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "remote", metav1.GetOptions{})
