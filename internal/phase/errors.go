@@ -35,6 +35,17 @@ func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("element %d: %s is also in element %d; each object may appear once in a phase", e.Doc, e.Ref, e.First)
 }
 
+// SecretError is a Secret in a bundle element whose content may show in
+// plan output, element Doc, YAML document Part (from 1).
+type SecretError struct {
+	Doc, Part int
+	Ref       Ref
+}
+
+func (e *SecretError) Error() string {
+	return fmt.Sprintf("element %d, YAML document %d: %s is a Secret, and its data would show in plan output", e.Doc, e.Part, e.Ref)
+}
+
 // DocError is a failure of one document.
 type DocError struct {
 	Obj Object

@@ -7,6 +7,7 @@
 package phase
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,7 +20,10 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
 // Labels that opt a document out of the phase: kubeplay's own and airship's.
@@ -123,37 +127,52 @@ func Skipped(u *unstructured.Unstructured) bool {
 	return l[LabelApply] == "false" || l[LabelDeployK8s] == "false"
 }
 
+// Bundle is a phase's input. Documents may show in plan output; Sensitive
+// never do, so only they may hold Secrets.
+type Bundle struct {
+	Documents, Sensitive []string
+}
+
+// Parse decodes the bundle as Parse does, numbering the elements of
+// Sensitive after those of Documents. A Secret in Documents, even one opted
+// out of the phase, is a *SecretError.
+func (b Bundle) Parse() ([]Object, error) {
+	docs := make([]string, 0, len(b.Documents)+len(b.Sensitive))
+	docs = append(append(docs, b.Documents...), b.Sensitive...)
+	return parse(docs, len(b.Documents))
+}
+
 // Parse decodes multi-document YAML or JSON strings into the objects to
 // apply, in document order, leaving out opted-out documents. It fails with
-// a *ParseError on a document without apiVersion, kind or name, and with a
-// *DuplicateError on an object written twice.
-func Parse(docs []string) ([]Object, error) {
+// a *ParseError on a document that is not strict YAML or JSON (a key set
+// twice in a mapping is an error) or lacks apiVersion, kind or name, and
+// with a *DuplicateError on an object written twice.
+func Parse(docs []string) ([]Object, error) { return parse(docs, 0) }
+
+// parse decodes docs; the first visible elements may hold no Secret.
+func parse(docs []string, visible int) ([]Object, error) {
 	var out []Object
 	seen := map[object.ObjMetadata]int{}
 	for i, d := range docs {
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(d), 4096)
-		for n := 1; ; n++ {
-			var m map[string]any
-			err := dec.Decode(&m)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, &ParseError{Doc: i, Part: n, Err: err}
-			}
+		parts, splitErr := splitDocuments(d)
+		for n, m := range parts {
 			if len(m) == 0 {
 				continue
 			}
 			u := &unstructured.Unstructured{Object: m}
 			if err := checkDocument(u); err != nil {
-				return nil, &ParseError{Doc: i, Part: n, Err: err}
+				return nil, &ParseError{Doc: i, Part: n + 1, Err: err}
+			}
+			if i < visible && IsSecret(u) {
+				return nil, &SecretError{Doc: i, Part: n + 1, Ref: refOf(u)}
 			}
 			if Skipped(u) {
 				continue
 			}
 			o := Object{Ref: refOf(u), Doc: i, U: u}
+			var err error
 			if o.Digest, err = digest(m); err != nil {
-				return nil, &ParseError{Doc: i, Part: n, Err: err}
+				return nil, &ParseError{Doc: i, Part: n + 1, Err: err}
 			}
 			if j, dup := seen[o.ObjMetadata]; dup {
 				return nil, &DuplicateError{Ref: o.Ref, Doc: i, First: j}
@@ -161,8 +180,79 @@ func Parse(docs []string) ([]Object, error) {
 			seen[o.ObjMetadata] = i
 			out = append(out, o)
 		}
+		if splitErr != nil {
+			return nil, &ParseError{Doc: i, Part: len(parts) + 1, Err: splitErr}
+		}
 	}
 	return out, nil
+}
+
+// IsSecret reports whether a document is a core Secret.
+func IsSecret(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// splitDocuments decodes one bundle element, a stream of JSON objects or
+// of YAML documents separated by ---, strictly. It returns the documents
+// decoded before an error, and the error; a null or empty document is nil.
+func splitDocuments(text string) ([]map[string]any, error) {
+	var out []map[string]any
+	if utilyaml.IsJSONBuffer([]byte(text)) {
+		dec := json.NewDecoder(strings.NewReader(text))
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				return out, nil
+			} else if err != nil {
+				return out, err
+			}
+			if err := strictyaml.CheckJSON(raw); err != nil {
+				return out, err
+			}
+			m, err := decodeObject(raw)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, m)
+		}
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
+	for {
+		chunk, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		j, err := strictyaml.ToJSON(chunk)
+		if err != nil {
+			return out, err
+		}
+		m, err := decodeObject(j)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+}
+
+// decodeObject decodes a JSON document into the types unstructured objects
+// hold (int64 for integers, never float64).
+func decodeObject(j []byte) (map[string]any, error) {
+	var v any
+	if err := utiljson.Unmarshal(j, &v); err != nil {
+		return nil, err
+	}
+	switch m := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return m, nil
+	default:
+		return nil, fmt.Errorf("a document must be a mapping of fields such as apiVersion and kind, not a %T", v)
+	}
 }
 
 func checkDocument(u *unstructured.Unstructured) error {

@@ -244,3 +244,54 @@ func TestConditionMet(t *testing.T) {
 		t.Error("a condition for another apiVersion matched")
 	}
 }
+
+// TestParseStrict: a key set twice is an error, in YAML and in JSON, and
+// integers decode as int64, the type unstructured objects hold.
+func TestParseStrict(t *testing.T) {
+	for name, doc := range map[string]string{
+		"yaml":                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: one\n  k: two\n",
+		"json":                 `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "name": "b"}}`,
+		"second yaml document": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\napiVersion: v2\n",
+	} {
+		_, err := Parse([]string{doc})
+		var pe *ParseError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "set twice") {
+			t.Errorf("%s: error = %v, want a *ParseError for a key set twice", name, err)
+		}
+	}
+	objs, err := Parse([]string{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {replicas: 3}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedFieldNoCopy(objs[0].U.Object, "spec", "replicas"); r != int64(3) {
+		t.Errorf("replicas = %#v, want int64(3)", r)
+	}
+	_ = objs[0].U.DeepCopy() // panics on a type unstructured does not hold
+	for _, doc := range []string{"- a\n- b\n", "just a string\n", "[1, 2]"} {
+		if _, err := Parse([]string{doc}); err == nil || !strings.Contains(err.Error(), "must be a mapping") {
+			t.Errorf("%q: error = %v, want one saying a document must be a mapping", doc, err)
+		}
+	}
+}
+
+// TestBundleSecrets: a Secret may be in Sensitive, not in Documents, even
+// when opted out; its error names the element and document, never data.
+func TestBundleSecrets(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: ns}\nstringData: {password: hunter2}\n"
+	skipped := "apiVersion: v1\nkind: Secret\nmetadata: {name: s, labels: {kubeplay.io/apply: \"false\"}}\ndata: {password: aHVudGVyMg==}\n"
+	objs, err := Bundle{Documents: []string{cm}, Sensitive: []string{secret}}.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[1].String() != "Secret ns/s" || objs[1].Doc != 1 {
+		t.Fatalf("objects = %v, want the ConfigMap then the Secret from element 1", objs)
+	}
+	for _, docs := range [][]string{{cm, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n---\n" + secret}, {cm, skipped}} {
+		_, err := Bundle{Documents: docs}.Parse()
+		var se *SecretError
+		if !errors.As(err, &se) || se.Doc != 1 || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "aHVudGVyMg") {
+			t.Errorf("error = %v, want a *SecretError for element 1 without the data", err)
+		}
+	}
+}

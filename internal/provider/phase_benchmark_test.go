@@ -156,7 +156,8 @@ func (e *testEnv) benchPhase500(b *testing.B, terraformBin, cliConfig string) {
 		}
 		return time.Since(start)
 	}
-	writeConfig(phaseConfig("test", randName("bench"), docs, "  wait_timeout = \"0s\"\n"))
+	// The bundle holds Secrets, which only sensitive_documents may hold.
+	writeConfig(strings.Replace(phaseConfig("test", randName("bench"), docs, "  wait_timeout = \"0s\"\n"), "documents = [", "sensitive_documents = [", 1))
 	tfFirst := tf("apply", "-auto-approve", "-input=false", "-no-color")
 	if n := countObjects(); n != 500 {
 		t.Fatalf("the phase applied %d objects, want 500", n)

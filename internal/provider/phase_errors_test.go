@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -55,7 +56,10 @@ func TestPhaseErrorText(t *testing.T) {
 func TestAddParseError(t *testing.T) {
 	docs := phaseModel{Kustomization: types.StringNull()}
 	kust := phaseModel{Kustomization: types.StringValue("dir")}
+	two := types.ListValueMust(types.StringType, []attr.Value{types.StringValue("a"), types.StringValue("b")})
+	both := phaseModel{Kustomization: types.StringNull(), Documents: two, Sensitive: two}
 	dup := &phase.DuplicateError{Ref: phase.NewRef("", "v1", "ConfigMap", "", "a"), Doc: 2, First: 0}
+	secret := &phase.SecretError{Ref: phase.NewRef("", "v1", "Secret", "ns", "s"), Doc: 1, Part: 2}
 	for _, c := range []struct {
 		m    phaseModel
 		err  error
@@ -66,6 +70,9 @@ func TestAddParseError(t *testing.T) {
 		{docs, dup, path.Root("documents").AtListIndex(2), "documents[2]: ConfigMap a is also in documents[0]; each object may appear once"},
 		{kust, &phase.ParseError{Doc: 0, Part: 2, Err: errors.New("bad")}, path.Root("kustomization"), "the rendered kustomization, YAML document 2: bad"},
 		{docs, errors.New("other"), path.Root("documents"), "other"},
+		{both, dup, path.Root("sensitive_documents").AtListIndex(0), "sensitive_documents[0]: ConfigMap a is also in documents[0]"},
+		{both, &phase.ParseError{Doc: 3, Part: 1, Err: errors.New("bad")}, path.Root("sensitive_documents").AtListIndex(1), "sensitive_documents[1], YAML document 1: bad"},
+		{both, secret, path.Root("documents").AtListIndex(1), "documents[1], YAML document 2: Secret ns/s is a Secret, and documents show in plan output. Move it to sensitive_documents"},
 	} {
 		var diags diag.Diagnostics
 		addParseError(c.m, c.err, &diags)
@@ -73,7 +80,11 @@ func TestAddParseError(t *testing.T) {
 			t.Fatalf("%v: %d diagnostics", c.err, len(diags))
 		}
 		d, ok := diags[0].(diag.DiagnosticWithPath)
-		if !ok || !d.Path().Equal(c.at) || d.Summary() != "Invalid Document" || !strings.Contains(d.Detail(), c.want) {
+		summary := "Invalid Document"
+		if c.err == secret {
+			summary = "Secret In Documents"
+		}
+		if !ok || !d.Path().Equal(c.at) || d.Summary() != summary || !strings.Contains(d.Detail(), c.want) {
 			t.Errorf("%v: %v at %v, want %q at %v", c.err, diags[0].Detail(), d.Path(), c.want, c.at)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -30,11 +31,12 @@ import (
 )
 
 var (
-	_ resource.Resource                   = (*phaseResource)(nil)
-	_ resource.ResourceWithConfigure      = (*phaseResource)(nil)
-	_ resource.ResourceWithImportState    = (*phaseResource)(nil)
-	_ resource.ResourceWithValidateConfig = (*phaseResource)(nil)
-	_ resource.ResourceWithModifyPlan     = (*phaseResource)(nil)
+	_ resource.Resource                     = (*phaseResource)(nil)
+	_ resource.ResourceWithConfigure        = (*phaseResource)(nil)
+	_ resource.ResourceWithImportState      = (*phaseResource)(nil)
+	_ resource.ResourceWithValidateConfig   = (*phaseResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*phaseResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*phaseResource)(nil)
 )
 
 // privateMembersKey holds, in private state, the resolved members and the
@@ -62,7 +64,9 @@ type phaseModel struct {
 	Name            types.String `tfsdk:"name"`
 	Cluster         types.String `tfsdk:"cluster"`
 	Documents       types.List   `tfsdk:"documents"`
+	Sensitive       types.List   `tfsdk:"sensitive_documents"`
 	Kustomization   types.String `tfsdk:"kustomization"`
+	AllowRemote     types.Bool   `tfsdk:"allow_remote_kustomize"`
 	WaitTimeout     types.String `tfsdk:"wait_timeout"`
 	WaitConditions  types.List   `tfsdk:"wait_conditions"`
 	Prune           types.Bool   `tfsdk:"prune"`
@@ -133,20 +137,40 @@ func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"documents": schema.ListAttribute{
 				MarkdownDescription: "The bundle: one or more strings of YAML or JSON, each holding one or more documents " +
 					"separated by `---`. Documents labelled `kubeplay.io/apply: \"false\"` or airship's " +
-					"`airshipit.org/deploy-k8s: \"false\"` are skipped. Exactly one of `documents` and `kustomization` is required.",
+					"`airshipit.org/deploy-k8s: \"false\"` are skipped. Their content shows in plan output, so they may not " +
+					"hold a Secret (even an opted-out one): put Secrets in `sensitive_documents`. Set `documents`, " +
+					"`sensitive_documents` or both, or `kustomization` alone.",
 				Optional:    true,
 				ElementType: types.StringType,
-				Validators: []validator.List{
-					listvalidator.SizeAtLeast(1),
-					listvalidator.ExactlyOneOf(path.MatchRoot("documents"), path.MatchRoot("kustomization")),
-				},
+				Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
+			},
+			"sensitive_documents": schema.ListAttribute{
+				MarkdownDescription: "More of the bundle, as `documents` but sensitive: Terraform never shows their content " +
+					"in plan output or logs, so they may hold Secrets. Their documents follow those of `documents`. Like every " +
+					"sensitive value, they are stored in the state in plain text.",
+				Optional:    true,
+				Sensitive:   true,
+				ElementType: types.StringType,
+				Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"kustomization": schema.StringAttribute{
 				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize " +
-					"library as airshipctl renders its executor bundles. The same opt-out labels apply. Exactly one of " +
-					"`documents` and `kustomization` is required.",
+					"library as airshipctl renders its executor bundles. The same opt-out labels apply, and only the path shows " +
+					"in plan output, so the kustomization may make Secrets. It works offline: a remote resource, base, " +
+					"component or other path (an `http(s)://` URL, or a git URL such as " +
+					"`github.com/org/repo//path?ref=v1`) in it or in a local kustomization it reaches is a plan-time error " +
+					"naming the URL, unless `allow_remote_kustomize` is set. Conflicts with `documents` and `sensitive_documents`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+			},
+			"allow_remote_kustomize": schema.BoolAttribute{
+				MarkdownDescription: "Whether the kustomization may fetch remote content while validate, plan and apply " +
+					"render it. HTTP(S) files are then fetched with a timeout of 30 seconds and a limit of 8 MiB each; git " +
+					"URLs are cloned by kustomize with the `git` program, 27 seconds per git command (a `?timeout=` in the " +
+					"URL changes it) and no size limit. Defaults to `false`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
 			},
 			"wait_timeout": schema.StringAttribute{
 				MarkdownDescription: "How long apply waits for the objects to be ready, as a duration such as `90s` or `5m`. " +
@@ -236,6 +260,15 @@ func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
+func (r *phaseResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	bundle := []path.Expression{path.MatchRoot("documents"), path.MatchRoot("sensitive_documents"), path.MatchRoot("kustomization")}
+	return []resource.ConfigValidator{
+		resourcevalidator.AtLeastOneOf(bundle...),
+		resourcevalidator.Conflicting(bundle[0], bundle[2]),
+		resourcevalidator.Conflicting(bundle[1], bundle[2]),
+	}
+}
+
 func (r *phaseResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
@@ -255,16 +288,23 @@ func (r *phaseResource) ValidateConfig(ctx context.Context, req resource.Validat
 }
 
 func bundlePath(m phaseModel) path.Path {
-	if !m.Kustomization.IsNull() {
+	switch {
+	case !m.Kustomization.IsNull():
 		return path.Root("kustomization")
+	case m.Documents.IsNull() && !m.Sensitive.IsNull():
+		return path.Root("sensitive_documents")
 	}
 	return path.Root("documents")
 }
 
-// docPath is the attribute a document came from.
+// docPath is the attribute a document came from: bundle elements number
+// documents, then sensitive_documents.
 func docPath(m phaseModel, doc int) path.Path {
 	if !m.Kustomization.IsNull() {
 		return path.Root("kustomization")
+	}
+	if n := len(m.Documents.Elements()); !m.Sensitive.IsNull() && doc >= n {
+		return path.Root("sensitive_documents").AtListIndex(doc - n)
 	}
 	return path.Root("documents").AtListIndex(doc)
 }
@@ -274,39 +314,38 @@ func docName(m phaseModel, doc int) string {
 	if !m.Kustomization.IsNull() {
 		return "the rendered kustomization"
 	}
+	if n := len(m.Documents.Elements()); !m.Sensitive.IsNull() && doc >= n {
+		return fmt.Sprintf("sensitive_documents[%d]", doc-n)
+	}
 	return fmt.Sprintf("documents[%d]", doc)
 }
 
 // bundle parses the documents or renders the kustomization; known is false
 // while any input is unknown.
 func (r *phaseResource) bundle(ctx context.Context, m phaseModel, diags *diag.Diagnostics) ([]phase.Object, bool) {
-	var docs []string
+	var b phase.Bundle
 	switch {
 	case !m.Kustomization.IsNull():
-		if m.Kustomization.IsUnknown() {
+		if m.Kustomization.IsUnknown() || m.AllowRemote.IsUnknown() {
 			return nil, false
 		}
-		y, err := phase.Render(m.Kustomization.ValueString())
-		if err != nil {
-			diags.AddAttributeError(path.Root("kustomization"), "Invalid Kustomization", err.Error()+".")
+		y, ok := renderKustomization(m, diags)
+		if !ok {
 			return nil, true
 		}
-		docs = []string{y}
-	case m.Documents.IsUnknown():
+		// Only the path shows in plan output: the rendering may hold Secrets.
+		b.Sensitive = []string{y}
+	case m.Documents.IsNull() && m.Sensitive.IsNull():
 		return nil, false
-	case !m.Documents.IsNull():
-		var elems []types.String
-		diags.Append(m.Documents.ElementsAs(ctx, &elems, false)...)
-		for _, e := range elems {
-			if e.IsUnknown() {
-				return nil, false
-			}
-			docs = append(docs, e.ValueString())
-		}
 	default:
-		return nil, false
+		var known, sknown bool
+		b.Documents, known = listStrings(ctx, m.Documents, diags)
+		b.Sensitive, sknown = listStrings(ctx, m.Sensitive, diags)
+		if !known || !sknown {
+			return nil, false
+		}
 	}
-	objs, err := phase.Parse(docs)
+	objs, err := b.Parse()
 	if err != nil {
 		addParseError(m, err, diags)
 		return nil, true
@@ -314,14 +353,76 @@ func (r *phaseResource) bundle(ctx context.Context, m phaseModel, diags *diag.Di
 	return objs, true
 }
 
+// listStrings reads a list of strings; known is false while it or an
+// element is unknown.
+func listStrings(ctx context.Context, l types.List, diags *diag.Diagnostics) ([]string, bool) {
+	if l.IsUnknown() {
+		return nil, false
+	}
+	var elems []types.String
+	diags.Append(l.ElementsAs(ctx, &elems, false)...)
+	out := make([]string, 0, len(elems))
+	for _, e := range elems {
+		if e.IsUnknown() {
+			return nil, false
+		}
+		out = append(out, e.ValueString())
+	}
+	return out, true
+}
+
+// renderKustomization renders the kustomization, offline unless the phase
+// allows remote content.
+func renderKustomization(m phaseModel, diags *diag.Diagnostics) (string, bool) {
+	at := path.Root("kustomization")
+	y, err := phase.Render(m.Kustomization.ValueString(), phase.RenderOptions{
+		AllowRemote: m.AllowRemote.ValueBool(), Fetch: phase.DefaultFetchLimits,
+	})
+	var fe *phase.FetchError
+	switch {
+	case err == nil:
+		return y, true
+	case errors.As(err, new(*phase.RemoteError)):
+		for _, e := range joined(err) {
+			var re *phase.RemoteError
+			if errors.As(e, &re) {
+				diags.AddAttributeError(at, "Remote Kustomization Refused", fmt.Sprintf("%s: %s refers to remote %q. "+
+					"The phase renders kustomizations offline: vendor the content into the kustomization's directory, or "+
+					"set allow_remote_kustomize = true to fetch it at every validate, plan and apply.", re.File, re.Field, re.URL))
+			}
+		}
+	case errors.As(err, &fe):
+		diags.AddAttributeError(at, "Remote Kustomization Unavailable", fmt.Sprintf("%v. HTTP(S) files are fetched "+
+			"within %s and %d MiB each: vendor a larger or slower one into the kustomization's directory.",
+			err, phase.DefaultFetchLimits.Timeout, phase.DefaultFetchLimits.MaxBytes>>20))
+	default:
+		diags.AddAttributeError(at, "Invalid Kustomization", err.Error()+".")
+	}
+	return "", false
+}
+
+// joined returns the errors of a join, or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // addParseError reports a document the engine cannot read on its element.
 func addParseError(m phaseModel, err error, diags *diag.Diagnostics) {
 	var (
 		pe  *phase.ParseError
 		dup *phase.DuplicateError
+		sec *phase.SecretError
 	)
 	at, detail := bundlePath(m), err.Error()
 	switch {
+	case errors.As(err, &sec):
+		diags.AddAttributeError(docPath(m, sec.Doc), "Secret In Documents", fmt.Sprintf("%s, YAML document %d: %s is a "+
+			"Secret, and documents show in plan output. Move it to sensitive_documents, whose content Terraform never shows.",
+			docName(m, sec.Doc), sec.Part, sec.Ref))
+		return
 	case errors.As(err, &pe):
 		at, detail = docPath(m, pe.Doc), fmt.Sprintf("%s, YAML document %d: %v", docName(m, pe.Doc), pe.Part, pe.Err)
 	case errors.As(err, &dup):
@@ -737,4 +838,5 @@ func (r *phaseResource) ImportState(ctx context.Context, req resource.ImportStat
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("prune"), true)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("inventory_policy"), string(phase.PolicyStrict))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_conflicts"), false)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("allow_remote_kustomize"), false)...)
 }

@@ -124,7 +124,7 @@ func (e *testEnv) configMapGone(ns, name string) error {
 	return fmt.Errorf("ConfigMap %s/%s: %v, want NotFound", ns, name, err)
 }
 
-func objectsCheck(addr string, objs ...[4]string) statecheck.StateCheck {
+func objectsCheck(objs ...[4]string) statecheck.StateCheck {
 	var l []knownvalue.Check
 	for _, o := range objs {
 		l = append(l, knownvalue.ObjectPartial(map[string]knownvalue.Check{
@@ -133,7 +133,7 @@ func objectsCheck(addr string, objs ...[4]string) statecheck.StateCheck {
 			"digest": knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{16}$`)),
 		}))
 	}
-	return statecheck.ExpectKnownValue(addr, tfjsonpath.New("objects"), knownvalue.ListExact(l))
+	return statecheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("objects"), knownvalue.ListExact(l))
 }
 
 // TestAccPhase_lifecycle: apply with readiness, the objects list known at
@@ -166,8 +166,7 @@ func TestAccPhase_lifecycle(t *testing.T) {
 					plancheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("objects").AtSliceIndex(3).AtMapKey("kind"), knownvalue.StringExact("Deployment")),
 					plancheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("inventory_id"), knownvalue.StringExact(phase.ApplySetID(phase.InventoryName(name), e.catalog))),
 				}},
-				ConfigStateChecks: []statecheck.StateCheck{objectsCheck(phaseAddr,
-					[4]string{"v1", "Namespace", "", ns}, [4]string{"v1", "ConfigMap", ns, "a"},
+				ConfigStateChecks: []statecheck.StateCheck{objectsCheck([4]string{"v1", "Namespace", "", ns}, [4]string{"v1", "ConfigMap", ns, "a"},
 					[4]string{"v1", "ConfigMap", ns, "b"}, [4]string{"apps/v1", "Deployment", ns, "web"})},
 				Check: func(*terraform.State) error {
 					d, err := e.kube.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
@@ -234,9 +233,8 @@ func TestAccPhase_lifecycle(t *testing.T) {
 			},
 			{
 				// b leaves the bundle: prune deletes it.
-				Config: cfg([]string{nsDoc(ns), cmDoc(ns, "a", "2"), deploymentDoc(ns, "web")}, "  wait_timeout = \"2m\"\n  force_conflicts = true\n"),
-				ConfigStateChecks: []statecheck.StateCheck{objectsCheck(phaseAddr,
-					[4]string{"v1", "Namespace", "", ns}, [4]string{"v1", "ConfigMap", ns, "a"}, [4]string{"apps/v1", "Deployment", ns, "web"})},
+				Config:            cfg([]string{nsDoc(ns), cmDoc(ns, "a", "2"), deploymentDoc(ns, "web")}, "  wait_timeout = \"2m\"\n  force_conflicts = true\n"),
+				ConfigStateChecks: []statecheck.StateCheck{objectsCheck([4]string{"v1", "Namespace", "", ns}, [4]string{"v1", "ConfigMap", ns, "a"}, [4]string{"apps/v1", "Deployment", ns, "web"})},
 				Check: func(*terraform.State) error {
 					if err := e.configMapGone(ns, "b"); err != nil {
 						return err
@@ -626,7 +624,7 @@ func TestAccPhase_kustomization(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: e.providerBlock() + fmt.Sprintf("resource \"kubeplay_phase\" \"test\" {\n  name = %q\n  kustomization = %q\n}\n", randName("kust"), dir),
 			ConfigStateChecks: []statecheck.StateCheck{
-				objectsCheck(phaseAddr, [4]string{"v1", "ConfigMap", ns, "site-settings"}),
+				objectsCheck([4]string{"v1", "ConfigMap", ns, "site-settings"}),
 			},
 			Check: func(*terraform.State) error {
 				_, err := e.kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "site-settings", metav1.GetOptions{})
