@@ -441,7 +441,61 @@ func TestAccRun_badCredential(t *testing.T) {
 	token := e.token(ns, "awx", "edit")
 	host, ca := e.clusterHostAndCA()
 	cred, group := randName("awx"), randName("grp")
-	base := e.providerBlock() + tokenVar + fmt.Sprintf(`
+	base := e.providerBlock() + tokenVar + e.credentialGroup(cred, group, ns, host, ca)
+	withRun := base + runTrue
+	vars := config.Variables{"token": config.StringVariable(token)}
+	var clock *faultClock
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   writeOnlyVersions,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{Config: base, ConfigVariables: vars},
+			{
+				// The cluster's CA as the credential stores it no longer matches.
+				PreConfig: func() {
+					e.editSecret(cred, func(s *corev1.Secret) {
+						s.Data["ca.crt"] = []byte(selfSignedCA(t))
+						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
+					})
+					clock = startFault(t, "bad_ca")
+				},
+				Config: withRun, ConfigVariables: vars, PlanOnly: true,
+				ExpectError: expectError(`(?s)Run Cluster TLS Verification Failed.*` + cred + `.*ca_cert`),
+			},
+			{
+				// Restore the CA, then revoke the token: deleting its ServiceAccount invalidates it.
+				PreConfig: func() {
+					clock.end("diagnostic Run Cluster TLS Verification Failed")
+					e.editSecret(cred, func(s *corev1.Secret) {
+						s.Data["ca.crt"] = []byte(ca)
+						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
+					})
+					if err := e.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), "awx", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					e.waitTokenRejected(host, ca, token)
+					clock = startFault(t, "bad_token")
+				},
+				Config: withRun, ConfigVariables: vars, PlanOnly: true,
+				ExpectError: expectError(`(?s)Run Credential Rejected.*401 Unauthorized.*` + cred),
+			},
+			{
+				// Nothing was created by the refused runs.
+				PreConfig: func() { clock.end("diagnostic Run Credential Rejected") },
+				Config:    base, ConfigVariables: vars, PlanOnly: true,
+				Check: resource.ComposeTestCheckFunc(e.checkNoRunPods(ns), func(*terraform.State) error {
+					return acctest.Leaks(context.Background(), e.kube, groupLeaks(ns, group))
+				}),
+			},
+		},
+	})
+}
+
+// credentialGroup is a bearer_token credential for the cluster at host,
+// its token from var.token, and a group in ns that runs with it.
+func (e *testEnv) credentialGroup(cred, group, ns, host, ca string) string {
+	return fmt.Sprintf(`
 resource "kubeplay_credential" "awx" {
   name         = %q
   kind         = "bearer_token"
@@ -458,52 +512,6 @@ resource "kubeplay_container_group" "g" {
   credential = kubeplay_credential.awx.name
 }
 `, cred, host, ca, ns, group, ns, acctest.TestImage())
-	withRun := base + `
-resource "kubeplay_run" "test" {
-  container_group = kubeplay_container_group.g.name
-  command         = ["true"]
-}
-`
-	vars := config.Variables{"token": config.StringVariable(token)}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		TerraformVersionChecks:   writeOnlyVersions,
-		CheckDestroy:             e.checkNoRunPods(ns),
-		Steps: []resource.TestStep{
-			{Config: base, ConfigVariables: vars},
-			{
-				// The cluster's CA as the credential stores it no longer matches.
-				PreConfig: func() {
-					e.editSecret(cred, func(s *corev1.Secret) {
-						s.Data["ca.crt"] = []byte(selfSignedCA(t))
-						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
-					})
-				},
-				Config: withRun, ConfigVariables: vars, PlanOnly: true,
-				ExpectError: expectError(`(?s)Run Cluster TLS Verification Failed.*` + cred + `.*ca_cert`),
-			},
-			{
-				// Restore the CA, then revoke the token: deleting its ServiceAccount invalidates it.
-				PreConfig: func() {
-					e.editSecret(cred, func(s *corev1.Secret) {
-						s.Data["ca.crt"] = []byte(ca)
-						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
-					})
-					if err := e.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), "awx", metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					e.waitTokenRejected(host, ca, token)
-				},
-				Config: withRun, ConfigVariables: vars, PlanOnly: true,
-				ExpectError: expectError(`(?s)Run Credential Rejected.*401 Unauthorized.*` + cred),
-			},
-			{
-				// Nothing was created by the refused runs.
-				Config: base, ConfigVariables: vars, PlanOnly: true,
-				Check: e.checkNoRunPods(ns),
-			},
-		},
-	})
 }
 
 // waitTokenRejected waits until the API server refuses token: it caches a
