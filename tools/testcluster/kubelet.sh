@@ -21,6 +21,7 @@ if [ "$1" = stop ]; then
   cp "/proc/$PID/cmdline" "$ARGV_FILE.tmp" && mv -f "$ARGV_FILE.tmp" "$ARGV_FILE"
   kill -TERM "$PID"
   while [ -d "/proc/$PID" ] && [ "$({ awk '{print $3}' "/proc/$PID/stat"; } 2>/dev/null)" != Z ]; do sleep 0.05; done
+  wait_until "the stopped kubelet's port $KUBELET_PORT to close" 30 "" port_closed "$KUBELET_PORT"
   log "stopped kubelet ($PID)"
   exit 0
 fi
