@@ -19,8 +19,9 @@ import (
 type LeakScope struct {
 	// Namespaces are the group's namespaces: its pods and Secrets live there.
 	Namespaces []string
-	// Group, when set, narrows pods and selects the run namespaces
-	// (cluster-wide) to the group's.
+	// Group, when set, narrows pods to the group's runs and selects the
+	// group's run namespaces (cluster-wide); unset, every pod with
+	// kubeplay's managed-by label counts.
 	Group string
 	// Ledgers are ConfigMaps in Namespaces[0] whose entries are claims (the
 	// group's runs and forks ledgers); a missing ledger holds none.
@@ -32,7 +33,7 @@ type LeakScope struct {
 // namespaces not being deleted, and ledger claims. Nil means none.
 func Leaks(ctx context.Context, kube kubernetes.Interface, scope LeakScope) error {
 	var errs []error
-	podSel := managed.Selector(managed.LabelRun, "")
+	podSel := managed.Selector()
 	if scope.Group != "" {
 		podSel = managed.Selector(managed.LabelContainerGroup, scope.Group, managed.LabelRun, "")
 	}
