@@ -113,36 +113,6 @@ type faultGroup struct {
 // faultLimits give the group both ledgers, so that a leaked claim shows.
 const faultLimits = "max_concurrent_runs = 2\n  max_forks = 10\n"
 
-var faultCLI struct {
-	once                    sync.Once
-	terraformBin, cliConfig string
-	err                     error
-}
-
-// sharedProviderCLI builds the provider once for every row.
-func sharedProviderCLI(t testing.TB) (string, string) {
-	faultCLI.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kubeplay-faults-")
-		if err != nil {
-			faultCLI.err = err
-			return
-		}
-		faultCLI.terraformBin, faultCLI.cliConfig, faultCLI.err = providerCLI(&tempDirTB{TB: t, dir: dir})
-	})
-	if faultCLI.err != nil {
-		t.Fatal(faultCLI.err)
-	}
-	return faultCLI.terraformBin, faultCLI.cliConfig
-}
-
-// tempDirTB outlives the test that first builds the provider.
-type tempDirTB struct {
-	testing.TB
-	dir string
-}
-
-func (d *tempDirTB) TempDir() string { return d.dir }
-
 func newFaultEnv(t *testing.T, g faultGroup) *faultEnv {
 	e := newTestEnv(t)
 	return newFaultEnvWith(t, e, e.kubeconfig, g)
@@ -152,7 +122,10 @@ func newFaultEnv(t *testing.T, g faultGroup) *faultEnv {
 // kubeconfig.
 func newFaultEnvWith(t *testing.T, e *testEnv, kubeconfig string, g faultGroup) *faultEnv {
 	f := &faultEnv{e: e, ns: e.namespace("kp-fault"), group: randName("fault"), kubeconfig: kubeconfig}
-	f.terraformBin, f.cliConfig = sharedProviderCLI(t)
+	var err error
+	if f.terraformBin, f.cliConfig, err = providerCLI(t); err != nil {
+		t.Fatal(err)
+	}
 	if g.image == "" {
 		g.image = acctest.TestImage()
 	}
@@ -276,14 +249,14 @@ func (f *faultEnv) checkNoLeaks(t *testing.T) {
 
 // runFault applies a run, calls inject once its command runs, and returns
 // how the apply ended and the time from inject to its end.
-func (f *faultEnv) runFault(t *testing.T, row, attrs string, inject func(pod string)) (*syncBuffer, error, *faultClock) {
+func (f *faultEnv) runFault(t *testing.T, row, attrs string, inject func(pod string)) (*syncBuffer, *faultClock, error) {
 	s := f.runDir(t, attrs)
 	cmd, out := s.start(t)
 	pod := f.waitStarted(t, s, out)
 	clock := startFault(t, row)
 	inject(pod)
 	err := cmd.Wait()
-	return out, err, clock
+	return out, clock, err
 }
 
 // TestAccRunFault_unreachableHost: a group whose credential names an
@@ -380,7 +353,7 @@ func TestAccRunFault_unschedulable(t *testing.T) {
 // ends the run as error saying so.
 func TestAccRunFault_podDeleted(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
-	out, err, clock := f.runFault(t, "pod_deleted", commandRun(startedThen("sleep 300"), "10m"), func(pod string) {
+	out, clock, err := f.runFault(t, "pod_deleted", commandRun(startedThen("sleep 300"), "10m"), func(pod string) {
 		if err := f.e.kube.CoreV1().Pods(f.ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +380,7 @@ resource "kubeplay_node_label" "small" {
     - shell: "echo ` + faultStarted + ` >/proc/1/fd/1"
     - command: python3 -c "x = ' ' * (1 << 30); print(len(x))"
 `
-	out, err, clock := f.runFault(t, "oom_killed", fmt.Sprintf("node_label = %q\n  playbook = %q", label, playbook), func(string) {})
+	out, clock, err := f.runFault(t, "oom_killed", fmt.Sprintf("node_label = %q\n  playbook = %q", label, playbook), func(string) {})
 	clock.end(expectOutcome(t, out, err, "failed", `(?s)Run Failed.*exited with code 2.*"rc": -9`))
 	f.checkNoLeaks(t)
 }
@@ -422,7 +395,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 	e := newTestEnv(t)
 	proxy := startCutProxy(t, e.kubeconfig)
 	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
-	out, err, clock := f.runFault(t, "exec_stream_cut",
+	out, clock, err := f.runFault(t, "exec_stream_cut",
 		commandRun(startedThen("i=0; while [ $i -lt 3000 ]; do echo line $i; i=$((i+1)); sleep 0.1; done"), "10m"),
 		func(string) {
 			time.Sleep(2 * time.Second) // mid-output
@@ -753,7 +726,7 @@ func script(t *testing.T, path string, args ...string) {
 func TestAccRunFault_apiServerRestart(t *testing.T) {
 	tools := localClusterOnly(t)
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
-	out, err, clock := f.runFault(t, "apiserver_restart", commandRun(startedThen("sleep 60; echo finished"), "10m"), func(string) {
+	out, clock, err := f.runFault(t, "apiserver_restart", commandRun(startedThen("sleep 60; echo finished"), "10m"), func(string) {
 		script(t, filepath.Join(tools, "restart.sh"), "kube-apiserver")
 	})
 	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*exec stream to pod \S+ broke during the run`))
@@ -777,7 +750,7 @@ func TestAccRunFault_kubeletStopped(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
 	t.Cleanup(func() { script(t, kubelet, "start") })
 	restarted := make(chan error, 1)
-	out, err, clock := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(string) {
+	out, clock, err := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(string) {
 		script(t, kubelet, "stop")
 		go func() {
 			time.Sleep(kubeletDown)
