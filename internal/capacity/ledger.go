@@ -223,12 +223,17 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	}
 }
 
-// Release removes run's claim; releasing twice is harmless.
+// Release removes run's claim, and claims past their deadline; releasing
+// twice is harmless.
 func (l Ledger) Release(ctx context.Context, run string) error {
 	err := l.modify(ctx, func(entries map[string]Entry) (bool, error) {
 		_, ok := entries[run]
 		delete(entries, run)
-		return ok, nil
+		// Claims past their deadline are of runs that died: every writer
+		// removes them, or a group whose next run did not have to wait
+		// keeps a killed run's claim.
+		reaped := reap(entries, time.Now())
+		return ok || len(reaped) > 0, nil
 	})
 	if errors.Is(err, ErrNoLedger) {
 		return nil

@@ -182,3 +182,44 @@ func TestAcquireWithoutWaiting(t *testing.T) {
 		t.Errorf("a ledger without a valid limit: %v", err)
 	}
 }
+
+// TestReleaseReapsExpired: a release also removes claims past their
+// deadline (a killed run's, when the next run did not have to wait for it)
+// and keeps live ones.
+func TestReleaseReapsExpired(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	led := Ledger{Kube: kube, Namespace: "runs", Group: "g"}
+	if err := led.Ensure(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	cms := kube.CoreV1().ConfigMaps("runs")
+	cm, _ := cms.Get(ctx, LedgerName("g"), metav1.GetOptions{})
+	cm.Data = map[string]string{
+		"dead": `{"forks":5,"expires":"2000-01-01T00:00:00Z"}`,
+		"live": `{"forks":2,"expires":"2999-01-01T00:00:00Z"}`,
+		"mine": `{"forks":3,"expires":"2999-01-01T00:00:00Z"}`,
+	}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Release(ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = cms.Get(ctx, LedgerName("g"), metav1.GetOptions{})
+	if _, ok := cm.Data["live"]; !ok || len(cm.Data) != 1 {
+		t.Errorf("ledger after the release: %v, want only the live claim", cm.Data)
+	}
+	// A release of a claim that is gone still removes an expired one.
+	cm.Data["dead"] = `{"forks":5,"expires":"2000-01-01T00:00:00Z"}`
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Release(ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = cms.Get(ctx, LedgerName("g"), metav1.GetOptions{})
+	if _, ok := cm.Data["dead"]; ok {
+		t.Errorf("the expired claim survived a release: %v", cm.Data)
+	}
+}

@@ -30,6 +30,8 @@ type livenessTimes struct {
 	// NextRun: from the start of the next apply in the group until its run
 	// pod was created, past the quota and both ledgers.
 	NextRun time.Duration
+	// ns and group are the group's, for the leak check.
+	ns, group string
 }
 
 // killedProvider applies a run of `sleep 300` (create timeout 30m, so its
@@ -124,7 +126,7 @@ provider "kubeplay" {
 		}
 	}
 
-	var times livenessTimes
+	times := livenessTimes{ns: ns, group: group}
 	s.waitPod(tb, "ended", timeout, func(p *corev1.Pod) bool {
 		return p.Name == orphan && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 	})
@@ -202,6 +204,9 @@ func TestAccRun_killedProviderFreesCapacity(t *testing.T) {
 	e := newTestEnv(t)
 	const bound = time.Minute
 	times := killedProvider(t, e, 3*bound)
+	t.Logf("FAULT both_killed ended in %.1f s: the pod ended itself; the next run got the slot in %.1f s",
+		times.PodEnded.Seconds(), times.NextRun.Seconds())
+	acctest.CheckNoLeaks(t, e.kube, groupLeaks(times.ns, times.group))
 	t.Logf("after SIGKILL: run pod ended in %s; next run's pod created %s after its apply began",
 		times.PodEnded.Round(time.Millisecond), times.NextRun.Round(time.Millisecond))
 	if times.PodEnded > bound {

@@ -503,14 +503,82 @@ resource "kubeplay_run" "test" {
 // TestAccRun_badCredential: a credential whose CA was changed outside
 // Terraform is rewritten before the run; one whose token was revoked fails
 // the run with the cause and the credential to fix (a warning at plan, an
-// error at apply), and no pod is created.
+// error at apply), and one given a wrong CA fails its own apply; no pod is
+// created and nothing is left.
 func TestAccRun_badCredential(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-runcred")
 	token := e.token(ns, "awx", "edit")
 	host, ca := e.clusterHostAndCA()
 	cred, group := randName("awx"), randName("grp")
-	base := e.providerBlock() + tokenVar + fmt.Sprintf(`
+	base := e.providerBlock() + tokenVar + e.credentialGroup(cred, group, ns, host, ca)
+	withRun := base + runTrue
+	wrongCA := e.providerBlock() + tokenVar + e.credentialGroup(cred, group, ns, host, selfSignedCA(t))
+	vars := config.Variables{"token": config.StringVariable(token)}
+	noLeaks := resource.ComposeTestCheckFunc(e.checkNoRunPods(ns), func(*terraform.State) error {
+		return acctest.Leaks(context.Background(), e.kube, groupLeaks(ns, group))
+	})
+	var clock *faultClock
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   writeOnlyVersions,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{Config: base, ConfigVariables: vars},
+			{
+				// The CA the catalog stores was changed (digest and all). The refresh reads it,
+				// so the plan rewrites the credential before the run; the dry run's failure is a warning.
+				PreConfig: func() {
+					e.editSecret(cred, func(s *corev1.Secret) {
+						s.Data["ca.crt"] = []byte(selfSignedCA(t))
+						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
+					})
+				},
+				Config: withRun, ConfigVariables: vars,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_credential.awx", plancheck.ResourceActionUpdate),
+					plancheck.ExpectResourceAction("kubeplay_run.test", plancheck.ResourceActionCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				},
+			},
+			{Config: base, ConfigVariables: vars},
+			{
+				// Revoke the token: deleting its ServiceAccount invalidates it.
+				PreConfig: func() {
+					if err := e.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), "awx", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					e.waitTokenRejected(host, ca, token)
+					clock = startFault(t, "bad_token")
+				},
+				Config: withRun, ConfigVariables: vars,
+				ExpectError: expectError(`(?s)Run Credential Rejected.*401 Unauthorized.*` + cred),
+			},
+			{
+				// The failed run, kept tainted in the state, goes; it created no pod.
+				PreConfig: func() { clock.end("apply error Run Credential Rejected") },
+				Config:    base, ConfigVariables: vars,
+				Check: noLeaks,
+			},
+			{
+				// A wrong CA in the configuration: the credential's own apply fails, before any run.
+				PreConfig: func() { clock = startFault(t, "bad_ca") },
+				Config:    wrongCA + runTrue, ConfigVariables: vars,
+				ExpectError: expectError(`(?s)TLS Verification Failed.*certificate signed by unknown authority`),
+			},
+			{
+				PreConfig: func() { clock.end("apply error TLS Verification Failed (credential)") },
+				Config:    base, ConfigVariables: vars,
+				Check: noLeaks,
+			},
+		},
+	})
+}
+
+func (e *testEnv) credentialGroup(cred, group, ns, host, ca string) string {
+	return fmt.Sprintf(`
 resource "kubeplay_credential" "awx" {
   name         = %q
   kind         = "bearer_token"
@@ -527,63 +595,6 @@ resource "kubeplay_container_group" "g" {
   credential = kubeplay_credential.awx.name
 }
 `, cred, host, ca, ns, group, ns, acctest.TestImage())
-	withRun := base + `
-resource "kubeplay_run" "test" {
-  container_group = kubeplay_container_group.g.name
-  command         = ["true"]
-}
-`
-	vars := config.Variables{"token": config.StringVariable(token)}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		TerraformVersionChecks:   writeOnlyVersions,
-		CheckDestroy:             e.checkNoRunPods(ns),
-		Steps: []resource.TestStep{
-			{Config: base, ConfigVariables: vars},
-			{
-				// The cluster's CA as the credential stores it no longer matches.
-				PreConfig: func() {
-					e.editSecret(cred, func(s *corev1.Secret) {
-						s.Data["ca.crt"] = []byte(selfSignedCA(t))
-						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
-					})
-				},
-				// The refresh reads the changed CA, so the plan rewrites the credential before the run,
-				// and the dry run's TLS failure is only a warning.
-				Config: withRun, ConfigVariables: vars,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction("kubeplay_credential.awx", plancheck.ResourceActionUpdate),
-					plancheck.ExpectResourceAction("kubeplay_run.test", plancheck.ResourceActionCreate),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-				},
-			},
-			{
-				Config: base, ConfigVariables: vars,
-			},
-			{
-				// Restore the CA, then revoke the token: deleting its ServiceAccount invalidates it.
-				PreConfig: func() {
-					e.editSecret(cred, func(s *corev1.Secret) {
-						s.Data["ca.crt"] = []byte(ca)
-						s.Annotations[credential.AnnotationDigest] = credential.Digest(s.Data)
-					})
-					if err := e.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), "awx", metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					e.waitTokenRejected(host, ca, token)
-				},
-				Config: withRun, ConfigVariables: vars,
-				ExpectError: expectError(`(?s)Credential Rejected.*401 Unauthorized.*` + cred),
-			},
-			{
-				// The failed run, kept tainted in the state, goes; it created no pod.
-				Config: base, ConfigVariables: vars,
-				Check: e.checkNoRunPods(ns),
-			},
-		},
-	})
 }
 
 // TestAccRun_destroyNotBlocked: a run whose pod the cluster refuses (here a

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -75,17 +76,35 @@ resource "kubeplay_run" "r" {
 }
 
 // start runs terraform apply in a process group of its own.
-func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *bytes.Buffer) {
+func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *syncBuffer) {
 	cmd := exec.Command(s.terraformBin, "apply", "-auto-approve", "-input=false", "-no-color")
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, &out
+	return cmd, out
+}
+
+// syncBuffer is terraform's output, read while terraform writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // waitPod watches the namespace's run pods until cond holds for one of them.
@@ -127,12 +146,12 @@ func TestAccRun_interrupt(t *testing.T) {
 	s := newSignalEnv(t, "10m")
 	cmd, out := s.start(t)
 	s.waitPod(t, "running", 2*time.Minute, running)
-	start := time.Now()
+	clock := startFault(t, "ctrl_c")
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	took := time.Since(start)
+	took := clock.end(applyOutcome(out.String(), err))
 	if err == nil {
 		t.Fatalf("an interrupted apply must fail:\n%s", out)
 	}
@@ -142,6 +161,7 @@ func TestAccRun_interrupt(t *testing.T) {
 	if left := s.runPods(t); len(left) > 0 {
 		t.Fatalf("pods left after Ctrl-C: %v", left)
 	}
+	acctest.CheckNoLeaks(t, s.e.kube, groupLeaks(s.ns, "signals"))
 	t.Logf("Ctrl-C: terraform exited %s after the signal, run pod gone", took.Round(time.Millisecond))
 }
 
@@ -177,4 +197,5 @@ func TestAccRun_killedReaped(t *testing.T) {
 	if left := s.runPods(t); len(left) > 0 {
 		t.Fatalf("the orphan (%s) was not reaped by the next apply: pods %v", orphan, left)
 	}
+	acctest.CheckNoLeaks(t, s.e.kube, groupLeaks(s.ns, "signals"))
 }

@@ -124,10 +124,11 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, err)
 	}
 	var payload string
+	var reported bool
 	marker := s.Bundle.Marker
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
-		OnMarker: func(p string) { payload = p }, OnLine: s.OnLine})
+		OnMarker: func(p string) { payload, reported = p, true }, OnLine: s.OnLine})
 	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, errs)
 	_ = stdin.Close()
 	_ = out.Close()
@@ -147,7 +148,11 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	result, perr := bundle.ParseResult(payload)
 	switch {
 	case perr != nil && code == 0:
-		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod.Name, perr, errs.String()))
+		gone := ""
+		if !reported {
+			gone = r.vanished(ctx, pod)
+		}
+		return r.finish(ctx, s, res, pod, noResult(pod.Name, reported, gone, perr, errs.String()))
 	case perr != nil:
 		res.ExitCode = code
 		if gone := r.vanished(ctx, pod); gone != "" {
@@ -163,6 +168,21 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		res.Status = StatusFailed
 	}
 	return r.finish(ctx, s, res, pod, nil)
+}
+
+// noResult explains an exec that ended with exit code 0 and no result. With
+// no report at all, the stream was closed under the run: a kubelet that
+// stops closes its exec streams cleanly, without an exit status, which
+// client-go reads as success. gone is how the pod vanished, if it did.
+func noResult(pod string, reported bool, gone string, perr error, stderr string) error {
+	switch {
+	case reported:
+		return fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod, perr, stderr)
+	case gone != "":
+		return fmt.Errorf("pod %s %s during the run", pod, gone)
+	}
+	return fmt.Errorf("the exec stream to pod %s ended before the run reported its result (the kubelet or the API "+
+		"server stopped, or the connection dropped), which ends the run in the pod part way", pod)
 }
 
 // launch creates the run's pod and waits until it runs. While a launch

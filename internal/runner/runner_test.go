@@ -78,9 +78,11 @@ func (e *env) spec(b bundle.Bundle) runner.Spec {
 	return runner.Spec{Pod: e.pod(acctest.TestImage()), Container: "worker", Bundle: b, OutputLimit: 64 << 10, PendingTimeout: time.Minute}
 }
 
-// gone fails the test unless the run's pod no longer exists.
+// gone fails the test unless the run's pod no longer exists, and no
+// kubeplay pod or Secret is left in the namespace (acctest.Leaks).
 func (e *env) gone(res runner.Result) {
 	e.t.Helper()
+	defer acctest.CheckNoLeaks(e.t, e.kube, acctest.LeakScope{Namespaces: []string{e.ns}})
 	if res.PodName == "" {
 		return
 	}

@@ -270,6 +270,9 @@ wait_until() {
   done
 }
 
+# port_closed port: nothing listens on the TCP port.
+port_closed() { [ -z "$(ss -Htln "sport = :$1")" ]; }
+
 kc() { kubectl --kubeconfig="$ADMIN_KUBECONFIG" --request-timeout=10s "$@"; }
 
 apiserver_ready() {

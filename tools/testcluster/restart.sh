@@ -10,7 +10,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NAME=${1:-}
 case "$NAME" in
-  kube-apiserver|kube-controller-manager|kube-scheduler) ;;
+  kube-apiserver) PORT=$APISERVER_PORT ;;
+  kube-controller-manager) PORT=$KCM_PORT ;;
+  kube-scheduler) PORT=$SCHED_PORT ;;
   *) echo "usage: restart.sh kube-apiserver|kube-controller-manager|kube-scheduler" >&2; exit 2 ;;
 esac
 require_root
@@ -22,6 +24,9 @@ mapfile -d '' ARGV < "/proc/$PID/cmdline"
 [ "${#ARGV[@]}" -gt 0 ] || die "cannot read the command line of $NAME ($PID)"
 kill -KILL "$PID"
 while [ -d "/proc/$PID" ] && [ "$({ awk '{print $3}' "/proc/$PID/stat"; } 2>/dev/null)" != Z ]; do sleep 0.05; done
+# The thread group leader turns zombie before its other threads have exited and closed
+# the listening socket: wait for the port too, or the new instance cannot bind it.
+wait_until "port $PORT of the killed $NAME to close" 30 "" port_closed "$PORT"
 log "killed $NAME ($PID)"
 start_daemon "$NAME" "${ARGV[@]}" || die "cannot start $NAME again"
 wait_until "kube-apiserver /readyz" 60 kube-apiserver apiserver_ready
