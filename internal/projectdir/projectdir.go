@@ -182,6 +182,10 @@ func Scan(root string, extra []string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manifest{Root: root}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -201,7 +205,7 @@ func Scan(root string, extra []string) (*Manifest, error) {
 			}
 			return nil
 		}
-		e, err := entry(p, rel, d)
+		e, err := entry(p, rel, realRoot, d)
 		if err != nil {
 			return err
 		}
@@ -214,7 +218,7 @@ func Scan(root string, extra []string) (*Manifest, error) {
 	return m, nil
 }
 
-func entry(p, rel string, d fs.DirEntry) (Entry, error) {
+func entry(p, rel, realRoot string, d fs.DirEntry) (Entry, error) {
 	info, err := d.Info()
 	if err != nil {
 		return Entry{}, err
@@ -229,7 +233,7 @@ func entry(p, rel string, d fs.DirEntry) (Entry, error) {
 			return Entry{}, err
 		}
 		target = filepath.ToSlash(target)
-		if !LinkInside(rel, target) {
+		if !LinkInside(rel, target) || !resolvesInside(p, realRoot) {
 			return Entry{}, &PathError{Path: rel, Err: fmt.Errorf("%w (-> %s)", ErrLinkOutside, target)}
 		}
 		sum := sha256.Sum256([]byte(target))
@@ -255,6 +259,18 @@ func LinkInside(rel, target string) bool {
 	}
 	resolved := path.Join(path.Dir(rel), target)
 	return resolved != "." && resolved != ".." && !strings.HasPrefix(resolved, "../")
+}
+
+// resolvesInside reports whether the link at p, resolved by the file
+// system, stays strictly inside realRoot: a chain of links can leave where
+// each alone, read lexically, does not. A dangling link passes.
+func resolvesInside(p, realRoot string) bool {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	rel, err := filepath.Rel(realRoot, real)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func sumFile(p string) (string, int64, error) {
