@@ -187,6 +187,7 @@ func Scan(root string, extra []string) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{Root: root}
+	buf := make([]byte, 64<<10)
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -205,7 +206,7 @@ func Scan(root string, extra []string) (*Manifest, error) {
 			}
 			return nil
 		}
-		e, err := entry(p, rel, realRoot, d)
+		e, err := entry(p, rel, realRoot, d, buf)
 		if err != nil {
 			return err
 		}
@@ -218,7 +219,7 @@ func Scan(root string, extra []string) (*Manifest, error) {
 	return m, nil
 }
 
-func entry(p, rel, realRoot string, d fs.DirEntry) (Entry, error) {
+func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
 	info, err := d.Info()
 	if err != nil {
 		return Entry{}, err
@@ -240,7 +241,7 @@ func entry(p, rel, realRoot string, d fs.DirEntry) (Entry, error) {
 		e.Kind, e.Target, e.Sum, e.Mode = Symlink, target, hex.EncodeToString(sum[:]), 0o777
 	case t == 0:
 		e.Kind = File
-		sum, n, err := sumFile(p)
+		sum, n, err := sumFile(p, buf)
 		if err != nil {
 			return Entry{}, err
 		}
@@ -273,14 +274,14 @@ func resolvesInside(p, realRoot string) bool {
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-func sumFile(p string) (string, int64, error) {
+func sumFile(p string, buf []byte) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf) // not os.File's WriteTo, which allocates its own
 	if err != nil {
 		return "", 0, err
 	}
@@ -380,6 +381,7 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.ReadCloser, error)) error {
+	buf := make([]byte, 64<<10)
 	for _, e := range m.Entries {
 		hdr := &tar.Header{Name: prefix + e.Path, Mode: int64(e.Mode.Perm()), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		if e.Mode&fs.ModeSetuid != 0 {
@@ -403,7 +405,7 @@ func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.
 			return err
 		}
 		if e.Kind == File {
-			if err := copyChecked(tw, e, open); err != nil {
+			if err := copyChecked(tw, e, open, buf); err != nil {
 				return err
 			}
 		}
@@ -413,7 +415,7 @@ func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.
 
 // copyChecked copies e's content, checking its length and, for files read
 // from disk, its sum: a file that changed since Scan is an ErrChanged.
-func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error)) error {
+func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error), buf []byte) error {
 	r, err := open(e)
 	if err != nil {
 		return err
@@ -424,8 +426,8 @@ func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error)) 
 	if fromDisk {
 		w = io.MultiWriter(w, h)
 	}
-	n, err := io.CopyN(w, r, e.Size)
-	if err != nil && !errors.Is(err, io.EOF) {
+	n, err := io.CopyBuffer(w, io.LimitReader(r, e.Size), buf)
+	if err != nil {
 		return err
 	}
 	if n != e.Size {

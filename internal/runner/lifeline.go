@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 
@@ -21,7 +22,14 @@ func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
 	}
 	pr, pw := io.Pipe()
 	go func() { // ends when pr is closed
-		if err := b.Write(pw); err != nil {
+		// Large writes make large exec frames: tar writes headers and
+		// padding in 512-byte pieces.
+		w := bufio.NewWriterSize(pw, 256<<10)
+		err := b.Write(w)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
 			_ = pw.CloseWithError(fmt.Errorf("writing the bundle: %w", err))
 		}
 	}()
