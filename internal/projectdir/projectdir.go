@@ -97,7 +97,8 @@ type pattern struct {
 	dirOnly  bool
 }
 
-// NewIgnore checks patterns (blank lines and # comments skipped).
+// NewIgnore checks patterns (blank lines and # comments skipped; leading
+// and trailing white space is not part of a pattern).
 func NewIgnore(patterns []string) (*Ignore, error) {
 	ig := &Ignore{}
 	for _, raw := range patterns {
@@ -225,10 +226,10 @@ func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
 		return Entry{}, err
 	}
 	e := Entry{Path: rel, Mode: info.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)}
-	switch t := info.Mode().Type(); {
-	case t == fs.ModeDir:
+	switch info.Mode().Type() {
+	case fs.ModeDir:
 		e.Kind = Dir
-	case t == fs.ModeSymlink:
+	case fs.ModeSymlink:
 		target, err := os.Readlink(p)
 		if err != nil {
 			return Entry{}, err
@@ -239,7 +240,7 @@ func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
 		}
 		sum := sha256.Sum256([]byte(target))
 		e.Kind, e.Target, e.Sum, e.Mode = Symlink, target, hex.EncodeToString(sum[:]), 0o777
-	case t == 0:
+	case 0:
 		e.Kind = File
 		sum, n, err := sumFile(p, buf)
 		if err != nil {
@@ -266,11 +267,11 @@ func LinkInside(rel, target string) bool {
 // system, stays strictly inside realRoot: a chain of links can leave where
 // each alone, read lexically, does not. A dangling link passes.
 func resolvesInside(p, realRoot string) bool {
-	real, err := filepath.EvalSymlinks(p)
+	resolved, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	rel, err := filepath.Rel(realRoot, real)
+	rel, err := filepath.Rel(realRoot, resolved)
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 

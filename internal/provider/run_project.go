@@ -57,7 +57,7 @@ func projectAttributes() map[string]schema.Attribute {
 				"pattern a line there, `#` starts a comment): a `path.Match` glob (`*`, `?`, `[...]`); without a `/` it " +
 				"matches a file or directory name at any depth (`*.bak`), with one it matches the path from the " +
 				"project's root (`/secrets/*.pem`, `docs/build`); a trailing `/` matches directories only. A matched " +
-				"directory is left out whole. There is no negation.",
+				"directory is left out whole. There is no negation; white space around a pattern is dropped.",
 			Optional: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.ValueStringsAre(ignorePattern())},
 		},

@@ -70,6 +70,7 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 	var alloc uint64
 	var ms runtime.MemStats
 	for i := 0; i < b.N; i++ {
+		kubeplayBefore, bareBefore := kubeplay, bare
 		runtime.ReadMemStats(&ms)
 		before := ms.TotalAlloc
 		start := time.Now()
@@ -77,6 +78,7 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		scanned := time.Since(start)
 		stdin, size, err := lifeline(shipBundle(m))
 		if err != nil {
 			b.Fatal(err)
@@ -95,6 +97,7 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 		exec([]string{"sh", "-c", `d=$(mktemp -d /tmp/bare.XXXXXX) && tar -xf - -C "$d"`}, in)
 		bare += time.Since(start)
 		_ = in.Close()
+		b.Logf("kubeplay %s (scan %s), bare exec %s", kubeplay-kubeplayBefore, scanned, bare-bareBefore)
 		exec([]string{"sh", "-c", "rm -rf /tmp/bare.* " + bundle.RunDirPrefix + "*"}, nil)
 	}
 	n := float64(b.N)
