@@ -21,6 +21,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/strictyaml"
 )
 
@@ -58,7 +59,8 @@ var workerPIDFile = WorkerPIDFile
 const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
 
 // reserved names the files map may not use.
-var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml", secretDir}
+var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml",
+	secretDir, ProjectDir, requirementsName, galaxyDir}
 
 // Bundle is one run's payload.
 type Bundle struct {
@@ -88,6 +90,18 @@ type Bundle struct {
 	Limit, Tags, SkipTags string
 	Verbosity, Forks      int
 	Check, Diff           bool
+
+	// Project, when set, is shipped from disk under ProjectDir, where the
+	// playbook runs; Files then go into it too (see project.go).
+	Project *projectdir.Manifest
+	// ProjectPlaybook names the playbook in Project, instead of Playbook.
+	ProjectPlaybook string
+	// Inventories are project paths passed with -i, in order; they replace
+	// the default inventory.
+	Inventories []string
+	// Requirements is a requirements.yml installed with ansible-galaxy
+	// before the playbook, with the project's own requirement files.
+	Requirements string
 
 	// Marker prefixes the line that reports the stats on stderr; make it
 	// unguessable (a per-run nonce) so a playbook cannot forge it.
@@ -134,8 +148,11 @@ func ValidateEnvName(n string) error {
 }
 
 func (b *Bundle) validate() error {
-	if (b.Playbook == "") == (len(b.Command) == 0) {
-		return errors.New("a bundle needs exactly one of a playbook and a command")
+	if n := btoi(b.Playbook != "") + btoi(b.ProjectPlaybook != "") + btoi(len(b.Command) > 0); n != 1 {
+		return errors.New("a bundle needs exactly one of a playbook and a command (a playbook is inline or a project path)")
+	}
+	if err := b.ValidateProject(); err != nil {
+		return err
 	}
 	for _, p := range slices.Sorted(maps.Keys(b.Files)) {
 		if err := ValidatePath(p); err != nil {
@@ -211,19 +228,39 @@ func ValidateInventory(text string) error {
 	return nil
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var epoch = time.Unix(0, 0)
+
+func addFile(tw *tar.Writer, name string, mode int64, content []byte) error {
+	hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(content)), ModTime: epoch, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err := tw.Write(content)
+	return err
+}
+
 // Write writes the bundle as a tar stream. Its mod times are fixed, so the
-// same bundle gives the same bytes.
+// same bundle gives the same bytes. A project's files are read from disk as
+// they are written: one that changed since it was scanned ends the stream
+// with projectdir.ErrChanged.
 func (b *Bundle) Write(w io.Writer) error {
+	return b.write(w, false)
+}
+
+func (b *Bundle) write(w io.Writer, shape bool) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
 	tw := tar.NewWriter(w)
-	add := func(name string, mode int64, content []byte) error {
-		hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(content)), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		_, err := tw.Write(content)
+	add := func(name string, mode int64, content []byte) error { return addFile(tw, name, mode, content) }
+	if err := b.writeProject(tw, shape); err != nil {
 		return err
 	}
 	dirs := map[string]bool{callbackDir: true}
@@ -233,7 +270,10 @@ func (b *Bundle) Write(w io.Writer) error {
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+		if _, inProject := b.projectEntry(d); inProject {
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: b.filesPrefix() + d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
 			return err
 		}
 	}
@@ -243,7 +283,7 @@ func (b *Bundle) Write(w io.Writer) error {
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(b.Files)) {
-		if err := add(p, 0o644, []byte(b.Files[p])); err != nil {
+		if err := add(b.filesPrefix()+p, 0o644, []byte(b.Files[p])); err != nil {
 			return err
 		}
 	}
@@ -260,7 +300,7 @@ func (b *Bundle) Write(w io.Writer) error {
 		{callbackDir + "/kubeplay_stats.py", 0o644, statsCallback},
 	}
 	if b.Playbook != "" {
-		files = append(files, bundleFile{PlaybookName, 0o644, []byte(b.Playbook)})
+		files = append(files, bundleFile{b.filesPrefix() + b.playbookArg(), 0o644, []byte(b.Playbook)})
 	}
 	if len(b.ExtraVars) > 0 {
 		files = append(files, bundleFile{varsName, 0o644, b.ExtraVars})
@@ -310,12 +350,12 @@ func exports(env map[string]string) string {
 
 // Args returns ansible-playbook's arguments for the bundle.
 func (b *Bundle) Args(inventory string) []string {
-	args := []string{"-i", inventory}
+	args := b.inventoryArgs(inventory)
 	if len(b.ExtraVars) > 0 {
-		args = append(args, "-e", "@"+varsName)
+		args = append(args, "-e", "@"+b.up()+varsName)
 	}
 	if len(b.SecretVars) > 0 {
-		args = append(args, "-e", "@"+secretVars)
+		args = append(args, "-e", "@"+b.up()+secretVars)
 	}
 	args = append(args, b.vaultArgs()...)
 	if b.Limit != "" {
@@ -339,7 +379,7 @@ func (b *Bundle) Args(inventory string) []string {
 	if b.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", min(b.Verbosity, 6)))
 	}
-	return append(args, PlaybookName)
+	return append(args, b.playbookArg())
 }
 
 // script is the runner: it reads secrets into its environment and deletes
@@ -365,7 +405,7 @@ func (b *Bundle) script(inventory string) string {
 		sb.WriteString(`export ANSIBLE_CALLBACK_PLUGINS="$PWD/` + callbackDir + `" ANSIBLE_CALLBACKS_ENABLED=kubeplay_stats` +
 			` KUBEPLAY_STATS_FILE="$PWD/` + statsName + `" ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0` +
 			` ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1` + "\n")
-		cmd = append([]string{"ansible-playbook"}, b.Args(inventory)...)
+		cmd = b.playCommand(inventory)
 	}
 	quoted := make([]string, len(cmd))
 	for i, a := range cmd {

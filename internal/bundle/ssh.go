@@ -174,7 +174,7 @@ func (b *Bundle) secretDirs() []string {
 func (b *Bundle) vaultArgs() []string {
 	var args []string
 	for _, id := range slices.Sorted(maps.Keys(b.Vault)) {
-		args = append(args, "--vault-id", id+"@"+vaultDir+"/"+id)
+		args = append(args, "--vault-id", id+"@"+b.up()+vaultDir+"/"+id)
 	}
 	return args
 }
@@ -185,7 +185,9 @@ func (b *Bundle) vaultArgs() []string {
 func (b *Bundle) sshSetup() string {
 	var sb strings.Builder
 	if len(b.secretDirs()) > 0 {
-		sb.WriteString("kubeplay_secrets() { [ -z \"${SSH_AGENT_PID:-}\" ] || kill \"$SSH_AGENT_PID\" 2>/dev/null; rm -rf ./" + secretDir + "; }\n" +
+		// An absolute path: a project's playbook runs from its own directory.
+		sb.WriteString("kubeplay_secret_dir=\"$PWD/" + secretDir + "\"\n" +
+			"kubeplay_secrets() { [ -z \"${SSH_AGENT_PID:-}\" ] || kill \"$SSH_AGENT_PID\" 2>/dev/null; rm -rf \"$kubeplay_secret_dir\"; }\n" +
 			"trap kubeplay_secrets EXIT\ntrap 'exit 129' HUP\ntrap 'exit 130' INT\ntrap 'exit 143' TERM\n")
 	}
 	if n := len(b.SSH.PrivateKeys); n > 0 {

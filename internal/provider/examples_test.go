@@ -69,6 +69,7 @@ func TestAccExamples(t *testing.T) {
 
 	run("provider", func(t *testing.T, dir string) { testExampleProvider(t, dir, cli) })
 	run("quickstart", testExampleQuickstart)
+	run("project", testExampleProject)
 	run("resources/kubeplay_credential", testExampleCredential)
 	run("resources/kubeplay_container_group", testExampleContainerGroup)
 	run("resources/kubeplay_node_label", testExampleNodeLabel)
@@ -180,6 +181,26 @@ func testExampleQuickstart(t *testing.T, dir string) {
 			})),
 			statecheck.ExpectKnownOutputValue("output", knownvalue.StringRegexp(regexp.MustCompile(`Hello from an ephemeral pod \(release 2026\.11\)`))),
 			statecheck.ExpectKnownValue("kubeplay_container_group.quickstart", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
+		),
+	))
+}
+
+// testExampleProject applies the project example: its playbook asserts the
+// role, group_vars, ansible.cfg, binary file and collection; the limit on
+// the constructed group leaves db1 out of the recap.
+func testExampleProject(t *testing.T, dir string) {
+	ns := randName("example-project")
+	x := newExampleEnv(t, dir, []string{ns}, nil)
+	host := knownvalue.ObjectPartial(map[string]knownvalue.Check{
+		"ok": knownvalue.Int64Exact(6), "failed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0),
+	})
+	resource.Test(t, x.testCase(x.checkGone,
+		x.step(map[string]string{"namespace": ns},
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"web1": host, "web2": host})),
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`hello from the kubeplay\.demo collection on web1`))),
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("project_files").AtMapKey("files/tool.bin"), knownvalue.StringRegexp(regexp.MustCompile(`^0755 sha256:[0-9a-f]{64}$`))),
+			statecheck.ExpectKnownOutputValue("project_hash", knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{64}$`))),
 		),
 	))
 }

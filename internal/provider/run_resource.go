@@ -40,6 +40,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
@@ -95,6 +96,16 @@ type runModel struct {
 	SSHHostKeyChecking types.Bool   `tfsdk:"ssh_host_key_checking"`
 	VaultPasswordWO    types.String `tfsdk:"vault_password_wo"`
 	VaultPasswordsWO   types.Map    `tfsdk:"vault_passwords_wo"`
+
+	ProjectDir    types.String `tfsdk:"project_dir"`
+	ProjectIgnore types.List   `tfsdk:"project_ignore"`
+	PlaybookPath  types.String `tfsdk:"playbook_path"`
+	Inventories   types.List   `tfsdk:"inventories"`
+	Requirements  types.String `tfsdk:"requirements"`
+	ProjectHash   types.String `tfsdk:"project_hash"`
+	ProjectFiles  types.Map    `tfsdk:"project_files"`
+	// project is project_dir as read for this plan or apply.
+	project *projectdir.Manifest `tfsdk:"-"`
 
 	Status       types.String `tfsdk:"status"`
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
@@ -173,10 +184,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"playbook": schema.StringAttribute{
-				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook` and `command` is required.",
-				Optional:            true, PlanModifiers: replaceStr,
+				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path` and `command` " +
+					"is required. With `project_dir`, it runs from the project's root (as `" + bundle.InlinePlaybookName + "`), " +
+					"beside the project's roles and `group_vars`.",
+				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
-					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("command")),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command")),
 					stringvalidator.LengthAtLeast(1),
 				},
 			},
@@ -322,6 +335,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 		},
 	}
 	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
+	maps.Copy(resp.Schema.Attributes, projectAttributes())
 }
 
 func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -337,7 +351,7 @@ func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateC
 	if resp.Diagnostics.HasError() || m.Command.IsNull() {
 		return
 	}
-	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "extra_vars", "destroy_playbook"} {
+	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook"} {
 		var v attr.Value
 		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
 		if v != nil && !v.IsNull() {
@@ -478,10 +492,16 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		// update of settings that do not run anything: the record stays known.
 		var state runModel
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if r.planProject(ctx, &plan, &state, resp); len(resp.RequiresReplace) > 0 || resp.Diagnostics.HasError() {
+			return
+		}
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	if r.planProject(ctx, &plan, nil, resp); resp.Diagnostics.HasError() {
 		return
 	}
 	if plan.ContainerGroup.IsUnknown() || r.data == nil {
@@ -607,6 +627,9 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	timeout, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
 	plan.ID = types.StringValue(runengine.NewID())
+	if !resolveProject(ctx, &plan, false, &resp.Diagnostics) {
+		return
+	}
 	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
 	if !ok {
 		return
@@ -753,6 +776,7 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, playboo
 		b.SecretVars = []byte(v)
 	}
 	b.SSH, b.Vault = sshSettings(ctx, plan, config, diags)
+	projectBundle(ctx, plan, &b, diags)
 	return b
 }
 
@@ -846,6 +870,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	}
 	state.DestroyPlaybook, state.KeepPodOnFailure, state.IgnoreFailure = plan.DestroyPlaybook, plan.KeepPodOnFailure, plan.IgnoreFailure
 	state.OutputLimit, state.Timeouts = plan.OutputLimit, plan.Timeouts
+	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -857,6 +882,9 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	}
 	timeout, diags := state.Timeouts.Delete(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
+	if !resolveProject(ctx, &state, true, &resp.Diagnostics) {
+		return
+	}
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
 	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)

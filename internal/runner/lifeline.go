@@ -1,7 +1,7 @@
 package runner
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	"io"
 
@@ -11,13 +11,27 @@ import (
 // lifeline returns the exec's stdin: the bundle, then nothing until it is
 // closed. It stays open while the run lives, so that the pod sees its end
 // when this process dies or loses the stream, and ends the run (see
-// bundle.Command). size is the bundle's length.
+// bundle.Command). size is the bundle's length. The bundle is streamed as
+// it is written, so a project is read from disk, never held in memory; a
+// write that fails part way (a project file changed) breaks the stream,
+// and the unpack in the pod fails.
 func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
-	var buf bytes.Buffer
-	if err := b.Write(&buf); err != nil {
+	size, err := b.Size()
+	if err != nil {
 		return nil, 0, fmt.Errorf("writing the bundle: %w", err)
 	}
 	pr, pw := io.Pipe()
-	go func() { _, _ = pw.Write(buf.Bytes()) }() // ends when pr is closed
-	return pr, int64(buf.Len()), nil
+	go func() { // ends when pr is closed
+		// Large writes make large exec frames: tar writes headers and
+		// padding in 512-byte pieces.
+		w := bufio.NewWriterSize(pw, 256<<10)
+		err := b.Write(w)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			_ = pw.CloseWithError(fmt.Errorf("writing the bundle: %w", err))
+		}
+	}()
+	return pr, size, nil
 }
