@@ -7,11 +7,19 @@ import (
 	"context"
 	"flag"
 	"log"
+	"os"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/parentwatch"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/provider"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 )
+
+// orphanGrace bounds how long a provider whose Terraform died waits for
+// its runs' clean-up (their pods' deletion and claims' release) to end.
+const orphanGrace = 3 * time.Minute
 
 // version is set by goreleaser (or -ldflags "-X main.version=...") at build time.
 var version = "dev"
@@ -23,6 +31,9 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "set to true to run the provider with support for debuggers like delve")
 	flag.Parse()
 
+	if !debug {
+		go exitWithParent()
+	}
 	opts := providerserver.ServeOpts{
 		Address: "registry.terraform.io/kubeplay/kubeplay",
 		Debug:   debug,
@@ -30,4 +41,20 @@ func main() {
 	if err := providerserver.Serve(context.Background(), provider.New(version), opts); err != nil {
 		log.Fatal(err.Error())
 	}
+}
+
+// exitWithParent ends the process once Terraform is gone (kill -9 of
+// terraform leaves providers running otherwise) and its runs, canceled by
+// the closed connection, have cleaned up.
+func exitWithParent() {
+	gone := parentwatch.Exited()
+	if gone == nil {
+		return
+	}
+	<-gone
+	select {
+	case <-runengine.Idle():
+	case <-time.After(orphanGrace):
+	}
+	os.Exit(1)
 }

@@ -677,7 +677,8 @@ func TestAccRunFault_providerKilled(t *testing.T) {
 
 // TestAccRunFault_terraformKilled: SIGKILL of terraform alone mid-run. The
 // provider's gRPC connection closes, which cancels the run: the provider
-// deletes the pod and releases the claims by itself.
+// deletes the pod and releases the claims by itself, then sees its parent
+// is gone and exits.
 func TestAccRunFault_terraformKilled(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
 	s := f.runDir(t, commandRun(startedThen("sleep 300"), "30m"))
@@ -685,14 +686,12 @@ func TestAccRunFault_terraformKilled(t *testing.T) {
 	f.waitStarted(t, s, out)
 	provider := providerPID(t, cmd.Process.Pid)
 	t.Cleanup(func() {
-		// terraform-plugin-go's server does not watch its parent: the
-		// provider, idle once it has cleaned up, lives on until killed.
-		if syscall.Kill(provider, 0) == nil {
-			t.Logf("the provider (pid %d) outlived terraform, idle; killing it", provider)
+		if processLives(provider) {
 			_ = syscall.Kill(provider, syscall.SIGKILL)
 		}
 	})
 	clock := startFault(t, "terraform_sigkill")
+	killed := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -700,6 +699,25 @@ func TestAccRunFault_terraformKilled(t *testing.T) {
 	f.waitGone(t, 2*time.Minute)
 	clock.end("canceled by the orphaned provider: pod deleted, claims released")
 	f.checkNoLeaks(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for processLives(provider) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider (pid %d) still runs 30 s after its run was cleaned up, with terraform gone", provider)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the provider exited %s after terraform was killed", time.Since(killed).Round(time.Millisecond))
+}
+
+// processLives: pid exists and is not a zombie waiting to be reaped.
+func processLives(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
 
 // localClusterOnly skips rows that disturb the local test cluster's

@@ -148,7 +148,8 @@ func keySecrets(keys ...string) []string {
 
 // TestAccRun_ssh: a run configures three SSH targets (Debian's sshd) with key
 // authentication, known hosts and vaulted variables, and their files prove
-// it; a wrong key makes the hosts unreachable, a wrong known_hosts fails host
+// it, inline and from a project whose role comes from a collection built
+// here and installed by the project's requirements.yml; a wrong key makes the hosts unreachable, a wrong known_hosts fails host
 // key checking, no host key checking needs no known_hosts, and a wrong vault
 // password fails the run. No key or password appears in the state, the
 // plan, a pod or the TF_LOG=trace log.
@@ -226,6 +227,46 @@ resource "kubeplay_run" "test" {
 			"playbook": config.StringVariable(playbook), "inventory": config.StringVariable(inventory.String()),
 		}
 	}
+	project := sshProject(t, e, ns, inventory.String(), vaultPW, opsPW)
+	projectRun := func() string {
+		step++
+		return e.runGroup(group, ns) + `
+variable "keys" {
+  type      = list(string)
+  sensitive = true
+  ephemeral = true
+}
+variable "vault_pw" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+variable "ops_pw" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+variable "project" { type = string }
+
+resource "kubeplay_run" "test" {
+  container_group     = kubeplay_container_group.g.name
+  project_dir         = var.project
+  playbook_path       = "site.yml"
+  inventories         = ["inventory/hosts.ini"]
+  ssh_private_keys_wo = var.keys
+  ssh_known_hosts     = ` + fmt.Sprintf("%q", known.String()) + `
+  vault_password_wo   = var.vault_pw
+  vault_passwords_wo  = { ops = var.ops_pw }
+  triggers            = { step = "` + fmt.Sprint(step) + `" }
+}
+`
+	}
+	projectVars := func(key string) config.Variables {
+		return config.Variables{
+			"keys": config.ListVariable(config.StringVariable(key)), "vault_pw": config.StringVariable(vaultPW),
+			"ops_pw": config.StringVariable(opsPW), "project": config.StringVariable(project),
+		}
+	}
 	const wrongPW = "not-the-vault-pw"
 	secrets := append(keySecrets(key, other, wrong), vaultPW, opsPW, wrongPW)
 	hosts := func(unreachable int64, changed int64) knownvalue.Check {
@@ -252,7 +293,17 @@ resource "kubeplay_run" "test" {
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
 			},
-			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets), e.checkNoRunPods(ns)),
+			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets, ""), e.checkNoRunPods(ns)),
+		},
+		{
+			// The same from a project: a role of a collection built here and installed from the
+			// project by requirements.yml, an inventory file, vaulted group_vars.
+			Config: projectRun(), ConfigVariables: projectVars(key),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
+			},
+			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets, " via kubeplay_test.ssh"), e.checkNoRunPods(ns)),
 		},
 		{
 			// A key the targets do not accept: every host is unreachable.
@@ -271,11 +322,12 @@ resource "kubeplay_run" "test" {
 			ExpectError: expectError(`(?s)Run Failed.*UNREACHABLE!.*(REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed)`),
 		},
 		{
-			// Turned off explicitly, no known_hosts is needed.
+			// Turned off explicitly, no known_hosts is needed. The proof changes back from the
+			// project's wording.
 			Config: run("  ssh_host_key_checking = false\n"), ConfigVariables: vars(key),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 0)),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
 			},
 		},
 		{
@@ -313,7 +365,7 @@ resource "kubeplay_run" "test" {
 }
 
 // checkProofs reads back the file the playbook wrote on each target.
-func (e *testEnv) checkProofs(ns string, targets []acctest.SSHTarget) resource.TestCheckFunc {
+func (e *testEnv) checkProofs(ns string, targets []acctest.SSHTarget, suffix string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -324,12 +376,43 @@ func (e *testEnv) checkProofs(ns string, targets []acctest.SSHTarget) resource.T
 			if err != nil || code != 0 {
 				return fmt.Errorf("reading the proof on %s: exit %d, %v: %s", tg.Pod, code, err, errOut.String())
 			}
-			if want := fmt.Sprintf("vaulted-word-71c3 ops-word-2b9d t%d\n", i); out.String() != want {
+			if want := fmt.Sprintf("vaulted-word-71c3 ops-word-2b9d t%d%s\n", i, suffix); out.String() != want {
 				return fmt.Errorf("the proof on %s is %q, want %q", tg.Pod, out.String(), want)
 			}
 		}
 		return nil
 	}
+}
+
+// sshProject writes a project whose playbook configures the SSH targets with
+// a role of collection kubeplay_test.ssh, built here with ansible-galaxy in
+// a pod and installed from the project's collections/requirements.yml, and
+// vaulted group_vars (one value per vault id).
+func sshProject(t *testing.T, e *testEnv, ns, inventory, vaultPW, opsPW string) string {
+	dir := filepath.Join(t.TempDir(), "project")
+	src := filepath.Join(t.TempDir(), "collection")
+	write := func(root, rel, content string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(src, "galaxy.yml", "namespace: kubeplay_test\nname: ssh\nversion: 1.0.0\nreadme: README.md\nauthors: [kubeplay]\n")
+	write(src, "README.md", "Test collection.\n")
+	write(src, "meta/runtime.yml", "requires_ansible: '>=2.14'\n")
+	write(src, "roles/proof/tasks/main.yml", "- name: write proof\n  ansible.builtin.copy:\n"+
+		"    dest: /home/"+acctest.SSHUser+"/proof\n    mode: \"0600\"\n"+
+		"    content: \"{{ secret_word }} {{ ops_word }} {{ inventory_hostname }} via kubeplay_test.ssh\\n\"\n")
+	acctest.BuildCollection(t, e.kube, ns, src, filepath.Join(dir, "dist"))
+	write(dir, "collections/requirements.yml", "collections:\n  - name: dist/kubeplay_test-ssh-1.0.0.tar.gz\n    type: file\n")
+	write(dir, "site.yml", "- hosts: all\n  gather_facts: false\n  roles:\n    - kubeplay_test.ssh.proof\n")
+	write(dir, "inventory/hosts.ini", inventory)
+	write(dir, "group_vars/all.yml", "secret_word: !vault |\n"+indent(acctest.VaultEncrypt(t, "vaulted-word-71c3", vaultPW, ""), 2)+
+		"ops_word: !vault |\n"+indent(acctest.VaultEncrypt(t, "ops-word-2b9d", opsPW, "ops"), 2))
+	return dir
 }
 
 func indent(s string, n int) string {

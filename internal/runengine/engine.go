@@ -124,6 +124,8 @@ type Outcome struct {
 // not start: ErrGroupUnavailable, *PodSecurityError, *CapacityError or
 // *NamespaceError; a run that started, whatever became of it, is an Outcome.
 func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) {
+	active.enter()
+	defer active.leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, req.Timeout)

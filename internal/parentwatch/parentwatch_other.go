@@ -1,0 +1,5 @@
+//go:build !linux
+
+package parentwatch
+
+func exited() <-chan struct{} { return nil }
