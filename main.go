@@ -8,6 +8,8 @@ import (
 	"flag"
 	"log"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -51,6 +53,9 @@ func exitWithParent() {
 	if gone == nil {
 		return
 	}
+	// Logging to a dead terraform's pipes must not kill the process in the
+	// middle of a run's clean-up: this function ends it afterwards.
+	signal.Ignore(syscall.SIGPIPE)
 	<-gone
 	select {
 	case <-runengine.Idle():

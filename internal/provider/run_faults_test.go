@@ -709,6 +709,66 @@ func TestAccRunFault_terraformKilled(t *testing.T) {
 	t.Logf("the provider exited %s after terraform was killed", time.Since(killed).Round(time.Millisecond))
 }
 
+// TestAccRunFault_terraformKilledIdle: SIGKILL of terraform while the
+// provider has nothing to do (terraform runs a local-exec of another
+// resource): the provider exits by itself.
+func TestAccRunFault_terraformKilledIdle(t *testing.T) {
+	s := newSignalEnv(t, "5m")
+	cfg := fmt.Sprintf(`terraform {
+  required_providers {
+    kubeplay = { source = "kubeplay/kubeplay" }
+  }
+}
+
+provider "kubeplay" {
+  config_path       = %q
+  catalog_namespace = %q
+}
+
+resource "kubeplay_container_group" "g" {
+  name      = "idle"
+  namespace = %q
+  image     = %q
+}
+
+resource "terraform_data" "wait" {
+  depends_on = [kubeplay_container_group.g]
+  provisioner "local-exec" {
+    command = "echo kubeplay-idle-wait; sleep 300"
+  }
+}
+
+# Keeps the provider open, and idle, while local-exec sleeps.
+resource "kubeplay_container_group" "after" {
+  depends_on = [terraform_data.wait]
+  name       = "idle-after"
+  namespace  = %q
+  image      = %q
+}
+`, s.e.kubeconfig, s.e.catalog, s.ns, acctest.TestImage(), s.ns, acctest.TestImage())
+	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := s.start(t)
+	// The provider shares terraform's process group; so does local-exec's sleep.
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	waitOutput(t, out, "kubeplay-idle-wait")
+	provider := providerPID(t, cmd.Process.Pid)
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := killed.Add(15 * time.Second)
+	for processLives(provider) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle provider (pid %d) still runs 15 s after terraform was killed", provider)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the idle provider exited %s after terraform was killed", time.Since(killed).Round(time.Millisecond))
+}
+
 // processLives: pid exists and is not a zombie waiting to be reaped.
 func processLives(pid int) bool {
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
