@@ -101,6 +101,11 @@ type runModel struct {
 	RunNamespace types.String `tfsdk:"run_namespace"`
 	// LaunchAttempts counts the pods the run launched.
 	LaunchAttempts types.Int64 `tfsdk:"launch_attempts"`
+
+	// The result beside host_stats: see run_result.go.
+	FailedTasks     types.List   `tfsdk:"failed_tasks"`
+	FailedTaskCount types.Int64  `tfsdk:"failed_task_count"`
+	Artifacts       types.String `tfsdk:"artifacts"`
 }
 
 var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -278,6 +283,10 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"read from a callback plugin rather than scraped from the output.",
 				Computed: true, ElementType: hostStatsType,
 			},
+			"failed_tasks":      failedTasksAttribute(),
+			"failed_task_count": failedTaskCountAttribute(),
+			"artifacts":         artifactsAttribute(),
+
 			"output":      schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
 			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
 			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
@@ -469,6 +478,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
+		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -718,6 +728,7 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	hs, d := types.MapValue(hostStatsType, stats)
 	diags.Append(d...)
 	m.HostStats = hs
+	recordResult(m, res, diags)
 }
 
 // report turns a run that did not succeed into an error diagnostic (or a

@@ -87,6 +87,11 @@ type Result struct {
 	Status     string
 	ExitCode   int
 	Hosts      map[string]bundle.HostStats
+	// FailedTasks, FailedTaskCount and Artifacts are the bundle.Result's,
+	// redacted as Output is.
+	FailedTasks     []bundle.FailedTask
+	FailedTaskCount int64
+	Artifacts       string
 	Output     string
 	PodName    string
 	NodeName   string
@@ -120,14 +125,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	if err != nil {
 		return r.finish(ctx, s, res, pod, err)
 	}
-	var payload string
-	marker := s.Bundle.Marker
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
-	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
-		OnMarker: func(p string) { payload = p }, OnLine: s.OnLine})
-	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, errs)
+	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
+	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
+	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
 	_ = stdin.Close()
 	_ = out.Close()
+	result, perr := results.Result()
 	_ = errs.Close()
 	res.Output = out.String()
 	if execErr != nil {
@@ -141,8 +145,10 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		}
 		return r.finish(ctx, s, res, pod, execErr)
 	}
-	result, perr := bundle.ParseResult(payload)
 	switch {
+	case perr != nil && !errors.Is(perr, bundle.ErrNoResult):
+		res.ExitCode = code
+		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr))
 	case perr != nil && code == 0:
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod.Name, perr, errs.String()))
 	case perr != nil:
@@ -154,6 +160,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
 	}
 	res.ExitCode, res.Hosts = result.ExitCode, result.Hosts
+	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
 	} else {
