@@ -84,19 +84,19 @@ type Spec struct {
 
 // Result is what a run recorded.
 type Result struct {
-	Status     string
-	ExitCode   int
-	Hosts      map[string]bundle.HostStats
+	Status   string
+	ExitCode int
+	Hosts    map[string]bundle.HostStats
 	// FailedTasks, FailedTaskCount and Artifacts are the bundle.Result's,
 	// redacted as Output is.
 	FailedTasks     []bundle.FailedTask
 	FailedTaskCount int64
 	Artifacts       string
-	Output     string
-	PodName    string
-	NodeName   string
-	StartedAt  time.Time
-	FinishedAt time.Time
+	Output          string
+	PodName         string
+	NodeName        string
+	StartedAt       time.Time
+	FinishedAt      time.Time
 	// Message explains an error status, or is the cause of a canceled one
 	// (such as "context canceled"), so that a caller says "canceled" once.
 	Message string
