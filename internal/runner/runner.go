@@ -84,19 +84,14 @@ type Spec struct {
 
 // Result is what a run recorded.
 type Result struct {
-	Status   string
-	ExitCode int
-	Hosts    map[string]bundle.HostStats
-	// FailedTasks, FailedTaskCount and Artifacts are the bundle.Result's,
-	// redacted as Output is.
-	FailedTasks     []bundle.FailedTask
-	FailedTaskCount int64
-	Artifacts       string
-	Output          string
-	PodName         string
-	NodeName        string
-	StartedAt       time.Time
-	FinishedAt      time.Time
+	Status     string
+	ExitCode   int
+	Hosts      map[string]bundle.HostStats
+	Output     string
+	PodName    string
+	NodeName   string
+	StartedAt  time.Time
+	FinishedAt time.Time
 	// Message explains an error status, or is the cause of a canceled one
 	// (such as "context canceled"), so that a caller says "canceled" once.
 	Message string
@@ -107,6 +102,12 @@ type Result struct {
 	// LaunchAttempts counts the pods the run launched (created, or tried
 	// to): 1, plus one per retry; 0 when it never tried.
 	LaunchAttempts int
+
+	// FailedTasks, FailedTaskCount and Artifacts are the bundle.Result's,
+	// redacted as Output is.
+	FailedTasks     []bundle.FailedTask
+	FailedTaskCount int64
+	Artifacts       string
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
