@@ -280,7 +280,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
 			"host_stats": schema.MapAttribute{
 				MarkdownDescription: "The play recap per host (ok, changed, unreachable, failed, skipped, rescued, ignored), " +
-					"read from a callback plugin rather than scraped from the output.",
+					"read from a callback plugin rather than scraped from the output, for every host however many (5,000 are " +
+					"tested): the result reaches the provider on a channel of its own after the playbook ends, apart from the output.",
 				Computed: true, ElementType: hostStatsType,
 			},
 			"failed_tasks":      failedTasksAttribute(),

@@ -21,7 +21,8 @@ func failedTasksAttribute() schema.Attribute {
 		MarkdownDescription: fmt.Sprintf("The tasks that failed, in the order they failed: for each, `host`, `task` (its "+
 			"name), `message` (the result's `msg`, else its `reason`, `stderr` or `exception`; cut to %d characters, "+
 			"ending with `...`) and `unreachable` (the task could not reach its host, rather than failed on it). "+
-			"Failures under `ignore_errors` are left out, as in the play recap. At most the first %d are kept; "+
+			"Failures under `ignore_errors`, and unreachable hosts under `ignore_unreachable`, are left out (the play "+
+			"recap counts them as `ignored`). At most the first %d are kept; "+
 			"`failed_task_count` counts them all. Values of `extra_vars_wo` and `env_wo` are redacted as in `output`. "+
 			"Read, like `host_stats`, from a callback plugin, on a channel of its own rather than from the output. "+
 			"Empty in command mode.", bundle.MaxTaskMessage, bundle.MaxFailedTasks),
