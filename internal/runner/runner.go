@@ -151,7 +151,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		res.ExitCode = code
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr))
 	case perr != nil && code == 0:
-		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod.Name, perr, errs.String()))
+		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported no result (%v): the exec session ended before the "+
+			"script's report, as when the kubelet or the API server closes the stream part way; stderr: %s", pod.Name, perr, errs.String()))
 	case perr != nil:
 		res.ExitCode = code
 		if gone := r.vanished(ctx, pod); gone != "" {
