@@ -103,8 +103,8 @@ type Bundle struct {
 	// before the playbook, with the project's own requirement files.
 	Requirements string
 
-	// Marker prefixes the line that reports the stats on stderr; make it
-	// unguessable (a per-run nonce) so a playbook cannot forge it.
+	// Marker is the separator line before the result on the script's
+	// stderr (see ResultStream); a per-run nonce.
 	Marker string
 }
 
@@ -384,7 +384,7 @@ func (b *Bundle) Args(inventory string) []string {
 
 // script is the runner: it reads secrets into its environment and deletes
 // them from disk, runs the playbook (or command) with its output on stdout,
-// and reports the exit code and stats on stderr behind the marker.
+// and reports the exit code and stats on its stderr after the marker.
 func (b *Bundle) script(inventory string) string {
 	var sb strings.Builder
 	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod.\nset -u\ncd \"$(dirname \"$0\")\" || exit 125\n")
@@ -435,8 +435,10 @@ func (b *Bundle) script(inventory string) string {
 	if len(b.Kubeconfig) > 0 {
 		sb.WriteString("rm -f ./" + kubeconfig + "\n")
 	}
-	fmt.Fprintf(&sb, "printf '%%s{\"rc\":%%d,\"stats\":%%s}\\n' %s \"$rc\" \"$(cat ./%s 2>/dev/null || echo null)\" >&2\nexit $rc\n",
-		Quote(b.Marker), statsName)
+	// The result channel (see ResultStream): the separator, then the
+	// document to the stream's end, on the script's own stderr.
+	fmt.Fprintf(&sb, "printf '\\n%%s\\n{\"rc\":%%d,\"stats\":' %s \"$rc\" >&2\n"+
+		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n' >&2\nexit $rc\n", Quote(b.Marker), statsName)
 	return sb.String()
 }
 
@@ -451,31 +453,18 @@ type HostStats struct {
 	Ignored     int64 `json:"ignored"`
 }
 
-// Result is what the runner reports behind the marker.
+// Result is what the runner reports on the result channel (see
+// ResultStream).
 type Result struct {
-	ExitCode int                  `json:"rc"`
-	Hosts    map[string]HostStats `json:"-"`
-}
-
-// ParseResult reads the payload of the runner's marker line.
-func ParseResult(payload string) (Result, error) {
-	var raw struct {
-		RC    *int `json:"rc"`
-		Stats *struct {
-			Hosts map[string]HostStats `json:"hosts"`
-		} `json:"stats"`
-	}
-	if err := json.Unmarshal([]byte(payload), &raw); err != nil {
-		return Result{}, fmt.Errorf("the runner's report is not JSON: %w", err)
-	}
-	if raw.RC == nil {
-		return Result{}, errors.New("the runner's report has no exit code")
-	}
-	r := Result{ExitCode: *raw.RC}
-	if raw.Stats != nil {
-		r.Hosts = raw.Stats.Hosts
-	}
-	return r, nil
+	ExitCode int
+	Hosts    map[string]HostStats
+	// FailedTasks are the first MaxFailedTasks failed tasks, in order;
+	// FailedTaskCount counts them all.
+	FailedTasks     []FailedTask
+	FailedTaskCount int64
+	// Artifacts is the run's set_stats data (per_host: false) as a compact
+	// JSON object; "" when the playbook set none.
+	Artifacts string
 }
 
 // Command returns the exec command that unpacks the bundle, the first size

@@ -139,20 +139,17 @@ func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string,
 	return out.String(), errOut.String(), code
 }
 
-// report finds the runner's report on stderr and parses it.
+// report reads the runner's report from its stderr.
 func report(t *testing.T, stderr string) Result {
 	t.Helper()
-	for _, l := range strings.Split(stderr, "\n") {
-		if p, ok := strings.CutPrefix(l, testMarker); ok {
-			r, err := ParseResult(p)
-			if err != nil {
-				t.Fatalf("report %q: %v", p, err)
-			}
-			return r
-		}
+	var before strings.Builder
+	rs := NewResultStream(testMarker, &before, MaxResultSize)
+	_, _ = rs.Write([]byte(stderr))
+	r, err := rs.Result()
+	if err != nil {
+		t.Fatalf("report on stderr %q: %v", stderr, err)
 	}
-	t.Fatalf("no report behind the marker on stderr: %q", stderr)
-	return Result{}
+	return r
 }
 
 func TestWriteLayout(t *testing.T) {

@@ -3,6 +3,7 @@ package bundle_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -32,7 +33,7 @@ func TestAccBundleRunsInPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns := acctest.Namespace(t, kube, "kp-bundle")
 	pod, err := acctest.StartPod(ctx, kube, ns, "bundle", acctest.TestImage())
@@ -42,9 +43,9 @@ func TestAccBundleRunsInPod(t *testing.T) {
 	run := func(t *testing.T, b bundle.Bundle, secrets ...string) (bundle.Result, string) {
 		t.Helper()
 		b.Marker = marker
-		var payload string
 		out := outputtail.New(outputtail.Options{Limit: 64 << 10, Secrets: secrets})
-		errs := outputtail.New(outputtail.Options{Limit: 4 << 10, Marker: marker, OnMarker: func(p string) { payload = p }})
+		errs := outputtail.New(outputtail.Options{Limit: 4 << 10})
+		results := bundle.NewResultStream(marker, errs, bundle.MaxResultSize)
 		var in bytes.Buffer
 		if err := b.Write(&in); err != nil {
 			t.Fatal(err)
@@ -52,14 +53,14 @@ func TestAccBundleRunsInPod(t *testing.T) {
 		// stdin stays open for the run's life, as the runner keeps it.
 		pr, pw := io.Pipe()
 		go func() { _, _ = pw.Write(in.Bytes()) }()
-		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(int64(in.Len())), pr, out, errs)
+		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(int64(in.Len())), pr, out, results)
 		_ = pr.Close()
 		_ = out.Close()
 		_ = errs.Close()
 		if err != nil {
 			t.Fatalf("exec: %v", err)
 		}
-		res, err := bundle.ParseResult(payload)
+		res, err := results.Result()
 		if err != nil {
 			t.Fatalf("%v (stderr %q, output %q)", err, errs.String(), out.String())
 		}
@@ -107,6 +108,64 @@ func TestAccBundleRunsInPod(t *testing.T) {
 `})
 		if res.ExitCode != 2 || res.Hosts["localhost"].Failed != 1 {
 			t.Fatalf("rc %d stats %+v, want rc 2 and one failure; output:\n%s", res.ExitCode, res.Hosts, out)
+		}
+	})
+
+	t.Run("failed tasks and artifacts", func(t *testing.T) {
+		res, out := run(t, bundle.Bundle{
+			Inventory: "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n" +
+				"ghost ansible_connection=ssh ansible_host=127.0.0.1 ansible_port=1 ansible_ssh_timeout=5\n",
+			Playbook: `- hosts: all
+  gather_facts: false
+  tasks:
+    - set_stats: {data: {version: "1.2", list: [1], n: 1, nested: {a: 1}}}
+      when: inventory_hostname == 'localhost'
+    - set_stats: {data: {list: [2], n: 2, nested: {b: 2}}}
+      when: inventory_hostname == 'localhost'
+    - set_stats: {data: {version: "1.3"}, aggregate: false}
+      when: inventory_hostname == 'localhost'
+    - set_stats: {data: {mine: 1}, per_host: true}
+    - name: ignored failure
+      fail: {msg: not counted}
+      ignore_errors: true
+      when: inventory_hostname == 'localhost'
+    - name: ignored unreachable
+      ping:
+      ignore_unreachable: true
+      when: inventory_hostname == 'ghost'
+    - name: unreachable host
+      ping:
+      when: inventory_hostname == 'ghost'
+    - name: break it
+      fail: {msg: "a deliberate {{ 'failure' }}"}
+`})
+		if res.ExitCode == 0 || res.FailedTaskCount != 2 || len(res.FailedTasks) != 2 {
+			t.Fatalf("rc %d, %d failed tasks (%+v); output:\n%s", res.ExitCode, res.FailedTaskCount, res.FailedTasks, out)
+		}
+		unreachable, failed := res.FailedTasks[0], res.FailedTasks[1]
+		if unreachable.Host != "ghost" || unreachable.Task != "unreachable host" || !unreachable.Unreachable || unreachable.Message == "" {
+			t.Errorf("unreachable task %+v", unreachable)
+		}
+		if failed != (bundle.FailedTask{Host: "localhost", Task: "break it", Message: "a deliberate failure"}) {
+			t.Errorf("failed task %+v", failed)
+		}
+		// aggregate merges dicts, adds numbers, joins lists; aggregate: false replaces; per_host data are left out.
+		if want := `{"list":[1,2],"n":3,"nested":{"a":1,"b":2},"version":"1.3"}`; res.Artifacts != want {
+			t.Errorf("artifacts %s, want %s", res.Artifacts, want)
+		}
+	})
+
+	t.Run("400 hosts", func(t *testing.T) {
+		var inv strings.Builder
+		inv.WriteString("[all]\n")
+		for i := range 400 {
+			fmt.Fprintf(&inv, "host-%03d.example.com\n", i)
+		}
+		inv.WriteString("[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n")
+		res, out := run(t, bundle.Bundle{Inventory: inv.String(), Forks: 10,
+			Playbook: "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: hi}\n"})
+		if res.ExitCode != 0 || len(res.Hosts) != 400 || res.Hosts["host-399.example.com"].OK != 1 {
+			t.Fatalf("rc %d, %d hosts; output tail:\n%s", res.ExitCode, len(res.Hosts), out[max(0, len(out)-2000):])
 		}
 	})
 

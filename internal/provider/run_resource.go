@@ -119,6 +119,11 @@ type runModel struct {
 	RunNamespace types.String `tfsdk:"run_namespace"`
 	// LaunchAttempts counts the pods the run launched.
 	LaunchAttempts types.Int64 `tfsdk:"launch_attempts"`
+
+	// The result beside host_stats: see run_result.go.
+	FailedTasks     types.List   `tfsdk:"failed_tasks"`
+	FailedTaskCount types.Int64  `tfsdk:"failed_task_count"`
+	Artifacts       types.String `tfsdk:"artifacts"`
 }
 
 var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -295,9 +300,14 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
 			"host_stats": schema.MapAttribute{
 				MarkdownDescription: "The play recap per host (ok, changed, unreachable, failed, skipped, rescued, ignored), " +
-					"read from a callback plugin rather than scraped from the output.",
+					"read from a callback plugin rather than scraped from the output, for every host however many (5,000 are " +
+					"tested): the result reaches the provider on a channel of its own after the playbook ends, apart from the output.",
 				Computed: true, ElementType: hostStatsType,
 			},
+			"failed_tasks":      failedTasksAttribute(),
+			"failed_task_count": failedTaskCountAttribute(),
+			"artifacts":         artifactsAttribute(),
+
 			"output":      schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
 			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
 			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
@@ -498,6 +508,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
+		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -803,6 +814,7 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	hs, d := types.MapValue(hostStatsType, stats)
 	diags.Append(d...)
 	m.HostStats = hs
+	recordResult(m, res, diags)
 }
 
 // report turns a run that did not succeed into an error diagnostic (or a

@@ -105,6 +105,12 @@ type Result struct {
 	// Err is the error behind an error status, for callers that tell a
 	// rejected credential or an unreachable cluster from other causes.
 	Err error
+
+	// FailedTasks, FailedTaskCount and Artifacts are the bundle.Result's,
+	// redacted as Output is.
+	FailedTasks     []bundle.FailedTask
+	FailedTaskCount int64
+	Artifacts       string
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
@@ -123,15 +129,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	if err != nil {
 		return r.finish(ctx, s, res, pod, err)
 	}
-	var payload string
-	var reported bool
-	marker := s.Bundle.Marker
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
-	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, Marker: marker,
-		OnMarker: func(p string) { payload, reported = p, true }, OnLine: s.OnLine})
-	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, errs)
+	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
+	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
+	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
 	_ = stdin.Close()
 	_ = out.Close()
+	result, perr := results.Result()
 	_ = errs.Close()
 	res.Output = out.String()
 	if execErr != nil {
@@ -145,14 +149,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		}
 		return r.finish(ctx, s, res, pod, execErr)
 	}
-	result, perr := bundle.ParseResult(payload)
 	switch {
+	case perr != nil && !errors.Is(perr, bundle.ErrNoResult):
+		res.ExitCode = code
+		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr))
 	case perr != nil && code == 0:
-		gone := ""
-		if !reported {
-			gone = r.vanished(ctx, pod)
-		}
-		return r.finish(ctx, s, res, pod, noResult(pod.Name, reported, gone, perr, errs.String()))
+		// No report at all: the stream was closed under the run, or the pod went.
+		return r.finish(ctx, s, res, pod, noResult(pod.Name, false, r.vanished(ctx, pod), perr, errs.String()))
 	case perr != nil:
 		res.ExitCode = code
 		if gone := r.vanished(ctx, pod); gone != "" {
@@ -162,6 +165,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
 	}
 	res.ExitCode, res.Hosts = result.ExitCode, result.Hosts
+	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
 	} else {

@@ -1,0 +1,178 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// hostsDoc is a result document for n hosts, as the callback writes it.
+func hostsDoc(rc, n int) string {
+	hosts := map[string]HostStats{}
+	for i := range n {
+		hosts[fmt.Sprintf("host-%05d.example.com", i)] = HostStats{OK: 1}
+	}
+	j, _ := json.Marshal(map[string]any{"rc": rc, "stats": map[string]any{"hosts": hosts}})
+	return string(j)
+}
+
+// stream feeds stderr to a ResultStream in chunks of size k.
+func stream(stderr string, k, limit int) (Result, string, error) {
+	var before bytes.Buffer
+	s := NewResultStream(testMarker, &before, limit)
+	for b := []byte(stderr); len(b) > 0; b = b[min(k, len(b)):] {
+		if n, err := s.Write(b[:min(k, len(b))]); err != nil || n != min(k, len(b)) {
+			panic("short write")
+		}
+	}
+	r, err := s.Result()
+	return r, before.String(), err
+}
+
+// TestResultStreamManyHosts: 5,000 hosts' stats (about 300 KB on one line,
+// far over the output's line cap) come through whole, however the stream
+// is split, and what came before the separator is passed on.
+func TestResultStreamManyHosts(t *testing.T) {
+	doc := hostsDoc(0, 5000)
+	stderr := "tar: a warning\n" + "\n" + testMarker + "\n" + doc + "\n"
+	for _, k := range []int{1, 7, len(testMarker), 4096, len(stderr)} {
+		r, before, err := stream(stderr, k, MaxResultSize)
+		if err != nil || r.ExitCode != 0 || len(r.Hosts) != 5000 || r.Hosts["host-04999.example.com"].OK != 1 {
+			t.Fatalf("chunks of %d: %d hosts, rc %d, %v", k, len(r.Hosts), r.ExitCode, err)
+		}
+		if before != "tar: a warning\n" {
+			t.Fatalf("chunks of %d: before the separator %q", k, before)
+		}
+	}
+}
+
+func TestResultStreamErrors(t *testing.T) {
+	// No separator: all of stderr is passed on, in order.
+	if _, before, err := stream("sh: tar: not found\n"+testMarker, 3, 100); !errors.Is(err, ErrNoResult) || before != "sh: tar: not found\n"+testMarker {
+		t.Fatalf("no separator: %q, %v", before, err)
+	}
+	// The marker must be a line of its own: a playbook line holding it is not one.
+	if _, _, err := stream("x"+testMarker+"\n{\"rc\":0}", 5, 100); !errors.Is(err, ErrNoResult) {
+		t.Fatalf("marker inside a line: %v", err)
+	}
+	var tooLarge *ResultTooLargeError
+	_, _, err := stream("\n"+testMarker+"\n"+hostsDoc(0, 100), 64, 1000)
+	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("over the limit: %v", err)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{`{"rc":0`, "not JSON"},
+		{`{"rc":0} {"rc":1}`, "data follows"},
+		{`{"stats":null}`, "no exit code"},
+		{`{"rc":0,"stats":{"artifacts":[1]}}`, "not a JSON object"},
+	} {
+		if _, _, err := stream("\n"+testMarker+"\n"+c.doc, 10, 1000); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
+		}
+	}
+}
+
+func TestDecodeResultFailedTasksAndArtifacts(t *testing.T) {
+	tasks := make([]FailedTask, 0, MaxFailedTasks+5)
+	for i := range MaxFailedTasks + 5 {
+		tasks = append(tasks, FailedTask{Host: fmt.Sprint("h", i), Task: "t", Message: strings.Repeat("é", MaxTaskMessage+i)})
+	}
+	tasks[0].Unreachable = true
+	j, _ := json.Marshal(map[string]any{"rc": 2, "stats": map[string]any{
+		"hosts": map[string]any{}, "failed_tasks": tasks, "failed_task_count": 3,
+		"artifacts": json.RawMessage(`{ "b": [1, 2],  "a": {"x": "y"} }`),
+	}})
+	r, err := ParseResult(string(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.FailedTasks) != MaxFailedTasks || r.FailedTaskCount != int64(MaxFailedTasks+5) {
+		t.Fatalf("%d tasks kept, count %d", len(r.FailedTasks), r.FailedTaskCount)
+	}
+	if !r.FailedTasks[0].Unreachable || r.FailedTasks[1].Unreachable || r.FailedTasks[7].Host != "h7" {
+		t.Fatalf("tasks %+v", r.FailedTasks[:2])
+	}
+	for _, ft := range r.FailedTasks {
+		if n := utf8.RuneCountInString(ft.Message); n > MaxTaskMessage || ft.Message != strings.Repeat("é", MaxTaskMessage) && !strings.HasSuffix(ft.Message, "...") {
+			t.Fatalf("a message of %d characters: %q", n, ft.Message[:20])
+		}
+	}
+	if r.FailedTasks[0].Message != strings.Repeat("é", MaxTaskMessage) {
+		t.Fatal("a message at the limit was cut")
+	}
+	if r.Artifacts != `{"b":[1,2],"a":{"x":"y"}}` {
+		t.Fatalf("artifacts %s", r.Artifacts)
+	}
+	if r, err := ParseResult(`{"rc":0,"stats":{"artifacts":null}}`); err != nil || r.Artifacts != "" {
+		t.Fatalf("null artifacts: %q, %v", r.Artifacts, err)
+	}
+}
+
+// TestCallbackLimitsMatch: the callback and the parser agree on the bounds.
+func TestCallbackLimitsMatch(t *testing.T) {
+	for name, want := range map[string]int{"MAX_FAILED_TASKS": MaxFailedTasks, "MAX_MESSAGE": MaxTaskMessage} {
+		re := regexp.MustCompile(`(?m)^` + name + ` = (\d+)$`)
+		m := re.FindSubmatch(statsCallback)
+		if m == nil || string(m[1]) != fmt.Sprint(want) {
+			t.Errorf("kubeplay_stats.py sets %s to %q, want %d", name, m, want)
+		}
+	}
+}
+
+// TestScriptReportsOnItsOwnStderr: the script's result follows the playbook
+// whatever it prints, on stderr, and the playbook's own stderr goes to
+// stdout, so it cannot reach the result channel.
+func TestScriptReportsOnItsOwnStderr(t *testing.T) {
+	doc := hostsDoc(0, 400)
+	stats := doc[len(`{"rc":0,"stats":`) : len(doc)-1]
+	b := Bundle{Command: []string{"sh", "-c", `printf '%s' "$1" > stats.json; echo out; echo err >&2; printf 'no newline'; exit 3`, "sh", stats}, Marker: testMarker}
+	stdout, stderr, code := runScript(t, extract(t, &b))
+	if code != 3 || stdout != "out\nerr\nno newline" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	r := report(t, stderr)
+	if r.ExitCode != 3 || len(r.Hosts) != 400 {
+		t.Fatalf("rc %d, %d hosts", r.ExitCode, len(r.Hosts))
+	}
+}
+
+// FuzzDecodeResult: any stream decodes without a panic, and a decoded
+// result holds at most MaxFailedTasks tasks of bounded messages.
+func FuzzDecodeResult(f *testing.F) {
+	f.Add([]byte(hostsDoc(2, 3)), 5)
+	f.Add([]byte(`{"rc":0,"stats":{"failed_tasks":[{"host":"a","task":"b","message":"c","unreachable":true}],"failed_task_count":9,"artifacts":{"k":[1,{"x":null}]}}}`), 1)
+	f.Add([]byte(`{"rc":1,"stats":{"artifacts":"x"}}`), 100)
+	f.Add([]byte("\n"+testMarker+"\n{\"rc\":0}"), 2)
+	f.Fuzz(func(t *testing.T, doc []byte, k int) {
+		k = max(1, k%64+1)
+		var before bytes.Buffer
+		s := NewResultStream(testMarker, &before, 1<<16)
+		for b := doc; len(b) > 0; b = b[min(k, len(b)):] {
+			_, _ = s.Write(b[:min(k, len(b))])
+		}
+		_, _ = s.Result()
+		if before.Len() > len(doc) {
+			t.Fatalf("passed on %d bytes of %d", before.Len(), len(doc))
+		}
+		r, err := DecodeResult(bytes.NewReader(doc))
+		if err != nil {
+			return
+		}
+		if len(r.FailedTasks) > MaxFailedTasks || r.FailedTaskCount < int64(len(r.FailedTasks)) {
+			t.Fatalf("%d tasks, count %d", len(r.FailedTasks), r.FailedTaskCount)
+		}
+		for _, ft := range r.FailedTasks {
+			if utf8.RuneCountInString(ft.Message) > MaxTaskMessage {
+				t.Fatalf("a message of %d characters", utf8.RuneCountInString(ft.Message))
+			}
+		}
+		if r.Artifacts != "" && !json.Valid([]byte(r.Artifacts)) {
+			t.Fatalf("artifacts %q are not JSON", r.Artifacts)
+		}
+	})
+}

@@ -1,0 +1,108 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// manyHosts is the benchmark's inventory: n hosts on the local connection.
+func manyHosts(n int) string {
+	var inv strings.Builder
+	inv.WriteString("[all]\n")
+	for i := range n {
+		fmt.Fprintf(&inv, "host-%04d.example.com\n", i)
+	}
+	inv.WriteString("[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n")
+	return inv.String()
+}
+
+const oneDebug = "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: hello}\n"
+
+// heapPeak samples the Go heap every 10 ms until stop is called, and
+// returns its peak above the level at the start.
+func heapPeak() (stop func() float64) {
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		var m runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > peak.Load() {
+					peak.Store(m.HeapInuse)
+				}
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		return float64(peak.Load()-min(peak.Load(), base.HeapInuse)) / (1 << 20)
+	}
+}
+
+// BenchmarkManyHosts runs one debug task on 5,000 hosts (local connection,
+// 10 forks) through kubeplay's runner and through the minimal client-go
+// program (the inventory on exec stdin, ansible-playbook run directly), in
+// alternation so that both meet the same load. It reports each path's
+// time, their ratio, each one's peak Go heap above idle, and the process'
+// peak RSS (getrusage maxrss) after each.
+//
+//	TF_ACC=1 go test ./internal/runner -run '^$' -bench ManyHosts -benchtime 1x -timeout 60m
+func BenchmarkManyHosts(b *testing.B) {
+	const n, forks = 5000, 10
+	cfg, kube, ns := benchEnv(b)
+	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
+	inv := manyHosts(n)
+	direct := []string{"sh", "-c", fmt.Sprintf("cat > /tmp/inv && printf '%%s' %s > /tmp/p.yml && ansible-playbook -i /tmp/inv --forks %d /tmp/p.yml",
+		bundle.Quote(oneDebug), forks)}
+	var kp, dr time.Duration
+	for b.Loop() {
+		stop := heapPeak()
+		start := time.Now()
+		res := e.r.Run(context.Background(), e.spec(bundle.Bundle{Playbook: oneDebug, Inventory: inv, Forks: forks}))
+		kp += time.Since(start)
+		b.ReportMetric(stop(), "peak-heap-MiB-kubeplay")
+		b.ReportMetric(maxRSS(), "maxrss-MiB-after-kubeplay")
+		if res.Status != runner.StatusSuccessful || len(res.Hosts) != n {
+			b.Fatalf("run: %s (%s), %d hosts", res.Status, res.Message, len(res.Hosts))
+		}
+
+		stop = heapPeak()
+		start = time.Now()
+		out, err := e.direct(context.Background(), cfg, direct, inv)
+		dr += time.Since(start)
+		b.ReportMetric(stop(), "peak-heap-MiB-direct")
+		if err != nil || !strings.Contains(out, fmt.Sprintf("host-%04d.example.com", n-1)) {
+			b.Fatalf("direct: %v, output tail %q", err, out[max(0, len(out)-500):])
+		}
+	}
+	b.ReportMetric(kp.Seconds()/float64(b.N), "s-kubeplay")
+	b.ReportMetric(dr.Seconds()/float64(b.N), "s-direct")
+	b.ReportMetric(kp.Seconds()/dr.Seconds(), "x-direct")
+}
+
+// maxRSS is the process' peak resident set so far, in MiB.
+func maxRSS() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return float64(ru.Maxrss) / 1024
+}
