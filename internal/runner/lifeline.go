@@ -33,5 +33,15 @@ func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
 			_ = pw.CloseWithError(fmt.Errorf("writing the bundle: %w", err))
 		}
 	}()
-	return pr, size, nil
+	return &lifelineReader{PipeReader: pr, w: pw}, size, nil
 }
+
+// lifelineReader ends the stream with EOF when closed: client-go's stdin
+// copy then ends quietly (closing the read side made it log "Copying stdin
+// failed"), and a write still under way returns at once.
+type lifelineReader struct {
+	*io.PipeReader
+	w *io.PipeWriter
+}
+
+func (l *lifelineReader) Close() error { return l.w.Close() }
