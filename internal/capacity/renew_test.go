@@ -54,13 +54,13 @@ func entries(t *testing.T, led Ledger) map[string]Entry {
 	return e
 }
 
-// mustWait: acquiring n forks does not succeed within a short wait.
-func mustWait(t *testing.T, led Ledger, run string, n int64) {
+// mustWait: acquiring one fork does not succeed within a short wait.
+func mustWait(t *testing.T, led Ledger, run string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if g, err := led.Acquire(ctx, run, n, time.Minute); err == nil {
-		t.Fatalf("%s got %d forks (%+v) from a full ledger", run, n, g)
+	if g, err := led.Acquire(ctx, run, 1, time.Minute); err == nil {
+		t.Fatalf("%s got a fork (%+v) from a full ledger", run, g)
 	}
 }
 
@@ -83,7 +83,7 @@ func TestLedgerInvalidEntriesHoldNothing(t *testing.T) {
 	if e := entries(t, led); len(e) != 1 || e["r1"].Forks != 1 {
 		t.Errorf("entries after the grant: %+v, want r1 alone", e)
 	}
-	mustWait(t, led, "r2", 1)
+	mustWait(t, led, "r2")
 }
 
 // Claims of more than the limit hold the whole ledger, and sums of huge
@@ -103,7 +103,7 @@ func TestLedgerHugeEntriesFillIt(t *testing.T) {
 				data[string(rune('a'+i))] = string(b)
 			}
 			led, _ := ledgerWith(t, 3, data)
-			mustWait(t, led, "r", 1)
+			mustWait(t, led, "r")
 		})
 	}
 	if n := used(map[string]Entry{"a": {Forks: 1, Expires: future}, "b": {Forks: 1, Expires: future}}, 3); n != 2 {
@@ -149,7 +149,7 @@ func TestLedgerKeep(t *testing.T) {
 	var errs atomic.Int32
 	stop := led.Keep("live", ttl, func(error) { errs.Add(1) })
 	time.Sleep(3 * ttl)
-	mustWait(t, led, "next", 1)
+	mustWait(t, led, "next")
 	stop()
 	stop() // twice is harmless
 	left := time.Until(entries(t, led)["live"].Expires)
@@ -222,7 +222,7 @@ func TestLedgerLimitFromSpec(t *testing.T) {
 	if _, err := led.Acquire(context.Background(), "r1", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	mustWait(t, led, "r2", 1)
+	mustWait(t, led, "r2")
 	// Without the spec's limit, a limit below one in the annotation is no limit.
 	led.Limit = 0
 	cm, _ = cms.Get(context.Background(), LedgerName("g"), metav1.GetOptions{})

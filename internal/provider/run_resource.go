@@ -676,10 +676,10 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	if err != nil {
 		notStarted(err, diags)
 	}
-	if out.Result.Err != nil && t.clients != nil {
-		re := runengine.Classify(out.Result.Err, t.group.Namespace, t.clients.Config.Host)
+	if out.Err != nil && t.clients != nil {
+		re := runengine.Classify(out.Err, t.group.Namespace, t.clients.Config.Host)
 		if summary, detail := clusterProblem(re, t.group); summary != "" {
-			out.Result.Err = &clusterProblemError{summary: summary, detail: detail, err: out.Result.Err}
+			out.Err = &clusterProblemError{summary: summary, detail: detail, err: out.Err}
 		}
 	}
 	cleanupWarnings(out.Warnings, diags)
