@@ -626,12 +626,12 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
@@ -748,6 +748,7 @@ func addLedgerError(diags *diag.Diagnostics, host string, e *groupside.LedgerErr
 }
 
 func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state containerGroupModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -761,7 +762,6 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)
 	fillGroup(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 // runSideDrift names what the group needs on its cluster and is missing;

@@ -448,12 +448,12 @@ func markCheckUnknown(m *credentialModel) {
 
 func (r *credentialResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, req.Config.Get, true, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *credentialResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, req.Config.Get, false, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	// The Secret now holds what Terraform wrote: forget the drift Read saw.
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
@@ -604,6 +604,7 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 }
 
 func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state credentialModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -622,7 +623,6 @@ func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest,
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, accountDrift)...)
 	r.fill(ctx, &state, spec, e.Value.Report, checkedAt(e.Value.CheckedAt), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 // accountDrift says what is gone of a service_account credential's account.

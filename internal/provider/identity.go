@@ -30,17 +30,30 @@ func nameIdentitySchema(what string) identityschema.Schema {
 }
 
 // setIdentity copies the identity's attributes, which are all strings named as
-// in the resource schema, from the new state. A state left null (a failed
-// create, a resource gone) gets none.
-func setIdentity(ctx context.Context, state tfsdk.State, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics) {
-	if identity == nil || state.Raw.IsNull() {
+// in the resource schema, from the first of states that is not null: Read
+// passes its prior state too, since the framework wants an identity even when
+// Read removes the resource. A failed create, whose state is null, gets none.
+func setIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, diags *diag.Diagnostics, states ...tfsdk.State) {
+	if identity == nil {
 		return
 	}
-	for name := range identity.Schema.GetAttributes() {
-		var v types.String
-		diags.Append(state.GetAttribute(ctx, path.Root(name), &v)...)
-		diags.Append(identity.SetAttribute(ctx, path.Root(name), v)...)
+	for _, state := range states {
+		if state.Raw.IsNull() {
+			continue
+		}
+		for name := range identity.Schema.GetAttributes() {
+			var v types.String
+			diags.Append(state.GetAttribute(ctx, path.Root(name), &v)...)
+			diags.Append(identity.SetAttribute(ctx, path.Root(name), v)...)
+		}
+		return
 	}
+}
+
+// setReadIdentity sets the identity when Read returns, whichever way: from
+// the new state, or from the prior one when Read removed the resource.
+func setReadIdentity(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State, req.State)
 }
 
 // importByName sets name and id from an import id or, with an identity, from

@@ -508,13 +508,13 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 
 func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
 func (r *nodeLabelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
@@ -547,6 +547,7 @@ func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bo
 }
 
 func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state nodeLabelModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -560,7 +561,6 @@ func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, 
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift)...)
 	fillLabel(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -646,7 +646,7 @@ func (r *phaseResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	r.apply(ctx, plan, memberState{}, &resp.State, resp.Private, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -658,7 +658,7 @@ func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	prev := loadMembers(ctx, req.Private, &resp.Diagnostics)
 	r.apply(ctx, plan, prev, &resp.State, resp.Private, &resp.Diagnostics)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 // apply runs the phase and records what it applied, also when it failed
@@ -753,6 +753,7 @@ func addApplyErrors(m phaseModel, err error, diags *diag.Diagnostics) {
 }
 
 func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state phaseModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -784,7 +785,6 @@ func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	state.ID = state.Name
 	state.InventoryID = types.StringValue(e.Inv.ID)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-	setIdentity(ctx, resp.State, resp.Identity, &resp.Diagnostics)
 }
 
 // observedObjects is the objects attribute as Read finds it: objects
