@@ -10,11 +10,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
 )
 
 // identityVersions: resource identity came with Terraform 1.12.
@@ -100,6 +102,13 @@ func TestAccPhase_importByIdentity(t *testing.T) {
 		"name":    knownvalue.StringExact(name),
 		"cluster": knownvalue.Null(),
 	})
+	// As with an import by id, the documents cannot be read back: the import
+	// plans an update that writes them, and nothing else.
+	steps[1].ExpectNonEmptyPlan = true
+	steps[1].ImportPlanChecks.PreApply = []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction(phaseAddr, plancheck.ResourceActionUpdate),
+		plancheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("inventory_id"), knownvalue.StringExact(phase.ApplySetID(phase.InventoryName(name), e.catalog))),
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		TerraformVersionChecks:   identityVersions,
