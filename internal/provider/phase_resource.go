@@ -274,11 +274,16 @@ func (r *phaseResource) ConfigValidators(context.Context) []resource.ConfigValid
 // IdentitySchema: a phase is its name on its cluster, as in the import id
 // `<cluster>/<name>`.
 func (r *phaseResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
-	resp.IdentitySchema = nameIdentitySchema("phase")
-	resp.IdentitySchema.Attributes["cluster"] = identityschema.StringAttribute{
-		Description:       "The `kubeplay_credential` the phase applies with; null for the provider's own cluster.",
-		OptionalForImport: true,
-	}
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"name": identityschema.StringAttribute{
+			Description:       "The phase's name, unique per cluster: its inventory is `kubeplay-phase-<name>` in the `catalog_namespace`.",
+			RequiredForImport: true,
+		},
+		"cluster": identityschema.StringAttribute{
+			Description:       "The `kubeplay_credential` the phase applies with; unset for the provider's own cluster.",
+			OptionalForImport: true,
+		},
+	}}
 }
 
 func (r *phaseResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
