@@ -39,6 +39,7 @@ var (
 	_ resource.Resource                   = (*containerGroupResource)(nil)
 	_ resource.ResourceWithConfigure      = (*containerGroupResource)(nil)
 	_ resource.ResourceWithImportState    = (*containerGroupResource)(nil)
+	_ resource.ResourceWithIdentity       = (*containerGroupResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*containerGroupResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*containerGroupResource)(nil)
 )
@@ -319,6 +320,10 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 		},
 	}
+}
+
+func (r *containerGroupResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("container group")
 }
 
 func (r *containerGroupResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -621,10 +626,12 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
@@ -741,6 +748,7 @@ func addLedgerError(diags *diag.Diagnostics, host string, e *groupside.LedgerErr
 }
 
 func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state containerGroupModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -800,6 +808,5 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 }
 
 func (r *containerGroupResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	importByName(ctx, req, resp)
 }

@@ -34,6 +34,7 @@ var (
 	_ resource.Resource                   = (*credentialResource)(nil)
 	_ resource.ResourceWithConfigure      = (*credentialResource)(nil)
 	_ resource.ResourceWithImportState    = (*credentialResource)(nil)
+	_ resource.ResourceWithIdentity       = (*credentialResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*credentialResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*credentialResource)(nil)
 )
@@ -287,6 +288,10 @@ func saNamespaceReplace(ctx context.Context, req planmodifier.StringRequest, res
 	resp.RequiresReplace = kind.ValueString() == credential.KindServiceAccount
 }
 
+func (r *credentialResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("credential")
+}
+
 func (r *credentialResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
@@ -443,10 +448,12 @@ func markCheckUnknown(m *credentialModel) {
 
 func (r *credentialResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, req.Config.Get, true, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *credentialResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, req.Config.Get, false, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	// The Secret now holds what Terraform wrote: forget the drift Read saw.
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
@@ -597,6 +604,7 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 }
 
 func (r *credentialResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state credentialModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -668,8 +676,7 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 }
 
 func (r *credentialResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	importByName(ctx, req, resp)
 }
 
 // specFromModel builds the spec to store; write-only values come from config.

@@ -32,6 +32,7 @@ var (
 	_ resource.Resource                   = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithConfigure      = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithImportState    = (*nodeLabelResource)(nil)
+	_ resource.ResourceWithIdentity       = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*nodeLabelResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*nodeLabelResource)(nil)
 )
@@ -288,6 +289,10 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 	}
 }
 
+func (r *nodeLabelResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("label")
+}
+
 func (r *nodeLabelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
@@ -503,11 +508,13 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 
 func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
 func (r *nodeLabelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
@@ -540,6 +547,7 @@ func (r *nodeLabelResource) write(ctx context.Context, getPlan getter, create bo
 }
 
 func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state nodeLabelModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -571,6 +579,5 @@ func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteReque
 }
 
 func (r *nodeLabelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	importByName(ctx, req, resp)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -34,6 +35,7 @@ var (
 	_ resource.Resource                     = (*phaseResource)(nil)
 	_ resource.ResourceWithConfigure        = (*phaseResource)(nil)
 	_ resource.ResourceWithImportState      = (*phaseResource)(nil)
+	_ resource.ResourceWithIdentity         = (*phaseResource)(nil)
 	_ resource.ResourceWithValidateConfig   = (*phaseResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*phaseResource)(nil)
 	_ resource.ResourceWithConfigValidators = (*phaseResource)(nil)
@@ -267,6 +269,21 @@ func (r *phaseResource) ConfigValidators(context.Context) []resource.ConfigValid
 		resourcevalidator.Conflicting(bundle[0], bundle[2]),
 		resourcevalidator.Conflicting(bundle[1], bundle[2]),
 	}
+}
+
+// IdentitySchema: a phase is its name on its cluster, as in the import id
+// `<cluster>/<name>`.
+func (r *phaseResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"name": identityschema.StringAttribute{
+			Description:       "The phase's name, unique per cluster: its inventory is `kubeplay-phase-<name>` in the `catalog_namespace`.",
+			RequiredForImport: true,
+		},
+		"cluster": identityschema.StringAttribute{
+			Description:       "The `kubeplay_credential` the phase applies with; unset for the provider's own cluster.",
+			OptionalForImport: true,
+		},
+	}}
 }
 
 func (r *phaseResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -634,6 +651,7 @@ func (r *phaseResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	r.apply(ctx, plan, memberState{}, &resp.State, resp.Private, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -645,6 +663,7 @@ func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	prev := loadMembers(ctx, req.Private, &resp.Diagnostics)
 	r.apply(ctx, plan, prev, &resp.State, resp.Private, &resp.Diagnostics)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 // apply runs the phase and records what it applied, also when it failed
@@ -739,6 +758,7 @@ func addApplyErrors(m phaseModel, err error, diags *diag.Diagnostics) {
 }
 
 func (r *phaseResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	defer setReadIdentity(ctx, req, resp)
 	var state phaseModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -821,11 +841,19 @@ func (r *phaseResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	tflog.Info(ctx, "phase destroyed", map[string]any{"phase": state.Name.ValueString(), "members": len(ms.Members), "seconds": time.Since(start).Seconds()})
 }
 
-// ImportState takes `<name>` (the provider's cluster) or `<cluster>/<name>`.
+// ImportState takes `<name>` (the provider's cluster) or `<cluster>/<name>`,
+// or an identity.
 func (r *phaseResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	name, cluster := req.ID, ""
-	if c, n, ok := strings.Cut(req.ID, "/"); ok {
+	if req.ID == "" {
+		var id phaseIdentityModel
+		resp.Diagnostics.Append(req.Identity.Get(ctx, &id)...)
+		name, cluster = id.Name.ValueString(), id.Cluster.ValueString()
+	} else if c, n, ok := strings.Cut(req.ID, "/"); ok {
 		cluster, name = c, n
+	}
+	if resp.Diagnostics.HasError() {
+		return
 	}
 	if name == "" {
 		resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Expected <name> or <cluster>/<name>, got %q.", req.ID))
