@@ -70,7 +70,9 @@ func BenchmarkManyHosts(b *testing.B) {
 	cfg, kube, ns := benchEnv(b)
 	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
 	inv := manyHosts(n)
-	direct := []string{"sh", "-c", fmt.Sprintf("cat > /tmp/inv && printf '%%s' %s > /tmp/p.yml && ansible-playbook -i /tmp/inv --forks %d /tmp/p.yml",
+	// The mkdir keeps the worker from ending the pod: it waits 45 s for a
+	// run directory (podspec.WorkerStartTimeout), and this run lasts minutes.
+	direct := []string{"sh", "-c", fmt.Sprintf("mkdir -p "+bundle.RunDirPrefix+"direct && cat > /tmp/inv && printf '%%s' %s > /tmp/p.yml && ansible-playbook -i /tmp/inv --forks %d /tmp/p.yml",
 		bundle.Quote(oneDebug), forks)}
 	var kp, dr time.Duration
 	for b.Loop() {
