@@ -73,15 +73,22 @@ const fakePlaybook = `#!/bin/sh
 printf '%s\n' "$PWD" "$ANSIBLE_COLLECTIONS_PATH" "$ANSIBLE_ROLES_PATH" "$@" > "$KP_LOG/playbook.log"
 `
 
-func TestProjectScript(t *testing.T) {
-	m := testProject(t)
-	bin, logs := t.TempDir(), t.TempDir()
-	for name, script := range map[string]string{"ansible-galaxy": fakeGalaxy, "ansible-playbook": fakePlaybook} {
+// fakeAnsible puts a fake ansible-galaxy and the given ansible-playbook in
+// a directory for PATH, and points their KP_LOG at another.
+func fakeAnsible(t *testing.T, playbook string) (bin, logs string) {
+	bin, logs = t.TempDir(), t.TempDir()
+	for name, script := range map[string]string{"ansible-galaxy": fakeGalaxy, "ansible-playbook": playbook} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Setenv("KP_LOG", logs)
+	return bin, logs
+}
+
+func TestProjectScript(t *testing.T) {
+	m := testProject(t)
+	bin, logs := fakeAnsible(t, fakePlaybook)
 	b := Bundle{
 		Project: m, ProjectPlaybook: "link.yml", Inventories: []string{"inv/hosts.ini", "inv/c.yml"},
 		Requirements: "collections: []\n", ExtraVars: []byte(`{"a":1}`), Files: map[string]string{"extra/x.txt": "x"},
@@ -128,13 +135,7 @@ func TestProjectScript(t *testing.T) {
 
 func TestProjectGalaxyFails(t *testing.T) {
 	m := testProject(t)
-	bin, logs := t.TempDir(), t.TempDir()
-	for name, script := range map[string]string{"ansible-galaxy": fakeGalaxy, "ansible-playbook": fakePlaybook} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("KP_LOG", logs)
+	bin, logs := fakeAnsible(t, fakePlaybook)
 	t.Setenv("KP_FAIL", "collection install")
 	b := Bundle{Project: m, Playbook: "- hosts: all\n", Marker: testMarker}
 	dir := untar(t, &b)
@@ -197,13 +198,7 @@ done
 // directory, and still finds the vault password files; they are gone after.
 func TestProjectVaultPaths(t *testing.T) {
 	m := testProject(t)
-	bin, logs := t.TempDir(), t.TempDir()
-	for name, script := range map[string]string{"ansible-galaxy": fakeGalaxy, "ansible-playbook": fakeVaultPlaybook} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("KP_LOG", logs)
+	bin, logs := fakeAnsible(t, fakeVaultPlaybook)
 	b := Bundle{Project: m, Playbook: "- hosts: all\n", Marker: testMarker, Vault: map[string]string{DefaultVaultID: "s3cret-vault"}}
 	dir := untar(t, &b)
 	_, stderr, code := runScript(t, dir, bin)

@@ -10,42 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 )
-
-// replacingKube replaces a ConfigMap with another of the same name and
-// labels just before each delete goes out.
-type replacingKube struct {
-	kubernetes.Interface
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (k replacingKube) CoreV1() corev1client.CoreV1Interface {
-	return replacingCore{k.Interface.CoreV1(), k.replace}
-}
-
-type replacingCore struct {
-	corev1client.CoreV1Interface
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (c replacingCore) ConfigMaps(ns string) corev1client.ConfigMapInterface {
-	return replacingConfigMaps{c.CoreV1Interface.ConfigMaps(ns), ns, c.replace}
-}
-
-type replacingConfigMaps struct {
-	corev1client.ConfigMapInterface
-	ns      string
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (c replacingConfigMaps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	c.replace(ctx, c.ns, name)
-	return c.ConfigMapInterface.Delete(ctx, name, opts)
-}
 
 // TestAccLedgerDeleteLeavesReplacement: a ledger replaced between Delete's
 // read and its delete stays; the API server refuses the UID precondition.
@@ -59,7 +26,7 @@ func TestAccLedgerDeleteLeavesReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	var replacement *corev1.ConfigMap
-	wrapped := replacingKube{kube, func(ctx context.Context, ns, name string) {
+	wrapped := acctest.ReplacingKube{Interface: kube, Replace: func(ctx context.Context, ns, name string) {
 		cms := kube.CoreV1().ConfigMaps(ns)
 		old, err := cms.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -133,38 +132,6 @@ func TestAccProvisionRefusesForeignObjects(t *testing.T) {
 	}
 }
 
-// replacingKube replaces a Secret with another of the same name and labels
-// just before each Secret delete goes out: the delete must then leave the
-// replacement.
-type replacingKube struct {
-	kubernetes.Interface
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (k replacingKube) CoreV1() corev1client.CoreV1Interface {
-	return replacingCore{k.Interface.CoreV1(), k.replace}
-}
-
-type replacingCore struct {
-	corev1client.CoreV1Interface
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (c replacingCore) Secrets(ns string) corev1client.SecretInterface {
-	return replacingSecrets{c.CoreV1Interface.Secrets(ns), ns, c.replace}
-}
-
-type replacingSecrets struct {
-	corev1client.SecretInterface
-	ns      string
-	replace func(ctx context.Context, ns, name string)
-}
-
-func (s replacingSecrets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	s.replace(ctx, s.ns, name)
-	return s.SecretInterface.Delete(ctx, name, opts)
-}
-
 // TestAccDeprovisionLeavesReplacedObject: the token Secret is replaced
 // between Deprovision's read and its delete; the UID precondition makes the
 // API server refuse, and the replacement stays.
@@ -178,7 +145,7 @@ func TestAccDeprovisionLeavesReplacedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	var replacement *corev1.Secret
-	wrapped := replacingKube{kube, func(ctx context.Context, ns, name string) {
+	wrapped := acctest.ReplacingKube{Interface: kube, Replace: func(ctx context.Context, ns, name string) {
 		secrets := kube.CoreV1().Secrets(ns)
 		old, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -188,22 +188,7 @@ func TestAccRun_ssh(t *testing.T) {
 	step := 0
 	run := func(body string) string {
 		step++
-		return e.runGroup(group, ns) + `
-variable "keys" {
-  type      = list(string)
-  sensitive = true
-  ephemeral = true
-}
-variable "vault_pw" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
-variable "ops_pw" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
+		return e.runGroup(group, ns) + sshSecretVariables + `
 variable "playbook" { type = string }
 variable "inventory" { type = string }
 
@@ -230,22 +215,7 @@ resource "kubeplay_run" "test" {
 	project := sshProject(t, e, ns, inventory.String(), vaultPW, opsPW)
 	projectRun := func() string {
 		step++
-		return e.runGroup(group, ns) + `
-variable "keys" {
-  type      = list(string)
-  sensitive = true
-  ephemeral = true
-}
-variable "vault_pw" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
-variable "ops_pw" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
+		return e.runGroup(group, ns) + sshSecretVariables + `
 variable "project" { type = string }
 
 resource "kubeplay_run" "test" {
@@ -383,6 +353,25 @@ func (e *testEnv) checkProofs(ns string, targets []acctest.SSHTarget, suffix str
 		return nil
 	}
 }
+
+// sshSecretVariables declare the write-only inputs of TestAccRun_ssh's runs.
+const sshSecretVariables = `
+variable "keys" {
+  type      = list(string)
+  sensitive = true
+  ephemeral = true
+}
+variable "vault_pw" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+variable "ops_pw" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+`
 
 // sshProject writes a project whose playbook configures the SSH targets with
 // a role of collection kubeplay_test.ssh, built here with ansible-galaxy in

@@ -38,7 +38,7 @@ func (e *Engine) DryRun(ctx context.Context, g Group, l *podspec.Label, pod *cor
 	key := strings.Join([]string{e.clients.Config.Host, g.Credential, labelName, rendered}, "\x00")
 	return e.dryRuns(key, func() error {
 		if err := e.dryRun(ctx, g, nsLabel, pod); err != nil {
-			return classify(err, pod.Namespace, e.clients.Config.Host)
+			return Classify(err, pod.Namespace, e.clients.Config.Host)
 		}
 		return nil
 	})
@@ -60,11 +60,8 @@ func (e *Engine) dryRun(ctx context.Context, g Group, nsLabel *podspec.Label, po
 }
 
 // Classify tells why the cluster refused a request of a run in namespace:
-// the reasons of a dry run's refusal, for errors of the run itself.
-func Classify(err error, namespace, host string) *RefusedError { return classify(err, namespace, host) }
-
-// classify tells why the cluster refused a dry run in namespace.
-func classify(err error, namespace, host string) *RefusedError {
+// a dry run's, or the run's own at apply.
+func Classify(err error, namespace, host string) *RefusedError {
 	r := &RefusedError{Namespace: namespace, Host: host, Err: err}
 	switch {
 	case runner.IsQuotaExceeded(err):

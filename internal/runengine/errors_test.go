@@ -38,7 +38,7 @@ func TestClassify(t *testing.T) {
 		{"invalid", apierrors.NewBadRequest("bad pod"), RefusedOther, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := classify(c.err, "runs", "https://h")
+			r := Classify(c.err, "runs", "https://h")
 			if r.Reason != c.want {
 				t.Errorf("reason %d, want %d", r.Reason, c.want)
 			}

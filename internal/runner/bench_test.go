@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,32 +177,12 @@ func BenchmarkRunLargeOutput(b *testing.B) {
 	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
 	const size = 200 << 20
 	for b.Loop() {
-		runtime.GC()
-		var base runtime.MemStats
-		runtime.ReadMemStats(&base)
-		var peak atomic.Uint64
-		done := make(chan struct{})
-		go func() {
-			t := time.NewTicker(10 * time.Millisecond)
-			defer t.Stop()
-			var m runtime.MemStats
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					runtime.ReadMemStats(&m)
-					if m.HeapInuse > peak.Load() {
-						peak.Store(m.HeapInuse)
-					}
-				}
-			}
-		}()
+		stop := heapPeak()
 		var lines atomic.Int64
 		s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x | fold -w 99", size)}})
 		s.OnLine = func(string) { lines.Add(1) }
 		res := e.r.Run(context.Background(), s)
-		close(done)
+		above := stop()
 		if res.Status != runner.StatusSuccessful || len(res.Output) > 64<<10 {
 			b.Fatalf("status %s (%s), tail %d bytes", res.Status, res.Message, len(res.Output))
 		}
@@ -214,7 +193,6 @@ func BenchmarkRunLargeOutput(b *testing.B) {
 		if n := lines.Load(); n < size/100 {
 			b.Fatalf("only %d lines streamed", n)
 		}
-		above := float64(peak.Load()-min(peak.Load(), base.HeapInuse)) / (1 << 20)
 		b.ReportMetric(above, "peak-heap-MiB-above-idle")
 		b.ReportMetric(float64(len(res.Output)), "tail-bytes")
 	}
