@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -42,9 +43,9 @@ type listed struct {
 	fill     filler
 }
 
+// catalogListModel is the list configuration; cluster is a phase's only.
 type catalogListModel struct {
-	NamePrefix types.String `tfsdk:"name_prefix"`
-	Cluster    types.String `tfsdk:"cluster"`
+	NamePrefix, Cluster types.String
 }
 
 func newCredentialList() list.ListResource {
@@ -93,7 +94,10 @@ func (l *catalogList) Configure(_ context.Context, req resource.ConfigureRequest
 
 func (l *catalogList) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
 	var cfg catalogListModel
-	diags := req.Config.Get(ctx, &cfg)
+	diags := req.Config.GetAttribute(ctx, path.Root("name_prefix"), &cfg.NamePrefix)
+	if l.kind == "phase" {
+		diags.Append(req.Config.GetAttribute(ctx, path.Root("cluster"), &cfg.Cluster)...)
+	}
 	var found []listed
 	if !diags.HasError() {
 		found = l.find(ctx, l.data, cfg, &diags)
@@ -163,17 +167,22 @@ func importedState(ctx context.Context, r resource.Resource, req list.ListReques
 // secret stays in the cluster.
 func withoutSensitive(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) tftypes.Value {
 	for name, a := range st.Schema.GetAttributes() {
-		if !a.IsSensitive() {
-			continue
+		if a.IsSensitive() {
+			setNull(ctx, &st, name, diags)
 		}
-		null, err := a.GetType().ValueFromTerraform(ctx, tftypes.NewValue(a.GetType().TerraformType(ctx), nil))
-		if err != nil {
-			diags.AddError("Listing Failed", err.Error())
-			continue
-		}
-		diags.Append(st.SetAttribute(ctx, path.Root(name), null)...)
 	}
 	return st.Raw
+}
+
+// setNull sets a top-level attribute of st to null.
+func setNull(ctx context.Context, st *tfsdk.State, name string, diags *diag.Diagnostics) {
+	t := st.Schema.GetAttributes()[name].GetType()
+	null, err := t.ValueFromTerraform(ctx, tftypes.NewValue(t.TerraformType(ctx), nil))
+	if err != nil {
+		diags.AddError("Listing Failed", fmt.Sprintf("Attribute %s: %v.", name, err))
+		return
+	}
+	diags.Append(st.SetAttribute(ctx, path.Root(name), null)...)
 }
 
 // fillFrom sets a model of type M from the imported state with set.
@@ -216,9 +225,20 @@ func findEntries[T any](ctx context.Context, d *providerData, list func(*catalog
 
 func findCredentials(ctx context.Context, d *providerData, _ catalogListModel, diags *diag.Diagnostics) []listed {
 	return findEntries(ctx, d, (*catalog.Store).ListCredentials, func(e catalog.Entry[catalog.Credential]) (string, filler) {
-		return e.Value.Spec.Name, fillFrom(func(ctx context.Context, r resource.Resource, m *credentialModel, diags *diag.Diagnostics) {
+		fill := fillFrom(func(ctx context.Context, r resource.Resource, m *credentialModel, diags *diag.Diagnostics) {
 			r.(*credentialResource).fill(ctx, m, e.Value.Spec, e.Value.Report, checkedAt(e.Value.CheckedAt), diags)
 		})
+		// Read fills some attributes of other kinds (a provider credential's
+		// host): generated configuration must leave them out, as
+		// ValidateConfig refuses them.
+		return e.Value.Spec.Name, func(ctx context.Context, r resource.Resource, st *tfsdk.State, diags *diag.Diagnostics) {
+			fill(ctx, r, st, diags)
+			for _, name := range kindSpecificAttributes {
+				if !contains(kindAttributes[e.Value.Spec.Kind], name) {
+					setNull(ctx, st, name, diags)
+				}
+			}
+		}
 	}, diags)
 }
 
