@@ -29,11 +29,19 @@ var _ list.ListResourceWithConfigure = (*catalogList)(nil)
 type catalogList struct {
 	kind        string // the type name's suffix: container_group
 	what        string // for messages and docs: container group
-	newResource func() resource.Resource
+	note        string // what generated configuration lacks, for the docs
+	newResource func() listedResource
 	// find lists the definitions as identities (name, and cluster for a
 	// phase), each with what fills the resource for include_resource.
 	find func(ctx context.Context, d *providerData, cfg catalogListModel, diags *diag.Diagnostics) []listed
 	data *providerData
+}
+
+// listedResource is a resource a catalogList fills: configured, then
+// imported from the identity.
+type listedResource interface {
+	resource.ResourceWithConfigure
+	resource.ResourceWithImportState
 }
 
 // listed is one definition found. fill sets the resource, imported from the
@@ -49,19 +57,23 @@ type catalogListModel struct {
 }
 
 func newCredentialList() list.ListResource {
-	return &catalogList{kind: "credential", what: "credential", newResource: newCredentialResource, find: findCredentials}
+	return &catalogList{kind: "credential", what: "credential", newResource: func() listedResource { return &credentialResource{} }, find: findCredentials,
+		note: "A `bearer_token` or `kubeconfig` credential's secret is write-only and never listed: add `bearer_token` or " +
+			"`kubeconfig` to its generated block before the apply that imports it."}
 }
 
 func newContainerGroupList() list.ListResource {
-	return &catalogList{kind: "container_group", what: "container group", newResource: newContainerGroupResource, find: findGroups}
+	return &catalogList{kind: "container_group", what: "container group", newResource: func() listedResource { return &containerGroupResource{} }, find: findGroups}
 }
 
 func newNodeLabelList() list.ListResource {
-	return &catalogList{kind: "node_label", what: "node label", newResource: newNodeLabelResource, find: findLabels}
+	return &catalogList{kind: "node_label", what: "node label", newResource: func() listedResource { return &nodeLabelResource{} }, find: findLabels}
 }
 
 func newPhaseList() list.ListResource {
-	return &catalogList{kind: "phase", what: "phase", newResource: newPhaseResource, find: findPhases}
+	return &catalogList{kind: "phase", what: "phase", newResource: func() listedResource { return &phaseResource{} }, find: findPhases,
+		note: "A phase's documents and kustomization are not stored on the cluster, only the objects it applied: an imported " +
+			"phase lists those, and the plan after the import applies the documents or kustomization you add to its block."}
 }
 
 func (l *catalogList) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -72,7 +84,7 @@ func (l *catalogList) ListResourceConfigSchema(_ context.Context, _ list.ListRes
 	resp.Schema = listschema.Schema{
 		MarkdownDescription: "Lists the " + l.what + "s in the provider's `catalog_namespace`, whichever state made them, " +
 			"for `terraform query`. Each result is the " + l.what + "'s identity; with `include_resource = true` also the " +
-			"resource as Read gives it after an import. Write-only and sensitive values are never returned.",
+			"resource as Read gives it after an import. Write-only and sensitive values are never returned. " + l.note,
 		Attributes: map[string]listschema.Attribute{
 			"name_prefix": listschema.StringAttribute{
 				MarkdownDescription: "Only the " + l.what + "s whose name starts with this.",
@@ -138,7 +150,7 @@ func (l *catalogList) result(ctx context.Context, req list.ListRequest, f listed
 	}
 	if req.IncludeResource && !res.Diagnostics.HasError() {
 		r := l.newResource()
-		r.(resource.ResourceWithConfigure).Configure(ctx, resource.ConfigureRequest{ProviderData: l.data}, &resource.ConfigureResponse{})
+		r.Configure(ctx, resource.ConfigureRequest{ProviderData: l.data}, &resource.ConfigureResponse{})
 		st := importedState(ctx, r, req, res.Identity, &res.Diagnostics)
 		if !res.Diagnostics.HasError() {
 			f.fill(ctx, r, &st, &res.Diagnostics)
@@ -152,12 +164,12 @@ func (l *catalogList) result(ctx context.Context, req list.ListRequest, f listed
 
 // importedState is the state the resource's ImportState makes from the
 // identity, as `terraform import` would before Read.
-func importedState(ctx context.Context, r resource.Resource, req list.ListRequest, id *tfsdk.ResourceIdentity, diags *diag.Diagnostics) tfsdk.State {
+func importedState(ctx context.Context, r listedResource, req list.ListRequest, id *tfsdk.ResourceIdentity, diags *diag.Diagnostics) tfsdk.State {
 	resp := resource.ImportStateResponse{
 		State:    tfsdk.State{Raw: tftypes.NewValue(req.ResourceSchema.Type().TerraformType(ctx), nil), Schema: req.ResourceSchema},
 		Identity: &tfsdk.ResourceIdentity{Raw: id.Raw.Copy(), Schema: id.Schema},
 	}
-	r.(resource.ResourceWithImportState).ImportState(ctx, resource.ImportStateRequest{Identity: id}, &resp)
+	r.ImportState(ctx, resource.ImportStateRequest{Identity: id}, &resp)
 	diags.Append(resp.Diagnostics...)
 	return resp.State
 }
@@ -225,8 +237,8 @@ func findEntries[T any](ctx context.Context, d *providerData, list func(*catalog
 
 func findCredentials(ctx context.Context, d *providerData, _ catalogListModel, diags *diag.Diagnostics) []listed {
 	return findEntries(ctx, d, (*catalog.Store).ListCredentials, func(e catalog.Entry[catalog.Credential]) (string, filler) {
-		fill := fillFrom(func(ctx context.Context, r resource.Resource, m *credentialModel, diags *diag.Diagnostics) {
-			r.(*credentialResource).fill(ctx, m, e.Value.Spec, e.Value.Report, checkedAt(e.Value.CheckedAt), diags)
+		fill := fillFrom(func(ctx context.Context, _ resource.Resource, m *credentialModel, diags *diag.Diagnostics) {
+			(&credentialResource{data: d}).fill(ctx, m, e.Value.Spec, e.Value.Report, checkedAt(e.Value.CheckedAt), diags)
 		})
 		// Read fills some attributes of other kinds (a provider credential's
 		// host): generated configuration must leave them out, as
