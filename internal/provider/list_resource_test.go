@@ -18,10 +18,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-version"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck/queryfilter"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
 )
 
 // queryMinVersion is the first Terraform with `terraform query`.
@@ -253,4 +260,55 @@ func checkRunResult(t *testing.T, found []listFound, group, runID, pod, status s
 	if r.Object["pod_name"] != pod || r.Object["id"] != runID {
 		t.Errorf("the run pod's resource has pod_name %v and id %v, want %s and %s", r.Object["pod_name"], r.Object["id"], pod, runID)
 	}
+}
+
+// TestAccQuery_nodeLabelAndPhase lists a node label and a phase with the
+// testing framework's query mode: each by its identity, the phase with the
+// objects its Read finds for an import.
+func TestAccQuery_nodeLabelAndPhase(t *testing.T) {
+	e := newTestEnv(t)
+	ns := randName("kp-query")
+	e.cleanupNamespace(ns)
+	name := randName("q")
+	cfg := labelConfig(e, fmt.Sprintf("  name  = %q\n  image = %q\n  cpu   = \"100m\"\n", name, acctest.TestImage())) +
+		phaseConfig("test", name, []string{nsDoc(ns), cmDoc(ns, "a", "1")}, "  wait_timeout = \"2m\"\n")
+	// The configuration of the step before, with its provider block, stays.
+	lists := fmt.Sprintf(`
+list "kubeplay_node_label" "l" {
+  provider = kubeplay
+  config {
+    name_prefix = %[1]q
+  }
+}
+
+list "kubeplay_phase" "p" {
+  provider         = kubeplay
+  include_resource = true
+  config {
+    name_prefix = %[1]q
+  }
+}
+`, name)
+	byName := queryfilter.ByResourceIdentity(map[string]knownvalue.Check{"name": knownvalue.StringExact(name), "cluster": knownvalue.Null()})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{
+				Query:  true,
+				Config: lists,
+				QueryResultChecks: []querycheck.QueryResultCheck{
+					querycheck.ExpectLength("kubeplay_node_label.l", 1),
+					querycheck.ExpectIdentity("kubeplay_node_label.l", map[string]knownvalue.Check{"name": knownvalue.StringExact(name)}),
+					querycheck.ExpectLength("kubeplay_phase.p", 1),
+					querycheck.ExpectResourceDisplayName("kubeplay_phase.p", byName, knownvalue.StringExact("phase "+name)),
+					querycheck.ExpectResourceKnownValues("kubeplay_phase.p", byName, []querycheck.KnownValueCheck{
+						{Path: tfjsonpath.New("inventory_id"), KnownValue: knownvalue.StringExact(phase.ApplySetID(phase.InventoryName(name), e.catalog))},
+						{Path: tfjsonpath.New("objects"), KnownValue: knownvalue.ListSizeExact(2)},
+					}),
+				},
+			},
+		},
+	})
 }
