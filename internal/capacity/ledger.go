@@ -502,3 +502,11 @@ func (g *gate) leave(w watch.Interface, cm *corev1.ConfigMap) {
 	g.w, g.cm = w, cm
 	<-g.turn
 }
+
+// Claims returns the ledger's claims by run key, expired ones included:
+// a claim whose Expires has passed belongs to a run whose process stopped
+// renewing it. ErrNoLedger when the group has no such ledger.
+func (l Ledger) Claims(ctx context.Context) (map[string]Entry, error) {
+	_, entries, err := l.read(ctx)
+	return entries, err
+}

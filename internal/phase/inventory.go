@@ -148,3 +148,21 @@ func joinSorted(m map[string]bool) string {
 	sort.Strings(s)
 	return strings.Join(s, ",")
 }
+
+// Phases names the phases whose inventories are in namespace. A ConfigMap
+// that only looks like one (its ApplySet id is not its own) is left out.
+func Phases(ctx context.Context, kube kubernetes.Interface, namespace string) ([]string, error) {
+	list, err := kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelPhase, "")})
+	if err != nil {
+		return nil, fmt.Errorf("listing phase inventories in %s: %w", namespace, err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		p := cm.Labels[managed.LabelPhase]
+		if cm.Name == InventoryName(p) && cm.Labels[LabelApplySetID] == ApplySetID(cm.Name, namespace) {
+			names = append(names, p)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}

@@ -43,12 +43,20 @@ func setIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, diags *d
 		}
 		for name := range identity.Schema.GetAttributes() {
 			var v types.String
-			diags.Append(state.GetAttribute(ctx, path.Root(name), &v)...)
+			src := name
+			if s, ok := identitySource[name]; ok {
+				src = s
+			}
+			diags.Append(state.GetAttribute(ctx, path.Root(src), &v)...)
 			diags.Append(identity.SetAttribute(ctx, path.Root(name), v)...)
 		}
 		return
 	}
 }
+
+// identitySource names the resource attribute an identity attribute is
+// copied from where their names differ: a run's id is its run_id.
+var identitySource = map[string]string{"run_id": "id"}
 
 // setReadIdentity sets the identity when Read returns, whichever way: from
 // the new state, or from the prior one when Read removed the resource.
@@ -67,4 +75,23 @@ func importByName(ctx context.Context, req resource.ImportStateRequest, resp *re
 type phaseIdentityModel struct {
 	Name    types.String `tfsdk:"name"`
 	Cluster types.String `tfsdk:"cluster"`
+}
+
+var _ resource.ResourceWithIdentity = (*runResource)(nil)
+
+// IdentitySchema: a run is its id in its container group. The identity lets
+// `terraform query` list run pods as kubeplay_run results, to find what a
+// killed process left behind; a run cannot be imported, as what it did is
+// known only to the apply that ran it.
+func (r *runResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"container_group": identityschema.StringAttribute{
+			Description:       "The container group the run ran in.",
+			RequiredForImport: true,
+		},
+		"run_id": identityschema.StringAttribute{
+			Description:       "The run's id: its `id`, and its pods' `kubeplay.io/run` label.",
+			RequiredForImport: true,
+		},
+	}}
 }

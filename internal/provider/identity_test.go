@@ -115,3 +115,35 @@ func TestAccPhase_importByIdentity(t *testing.T) {
 		Steps:                    steps,
 	})
 }
+
+// TestAccRun_identity: a run's identity is its container group and run id,
+// set at create and kept by Read (refresh) and Update (output_limit changes
+// in place), so that `terraform query` results of kubeplay_run name runs
+// as state does.
+func TestAccRun_identity(t *testing.T) {
+	e := newTestEnv(t)
+	name, ns := randName("ident"), e.namespace("kp-ident")
+	run := func(limit int) string {
+		return groupConfig(e, fmt.Sprintf("  name      = %q\n  namespace = %q\n  image     = %q\n", name, ns, acctest.TestImage())) + fmt.Sprintf(`
+resource "kubeplay_run" "r" {
+  container_group = kubeplay_container_group.test.name
+  command         = ["true"]
+  output_limit    = %d
+}
+`, limit)
+	}
+	checks := []statecheck.StateCheck{
+		statecheck.ExpectIdentityValue("kubeplay_run.r", tfjsonpath.New("container_group"), knownvalue.StringExact(name)),
+		statecheck.ExpectIdentityValueMatchesStateAtPath("kubeplay_run.r", tfjsonpath.New("run_id"), tfjsonpath.New("id")),
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   identityVersions,
+		Steps: []resource.TestStep{
+			{Config: run(1000), ConfigStateChecks: checks},
+			{Config: run(2000), ConfigStateChecks: checks, ConfigPlanChecks: resource.ConfigPlanChecks{
+				PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("kubeplay_run.r", plancheck.ResourceActionUpdate)},
+			}},
+		},
+	})
+}

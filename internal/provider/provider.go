@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -28,6 +29,7 @@ import (
 var (
 	_ provider.Provider                   = (*kubeplayProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithListResources  = (*kubeplayProvider)(nil)
 )
 
 // DefaultCatalogNamespace holds the Secrets, ConfigMaps and PodTemplates that
@@ -261,6 +263,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 	data.connect = connect.New(data.pool, data.clients, data.catalog)
 	resp.DataSourceData = data
 	resp.ResourceData = data
+	resp.ListResourceData = data
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {
 		data.catalogNamespace = m.CatalogNamespace.ValueString()
 	}
@@ -342,6 +345,16 @@ func (p *kubeplayProvider) Resources(context.Context) []func() resource.Resource
 		newNodeLabelResource,
 		newPhaseResource,
 		newRunResource,
+	}
+}
+
+func (p *kubeplayProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{
+		newCredentialList,
+		newContainerGroupList,
+		newNodeLabelList,
+		newPhaseList,
+		newRunList,
 	}
 }
 

@@ -648,6 +648,7 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
 	r.record(&plan, out.Result, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	r.report(plan, out.Result, "Run", &resp.Diagnostics)
 }
 
@@ -867,8 +868,9 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func (r *runResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
+func (r *runResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	// A run is a record: what it did does not change afterwards.
+	setReadIdentity(ctx, req, resp)
 }
 
 func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -884,6 +886,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.OutputLimit, state.Timeouts = plan.OutputLimit, plan.Timeouts
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

@@ -1,0 +1,143 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
+	listschema "github.com/hashicorp/terraform-plugin-framework/list/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+)
+
+var _ list.ListResourceWithConfigure = (*runList)(nil)
+
+// runList lists a group's run pods, live and orphaned, as kubeplay_run
+// results: what a killed process left behind is found with `terraform
+// query`. A run cannot be imported; its results are for finding leaks.
+type runList struct {
+	data *providerData
+}
+
+func newRunList() list.ListResource { return &runList{} }
+
+type runListModel struct {
+	ContainerGroup types.String `tfsdk:"container_group"`
+}
+
+func (l *runList) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_run"
+}
+
+func (l *runList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
+	resp.Schema = listschema.Schema{
+		MarkdownDescription: "Lists the run pods of a container group, for `terraform query`: each result is named " +
+			"`run <id> (<liveness>, <pod phase>, <age>)`. Liveness is `live` (its process renews its claim in the group's " +
+			"ledger), `orphaned` (no process will delete it: the pod ended, its deadline passed, or its claim expired " +
+			"because the process that made it was killed), `deleting`, or `running` (the group has neither " +
+			"`max_concurrent_runs` nor `max_forks`, so there is no claim to tell by; a pod whose process died ends " +
+			"itself within a minute and is `orphaned` from then on). With `include_resource = true` a result carries " +
+			"`id`, `container_group`, `pod_name`, `node_name` and `started_at` (the pod's creation).\n\n" +
+			"A run cannot be imported: configuration generated from these results is for finding leaked pods " +
+			"(delete them with `kubectl delete pod`, or let the group's next run remove the orphaned ones), not for import.",
+		Attributes: map[string]listschema.Attribute{
+			"container_group": listschema.StringAttribute{
+				MarkdownDescription: "The container group whose run pods to list.",
+				Required:            true,
+			},
+		},
+	}
+}
+
+func (l *runList) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	l.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (l *runList) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
+	var cfg runListModel
+	diags := req.Config.Get(ctx, &cfg)
+	var pods []runengine.RunPod
+	if !diags.HasError() {
+		pods = l.pods(ctx, cfg.ContainerGroup.ValueString(), &diags)
+	}
+	if diags.HasError() {
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
+	now := time.Now()
+	stream.Results = func(push func(list.ListResult) bool) {
+		for i, p := range pods {
+			if req.Limit > 0 && int64(i) >= req.Limit {
+				return
+			}
+			if !push(runResult(ctx, req, cfg.ContainerGroup.ValueString(), p, now)) {
+				return
+			}
+		}
+	}
+}
+
+// pods lists the group's run pods on its cluster.
+func (l *runList) pods(ctx context.Context, group string, diags *diag.Diagnostics) []runengine.RunPod {
+	g, err := readDefinition(ctx, l.data, (*catalog.Store).GetGroup, group)
+	if err == nil && g == nil {
+		addNotFound(diags, catalog.KindGroup, group, l.data.catalogNamespace)
+		return nil
+	}
+	if err != nil {
+		addCatalogError(diags, err)
+		return nil
+	}
+	c, err := l.data.credentialClients(ctx, g.Credential)
+	if err != nil {
+		diags.AddAttributeError(path.Root("container_group"), "Cluster Unavailable",
+			fmt.Sprintf("Container group %q: %v.", group, err))
+		return nil
+	}
+	pods, err := runengine.RunPods(ctx, c.Kube, engineGroup(g), time.Now())
+	if err != nil {
+		diags.AddError("Listing Run Pods Failed", fmt.Sprintf("Container group %q, namespace %s: %v. Check that the "+
+			"group's credential may list pods and read ConfigMaps there.", group, g.Namespace, err))
+		return nil
+	}
+	return pods
+}
+
+// runResult is one run pod as a kubeplay_run result.
+func runResult(ctx context.Context, req list.ListRequest, group string, p runengine.RunPod, now time.Time) list.ListResult {
+	res := req.NewListResult(ctx)
+	res.DisplayName = fmt.Sprintf("run %s (%s, %s, %s)", p.RunID, p.Liveness, p.Phase, age(now.Sub(p.Created)))
+	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("container_group"), group)...)
+	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("run_id"), p.RunID)...)
+	if req.IncludeResource {
+		for name, v := range map[string]types.String{
+			"id": types.StringValue(p.RunID), "container_group": types.StringValue(group), "pod_name": types.StringValue(p.Name),
+			"node_name": stringOrNull(p.Node), "started_at": types.StringValue(p.Created.UTC().Format(time.RFC3339)),
+		} {
+			res.Diagnostics.Append(res.Resource.SetAttribute(ctx, path.Root(name), v)...)
+		}
+	}
+	return res
+}
+
+// age is a duration as kubectl shows a pod's age: 45s, 12m, 3h, 2d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
