@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -28,6 +29,7 @@ import (
 var (
 	_ provider.Provider                   = (*kubeplayProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithActions        = (*kubeplayProvider)(nil)
 )
 
 // DefaultCatalogNamespace holds the Secrets, ConfigMaps and PodTemplates that
@@ -261,6 +263,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 	data.connect = connect.New(data.pool, data.clients, data.catalog)
 	resp.DataSourceData = data
 	resp.ResourceData = data
+	resp.ActionData = data
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {
 		data.catalogNamespace = m.CatalogNamespace.ValueString()
 	}
@@ -343,6 +346,10 @@ func (p *kubeplayProvider) Resources(context.Context) []func() resource.Resource
 		newPhaseResource,
 		newRunResource,
 	}
+}
+
+func (p *kubeplayProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{newRunAction}
 }
 
 func (p *kubeplayProvider) DataSources(context.Context) []func() datasource.DataSource {
