@@ -36,6 +36,19 @@ func requireActions(t *testing.T) {
 	if bin == "" {
 		bin, _ = exec.LookPath("terraform")
 	}
+	if !terraformAtLeast(t, 14) {
+		t.Skipf("Terraform at %s has no actions, which need 1.14 or later: set TF_ACC_TERRAFORM_PATH to a newer "+
+			"terraform (make testacc uses .cache/bin/terraform-1.16.0)", bin)
+	}
+}
+
+// terraformAtLeast reports whether the Terraform in use is 1.minor or later.
+func terraformAtLeast(t *testing.T, minor int) bool {
+	t.Helper()
+	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if bin == "" {
+		bin, _ = exec.LookPath("terraform")
+	}
 	out, err := exec.Command(bin, "version", "-json").Output()
 	if err != nil {
 		t.Fatalf("terraform version: %v", err)
@@ -47,14 +60,11 @@ func requireActions(t *testing.T) {
 		t.Fatalf("terraform version -json: %v", err)
 	}
 	parts := strings.SplitN(v.Version, ".", 3)
-	minor := 0
+	got := 0
 	if len(parts) > 1 {
-		minor, _ = strconv.Atoi(parts[1])
+		got, _ = strconv.Atoi(parts[1])
 	}
-	if parts[0] == "1" && minor < 14 {
-		t.Skipf("Terraform %s (%s) has no actions, which need 1.14 or later: set TF_ACC_TERRAFORM_PATH to a newer "+
-			"terraform (make testacc uses .cache/bin/terraform-1.16.0)", v.Version, bin)
-	}
+	return parts[0] != "1" || got >= minor
 }
 
 // arrival is one line of terraform's output and when the test read it.
@@ -136,6 +146,7 @@ func TestAccRunAction_streams(t *testing.T) {
 	if err != nil {
 		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
 	}
+	t.Logf("terraform's output as it came:\n%s", dump(lines))
 	running := firstLine(lines, `pod \S+ running`)
 	ticks := make([]int, 5)
 	for i := range ticks {
@@ -160,8 +171,9 @@ func TestAccRunAction_streams(t *testing.T) {
 }
 
 // TestAccRunAction_trigger runs the action from an action_trigger on
-// after_create of a terraform_data during a plain apply: its output shows,
-// and its pod ran in the group's namespace (and is gone).
+// after_create of a terraform_data during a plain apply, and on
+// before_destroy (Terraform 1.16) during a destroy: its output shows, and
+// its pod ran in the group's namespace (and is gone).
 func TestAccRunAction_trigger(t *testing.T) {
 	requireActions(t)
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
@@ -170,6 +182,10 @@ func TestAccRunAction_trigger(t *testing.T) {
   lifecycle {
     action_trigger {
       events  = [after_create]
+      actions = [action.kubeplay_run.x]
+    }
+    action_trigger {
+      events  = [before_destroy]
       actions = [action.kubeplay_run.x]
     }
   }
@@ -193,6 +209,19 @@ action "kubeplay_run" "x" {
 	}
 	if len(seen) != 1 {
 		t.Errorf("want one run pod created in %s during the apply, saw %v", f.ns, seen)
+	}
+	f.checkNoLeaks(t)
+	if !terraformAtLeast(t, 16) {
+		return
+	}
+	pods = f.watchRunPods(t)
+	lines, stderr, err = f.terraformLines(t, dir, "destroy", "-auto-approve", "-input=false", "-no-color")
+	seen = pods()
+	if err != nil {
+		t.Fatalf("destroy: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	if firstLine(lines, `triggered-42`) < 0 || len(seen) != 1 {
+		t.Errorf("the before_destroy action did not run (run pods %v):\n%s", seen, dump(lines))
 	}
 	f.checkNoLeaks(t)
 }
@@ -220,6 +249,32 @@ func TestAccRunAction_failure(t *testing.T) {
 	}
 	if firstLine(lines, `status: failed`) < 0 {
 		t.Errorf("no failed status in the progress:\n%s", dump(lines))
+	}
+	f.checkNoLeaks(t)
+
+	// From a trigger with on_failure = continue, the failure is a warning.
+	dir = f.dir(t, fmt.Sprintf(`resource "terraform_data" "t" {
+  input = "x"
+  lifecycle {
+    action_trigger {
+      events     = [after_create]
+      actions    = [action.kubeplay_run.x]
+      on_failure = continue
+    }
+  }
+}
+
+action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo failing-on-purpose; exit 3"]
+  }
+}
+`, f.group))
+	lines, stderr, err = f.terraformLines(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	out := dump(lines) + stderr
+	if err != nil || !regexp.MustCompile(`Warning: Run Failed`).MatchString(out) || firstLine(lines, `failing-on-purpose`) < 0 {
+		t.Errorf("with on_failure = continue, want a successful apply with a Run Failed warning (err %v):\n%s", err, out)
 	}
 	f.checkNoLeaks(t)
 }
