@@ -58,8 +58,10 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"`halt` (the default) fails the apply and stops further actions; `taint` does too, and marks a resource that " +
 	"was just created as tainted so that the next apply replaces it; `continue` turns the error into a warning and " +
 	"the apply goes on.\n\n" +
-	"The resource's `triggers` and `destroy_playbook` have no meaning for an action and are left out; its " +
-	"`timeouts` block is the `timeout` attribute."
+	"The attributes are the resource's, with its descriptions, but for `triggers` and `destroy_playbook`, which " +
+	"have no meaning for an action, and its `timeouts` block, which is the `timeout` attribute here. Where a " +
+	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
+	"its progress and its error instead."
 
 // runActionOnly are the resource's inputs that an action has no use for.
 var runActionOnly = []string{"triggers", "destroy_playbook"}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -77,9 +79,14 @@ type arrival struct {
 // it comes, timestamping each line.
 func (f *faultEnv) terraformLines(t *testing.T, dir string, args ...string) ([]arrival, string, error) {
 	t.Helper()
-	cmd := exec.Command(f.terraformBin, args...)
+	return terraformLines(t, f.terraformBin, f.cliConfig, dir, args...)
+}
+
+func terraformLines(t *testing.T, terraformBin, cliConfig, dir string, args ...string) ([]arrival, string, error) {
+	t.Helper()
+	cmd := exec.Command(terraformBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+f.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -314,4 +321,55 @@ func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
 		}
 		return names
 	}
+}
+
+// TestAccRunAction_example applies examples/actions/kubeplay_run as it is:
+// the smoke test runs after the create, the rotation when invoked, the drain
+// before the destroy, and nothing is left.
+func TestAccRunAction_example(t *testing.T) {
+	requireActions(t)
+	if !terraformAtLeast(t, 16) {
+		t.Skip("the example's before_destroy trigger needs Terraform 1.16")
+	}
+	e := newTestEnv(t)
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"action.tf", "provider.tf", "variables.tf"} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "actions", "kubeplay_run", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, cliConfig, err := providerCLI(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := []string{"-auto-approve", "-input=false", "-no-color", "-var", "kubeconfig=" + e.kubeconfig, "-var", "catalog_namespace=" + e.catalog}
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			_, _, _ = terraformLines(t, bin, cliConfig, dir, append([]string{"destroy"}, vars...)...)
+		}
+	})
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply"}, `smoke testing release v1`},
+		{[]string{"apply", "-invoke=action.kubeplay_run.rotate_logs"}, `"msg": "rotating logs of v1"`},
+		{[]string{"destroy"}, `draining release v1`},
+	} {
+		lines, stderr, err := terraformLines(t, bin, cliConfig, dir, append(step.args, vars...)...)
+		if err != nil || firstLine(lines, step.want) < 0 {
+			t.Fatalf("terraform %s: %v; want %q in:\n%s\n%s", step.args, err, step.want, dump(lines), stderr)
+		}
+	}
+	destroyed = true
+	acctest.CheckNoLeaks(t, e.kube, acctest.LeakScope{Namespaces: []string{"ops-runs"}, Group: "ops"})
 }

@@ -85,7 +85,10 @@ func TestRunActionSchema_matchesResource(t *testing.T) {
 func TestRunAction_model(t *testing.T) {
 	ctx := context.Background()
 	s := runActionSchema(t)
-	typ := s.Type().TerraformType(ctx).(tftypes.Object)
+	typ, ok := s.Type().TerraformType(ctx).(tftypes.Object)
+	if !ok {
+		t.Fatal("the action's schema is not an object")
+	}
 	vals := map[string]tftypes.Value{}
 	for name, at := range typ.AttributeTypes {
 		vals[name] = tftypes.NewValue(at, nil)
