@@ -280,7 +280,7 @@ action "kubeplay_run" "x" {
 `, f.group))
 	lines, stderr, err = f.terraformLines(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	out := dump(lines) + stderr
-	if err != nil || !regexp.MustCompile(`Warning: Run Failed`).MatchString(out) || firstLine(lines, `failing-on-purpose`) < 0 {
+	if err != nil || !regexp.MustCompile(`Warning: Run Failed`).MatchString(out) || firstLine(lines, `: failing-on-purpose$`) < 0 {
 		t.Errorf("with on_failure = continue, want a successful apply with a Run Failed warning (err %v):\n%s", err, out)
 	}
 	f.checkNoLeaks(t)
@@ -361,9 +361,9 @@ func TestAccRunAction_example(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"apply"}, `smoke testing release v1`},
+		{[]string{"apply"}, `: smoke testing release v1$`},
 		{[]string{"apply", "-invoke=action.kubeplay_run.rotate_logs"}, `"msg": "rotating logs of v1"`},
-		{[]string{"destroy"}, `draining release v1`},
+		{[]string{"destroy"}, `: draining release v1$`},
 	} {
 		lines, stderr, err := terraformLines(t, bin, cliConfig, dir, append(step.args, vars...)...)
 		if err != nil || firstLine(lines, step.want) < 0 {
@@ -372,4 +372,34 @@ func TestAccRunAction_example(t *testing.T) {
 	}
 	destroyed = true
 	acctest.CheckNoLeaks(t, e.kube, acctest.LeakScope{Namespaces: []string{"ops-runs"}, Group: "ops"})
+}
+
+// TestAccRunAction_waitsForCapacity invokes the action while a run holds
+// the only slot of a group with max_concurrent_runs = 1: the progress says
+// it waits for capacity before its pod is created.
+func TestAccRunAction_waitsForCapacity(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n"})
+	holder := f.runDir(t, commandRun(startedThen("sleep 8"), "5m"))
+	cmd, out := holder.start(t)
+	f.waitStarted(t, holder, out)
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo after-the-wait"]
+  }
+}
+`, f.group))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if werr := cmd.Wait(); werr != nil {
+		t.Errorf("the run holding the slot: %v\n%s", werr, out)
+	}
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	waiting, created := firstLine(lines, `waiting for capacity: container group "`+f.group+`" has no room for a run slot`), firstLine(lines, `pod \S+ created`)
+	if waiting < 0 || created < waiting || firstLine(lines, `: after-the-wait$`) < created {
+		t.Errorf("want the wait for capacity (line %d) before the pod's creation (line %d) and the output:\n%s", waiting, created, dump(lines))
+	}
+	f.checkNoLeaks(t)
 }
