@@ -51,6 +51,8 @@ type Ledger struct {
 	// ledger's annotation, which whoever may write the ConfigMap can raise;
 	// 0 falls back to the annotation.
 	Limit int64
+	// OnWait, when set, is told once that Acquire has to wait for capacity.
+	OnWait func()
 }
 
 // The kinds of ledger.
@@ -215,6 +217,9 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 				return g, nil
 			}
 			continue
+		}
+		if !g.Waited && l.OnWait != nil {
+			l.OnWait()
 		}
 		g.Waited = true
 		if cm, err = l.next(ctx, &w, cm, earliest(entries)); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
@@ -30,6 +31,7 @@ var (
 	_ provider.Provider                   = (*kubeplayProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*kubeplayProvider)(nil)
 	_ provider.ProviderWithListResources  = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithActions        = (*kubeplayProvider)(nil)
 )
 
 // DefaultCatalogNamespace holds the Secrets, ConfigMaps and PodTemplates that
@@ -264,6 +266,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.ListResourceData = data
+	resp.ActionData = data
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {
 		data.catalogNamespace = m.CatalogNamespace.ValueString()
 	}
@@ -356,6 +359,10 @@ func (p *kubeplayProvider) ListResources(context.Context) []func() list.ListReso
 		newPhaseList,
 		newRunList,
 	}
+}
+
+func (p *kubeplayProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{newRunAction}
 }
 
 func (p *kubeplayProvider) DataSources(context.Context) []func() datasource.DataSource {

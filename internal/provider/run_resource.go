@@ -32,6 +32,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -353,19 +354,25 @@ func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest
 }
 
 func (r *runResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	validateRunConfig(ctx, req.Config, &resp.Diagnostics)
+}
+
+// validateRunConfig checks a run's config (the resource's, or the action's
+// as the resource's) beyond what the attributes' validators see.
+func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Diagnostics) {
 	var m runModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if !resp.Diagnostics.HasError() {
-		sshWarnings(ctx, m, &resp.Diagnostics)
+	diags.Append(config.Get(ctx, &m)...)
+	if !diags.HasError() {
+		sshWarnings(ctx, m, diags)
 	}
-	if resp.Diagnostics.HasError() || m.Command.IsNull() {
+	if diags.HasError() || m.Command.IsNull() {
 		return
 	}
 	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook"} {
 		var v attr.Value
-		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(name), &v)...)
+		diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
 		if v != nil && !v.IsNull() {
-			resp.Diagnostics.AddAttributeError(path.Root(name), "Attribute Needs A Playbook",
+			diags.AddAttributeError(path.Root(name), "Attribute Needs A Playbook",
 				name+" applies to ansible-playbook, but this run has a command. Remove it, or use playbook instead of command.")
 		}
 	}
@@ -641,7 +648,7 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if !resolveProject(ctx, &plan, false, &resp.Diagnostics) {
 		return
 	}
-	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, &resp.Diagnostics)
+	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -652,8 +659,15 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	r.report(plan, out.Result, "Run", &resp.Diagnostics)
 }
 
-// execute runs playbook (or the command) once in a fresh pod of the group.
-func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, diags *diag.Diagnostics) (runengine.Outcome, bool) {
+// runHooks are told of a run's progress besides the Terraform log: the
+// kubeplay_run action streams them to Terraform's UI.
+type runHooks struct {
+	onLine, onEvent func(string)
+}
+
+// execute runs playbook (or the command) once in a fresh pod of the group;
+// the resource and the action share it.
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, hooks runHooks, diags *diag.Diagnostics) (runengine.Outcome, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t, err := r.target(ctx, plan, false)
@@ -672,7 +686,11 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
 		OnLine: func(line string) {
 			tflog.Info(ctx, line, map[string]any{"run": id, "operation": operation})
+			if hooks.onLine != nil {
+				hooks.onLine(line)
+			}
 		},
+		OnEvent: hooks.onEvent,
 	})
 	if err != nil {
 		notStarted(err, diags)
@@ -902,7 +920,7 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	}
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
-	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, &resp.Diagnostics)
+	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
 	if !ok {
 		return
 	}

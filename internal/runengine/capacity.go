@@ -5,6 +5,7 @@ package runengine
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -42,6 +43,15 @@ func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) 
 			continue
 		}
 		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind, Limit: *c.limit}
+		if req.OnEvent != nil {
+			what := fmt.Sprintf("a run slot (max_concurrent_runs %d)", *c.limit)
+			if c.kind == capacity.Forks {
+				what = fmt.Sprintf("%d forks (max_forks %d)", c.n, *c.limit)
+			}
+			led.OnWait = func() {
+				req.OnEvent(fmt.Sprintf("waiting for capacity: container group %q has no room for %s", g.Name, what))
+			}
+		}
 		if err := e.acquire(ctx, led, key, c.n, *c.limit, g.pending(), e.claimTTL); err != nil {
 			return held, err
 		}

@@ -105,6 +105,9 @@ type Request struct {
 	Timeout time.Duration
 	// OnLine receives each output line, redacted, as it arrives.
 	OnLine func(line string)
+	// OnEvent, when set, is told of the run's progress as the waits see it:
+	// waiting for capacity, the pod created, scheduled and running.
+	OnEvent func(event string)
 }
 
 // Outcome is what one execution gives.
@@ -164,7 +167,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
 		Pod: pod, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
-		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine,
+		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine, OnEvent: req.OnEvent,
 		LaunchRetries: max(0, req.Group.LaunchRetries),
 		OnLaunchRetry: func(attempt int, err error) {
 			e.log(slog.LevelWarn, "run pod launch failed; retrying with a fresh pod", map[string]any{

@@ -80,6 +80,16 @@ type Spec struct {
 	OnLaunchRetry func(attempt int, err error)
 	// OnLine receives each output line, redacted, as it arrives.
 	OnLine func(line string)
+	// OnEvent, when set, is told of the pod's progress as the waits see it:
+	// created, scheduled, running.
+	OnEvent func(event string)
+}
+
+// event tells s.OnEvent, if set.
+func (s Spec) event(format string, args ...any) {
+	if s.OnEvent != nil {
+		s.OnEvent(fmt.Sprintf(format, args...))
+	}
 }
 
 // Result is what a run recorded.
@@ -202,6 +212,7 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 		if err == nil {
 			res.PodName = pod.Name
 			r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name, "attempt": res.LaunchAttempts})
+			s.event("pod %s/%s created (launch attempt %d)", pod.Namespace, pod.Name, res.LaunchAttempts)
 			pod, err = r.waitRunning(ctx, s, pod)
 		}
 		if err == nil || ctx.Err() != nil || !CanPass(err) {
@@ -409,6 +420,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
+	scheduled := false
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
@@ -419,7 +431,15 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
 				return false, passing{fmt.Errorf("pod %s was deleted before it ran", p.Name)}
 			}
-			return runningOrFailed(p, s.Container)
+			if !scheduled && p.Spec.NodeName != "" {
+				scheduled = true
+				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
+			}
+			done, err := runningOrFailed(p, s.Container)
+			if done {
+				s.event("pod %s running", p.Name)
+			}
+			return done, err
 		}, passing{fmt.Errorf("pod %s was deleted before it ran", pod.Name)})
 	if last == nil {
 		last = pod

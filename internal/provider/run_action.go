@@ -1,0 +1,220 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/action"
+	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+var (
+	_ action.Action                   = (*runAction)(nil)
+	_ action.ActionWithConfigure      = (*runAction)(nil)
+	_ action.ActionWithValidateConfig = (*runAction)(nil)
+)
+
+// progressDelay is how far behind the output the action's progress may be.
+const progressDelay = 250 * time.Millisecond
+
+// runAction runs a playbook as kubeplay_run does, with the run resource's
+// inputs, and streams its progress to Terraform instead of recording it.
+type runAction struct {
+	run runResource
+}
+
+func newRunAction() action.Action { return &runAction{} }
+
+func (a *runAction) Metadata(_ context.Context, req action.MetadataRequest, resp *action.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_run"
+}
+
+const runActionDescription = "Runs one Ansible playbook (or a plain command) in an ephemeral pod of a " +
+	"`kubeplay_container_group`, exactly as the `kubeplay_run` resource does, with the same inputs, but records " +
+	"nothing: an action runs when invoked, with `terraform apply -invoke=action.kubeplay_run.NAME` (Terraform 1.14 " +
+	"or later), or from an `action_trigger` in a resource's `lifecycle` (`after_create`, `after_update`, and from " +
+	"Terraform 1.16 `before_destroy` and `after_destroy`). While it runs, Terraform shows its progress: waiting for " +
+	"capacity, the pod created, scheduled and running, each output line (at most a quarter of a second behind), " +
+	"then the play recap and the final status. The pod is deleted whatever happens.\n\n" +
+	"A run whose status is not `successful` is an error quoting the output's last lines and the pod's warning " +
+	"events (a warning with `ignore_failure`). In an `action_trigger`, `on_failure` decides what that error does: " +
+	"`halt` (the default) fails the apply and stops further actions; `taint` does too, and marks a resource that " +
+	"was just created as tainted so that the next apply replaces it; `continue` turns the error into a warning and " +
+	"the apply goes on.\n\n" +
+	"The attributes are the resource's, with its descriptions, but for `triggers` and `destroy_playbook`, which " +
+	"have no meaning for an action, and its `timeouts` block, which is the `timeout` attribute here. Where a " +
+	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
+	"its progress and its error instead."
+
+// runActionOnly are the resource's inputs that an action has no use for.
+var runActionOnly = []string{"triggers", "destroy_playbook"}
+
+func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
+	var rs resource.SchemaResponse
+	(&runResource{}).Schema(ctx, resource.SchemaRequest{}, &rs)
+	attrs := map[string]aschema.Attribute{
+		"timeout": aschema.StringAttribute{
+			MarkdownDescription: "How long the run may take, from claiming capacity to its pod's deletion, as a duration " +
+				"such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
+			Optional: true, Validators: []validator.String{groupDuration()},
+		},
+	}
+	for name, attr := range rs.Schema.Attributes {
+		if slices.Contains(runActionOnly, name) || (!attr.IsOptional() && !attr.IsRequired()) {
+			continue
+		}
+		if v, ok := actionAttribute(attr); ok {
+			attrs[name] = v
+		}
+	}
+	resp.Schema = aschema.Schema{MarkdownDescription: runActionDescription, Attributes: attrs}
+}
+
+func (a *runAction) Configure(_ context.Context, req action.ConfigureRequest, resp *action.ConfigureResponse) {
+	a.run.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (a *runAction) ValidateConfig(ctx context.Context, req action.ValidateConfigRequest, resp *action.ValidateConfigResponse) {
+	cfg := asRunConfig(ctx, req.Config, &resp.Diagnostics)
+	if !resp.Diagnostics.HasError() {
+		validateRunConfig(ctx, cfg, &resp.Diagnostics)
+	}
+}
+
+func (a *runAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *action.InvokeResponse) {
+	m, timeout := a.model(ctx, req.Config, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() || a.run.data == nil {
+		return
+	}
+	// The action has no plan to match: take the project as it is now.
+	m.ID, m.ProjectHash = types.StringValue(runengine.NewID()), types.StringUnknown()
+	if !resolveProject(ctx, &m, false, &resp.Diagnostics) {
+		return
+	}
+	p := &progress{send: resp.SendProgress}
+	p.event(fmt.Sprintf("run %s starting in container group %q", m.ID.ValueString(), m.ContainerGroup.ValueString()))
+	out, ok := a.run.execute(ctx, m, m, runengine.OperationCreate, m.Playbook.ValueString(), timeout,
+		runHooks{onLine: p.line, onEvent: p.event}, &resp.Diagnostics)
+	if ok {
+		p.finish(out.Result)
+	}
+	p.close()
+	if ok {
+		a.run.report(m, out.Result, "Run", &resp.Diagnostics)
+	}
+}
+
+// model reads the action's config as the resource's model, with the
+// resource's defaults, and the run's timeout.
+func (a *runAction) model(ctx context.Context, config tfsdk.Config, diags *diag.Diagnostics) (runModel, time.Duration) {
+	var m runModel
+	cfg := asRunConfig(ctx, config, diags)
+	if diags.HasError() {
+		return m, 0
+	}
+	diags.Append(cfg.Get(ctx, &m)...)
+	var timeout types.String
+	diags.Append(config.GetAttribute(ctx, path.Root("timeout"), &timeout)...)
+	d, err := time.ParseDuration(timeout.ValueString())
+	if err != nil || d <= 0 {
+		d = defaultRunTimeout
+	}
+	return m, d
+}
+
+// progress sends a run's progress to Terraform: output lines in batches at
+// most progressDelay behind, events at once and in order with the lines.
+type progress struct {
+	mu     sync.Mutex
+	send   func(action.InvokeProgressEvent)
+	lines  []string
+	timer  *time.Timer
+	closed bool
+}
+
+func (p *progress) line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, s)
+	if p.timer == nil && !p.closed {
+		p.timer = time.AfterFunc(progressDelay, p.tick)
+	}
+}
+
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.timer = nil
+	p.flush()
+}
+
+// flush sends the batched lines; p.mu is held.
+func (p *progress) flush() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if len(p.lines) > 0 && !p.closed && p.send != nil {
+		p.send(action.InvokeProgressEvent{Message: strings.Join(p.lines, "\n")})
+	}
+	p.lines = nil
+}
+
+func (p *progress) event(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flush()
+	if !p.closed && p.send != nil {
+		p.send(action.InvokeProgressEvent{Message: s})
+	}
+}
+
+// close sends what is left; nothing is sent after it, since Terraform's
+// stream ends with Invoke.
+func (p *progress) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flush()
+	p.closed = true
+}
+
+// finish sends the play recap and the run's status.
+func (p *progress) finish(res runner.Result) {
+	var recap []string
+	for _, host := range slices.Sorted(maps.Keys(res.Hosts)) {
+		s := res.Hosts[host]
+		recap = append(recap, fmt.Sprintf("  %s: ok=%d changed=%d unreachable=%d failed=%d skipped=%d rescued=%d ignored=%d",
+			host, s.OK, s.Changed, s.Unreachable, s.Failed, s.Skipped, s.Rescued, s.Ignored))
+	}
+	if len(recap) > 0 {
+		p.event("recap:\n" + strings.Join(recap, "\n"))
+	}
+	status := fmt.Sprintf("status: %s (exit code %d)", res.Status, res.ExitCode)
+	if res.PodName != "" {
+		status += fmt.Sprintf(", pod %s", res.PodName)
+	}
+	if res.NodeName != "" {
+		status += " on node " + res.NodeName
+	}
+	if res.Message != "" {
+		status += ": " + res.Message
+	}
+	p.event(status)
+}

@@ -1,0 +1,115 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+
+	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/defaults"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// The kubeplay_run action's inputs are the run resource's: its schema is
+// the one definition, and actionAttribute derives the action's attributes
+// from it, with the same description, validators and write-only flag. Plan
+// modifiers and defaults have no place in an action schema; asRunConfig
+// applies the defaults when the action runs.
+
+// actionAttribute converts one input attribute of the run resource; false
+// for a kind the run resource does not use.
+func actionAttribute(a schema.Attribute) (aschema.Attribute, bool) {
+	switch a := a.(type) {
+	case schema.StringAttribute:
+		return aschema.StringAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
+	case schema.BoolAttribute:
+		return aschema.BoolAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
+	case schema.Int64Attribute:
+		return aschema.Int64Attribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
+	case schema.ListAttribute:
+		return aschema.ListAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
+			ElementType: a.ElementType}, true
+	case schema.MapAttribute:
+		return aschema.MapAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
+			ElementType: a.ElementType}, true
+	case schema.DynamicAttribute:
+		return aschema.DynamicAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
+	}
+	return nil, false
+}
+
+// asRunConfig is the action's config as the run resource's: the resource's
+// attributes the action lacks are null, those the action leaves null take
+// the resource's defaults.
+func asRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Diagnostics) tfsdk.Config {
+	var rs resource.SchemaResponse
+	(&runResource{}).Schema(ctx, resource.SchemaRequest{}, &rs)
+	typ, ok := rs.Schema.Type().TerraformType(ctx).(tftypes.Object)
+	if !ok {
+		diags.AddError("Internal Error", "The run resource's schema is not an object.")
+		return tfsdk.Config{}
+	}
+	given := map[string]tftypes.Value{}
+	if !config.Raw.IsNull() && config.Raw.IsKnown() {
+		if err := config.Raw.As(&given); err != nil {
+			diags.AddError("Internal Error", "Reading the action's configuration failed: "+err.Error())
+			return tfsdk.Config{}
+		}
+	}
+	vals := make(map[string]tftypes.Value, len(typ.AttributeTypes))
+	for name, t := range typ.AttributeTypes {
+		v, ok := given[name]
+		if !ok || v.IsNull() {
+			v = runDefault(ctx, rs.Schema.Attributes[name], t, diags)
+		}
+		vals[name] = v
+	}
+	return tfsdk.Config{Schema: rs.Schema, Raw: tftypes.NewValue(typ, vals)}
+}
+
+// runDefault is a resource attribute's default as a Terraform value, null
+// when it has none.
+func runDefault(ctx context.Context, a schema.Attribute, t tftypes.Type, diags *diag.Diagnostics) tftypes.Value {
+	var v attr.Value
+	switch a := a.(type) {
+	case schema.StringAttribute:
+		if a.Default != nil {
+			var r defaults.StringResponse
+			a.Default.DefaultString(ctx, defaults.StringRequest{}, &r)
+			v = r.PlanValue
+		}
+	case schema.BoolAttribute:
+		if a.Default != nil {
+			var r defaults.BoolResponse
+			a.Default.DefaultBool(ctx, defaults.BoolRequest{}, &r)
+			v = r.PlanValue
+		}
+	case schema.Int64Attribute:
+		if a.Default != nil {
+			var r defaults.Int64Response
+			a.Default.DefaultInt64(ctx, defaults.Int64Request{}, &r)
+			v = r.PlanValue
+		}
+	}
+	if v == nil {
+		return tftypes.NewValue(t, nil)
+	}
+	tv, err := v.ToTerraformValue(ctx)
+	if err != nil {
+		diags.AddError("Internal Error", "Converting a default of the run resource failed: "+err.Error())
+		return tftypes.NewValue(t, nil)
+	}
+	return tv
+}

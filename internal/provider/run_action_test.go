@@ -1,0 +1,405 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+)
+
+// requireActions skips the test unless acceptance tests run and the
+// Terraform in use (TF_ACC_TERRAFORM_PATH, else the one on PATH) has
+// actions, which came with 1.14.
+func requireActions(t *testing.T) {
+	t.Helper()
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
+	}
+	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if bin == "" {
+		bin, _ = exec.LookPath("terraform")
+	}
+	if !terraformAtLeast(t, 14) {
+		t.Skipf("Terraform at %s has no actions, which need 1.14 or later: set TF_ACC_TERRAFORM_PATH to a newer "+
+			"terraform (make testacc uses .cache/bin/terraform-1.16.0)", bin)
+	}
+}
+
+// terraformAtLeast reports whether the Terraform in use is 1.minor or later.
+func terraformAtLeast(t *testing.T, minor int) bool {
+	t.Helper()
+	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if bin == "" {
+		bin, _ = exec.LookPath("terraform")
+	}
+	out, err := exec.Command(bin, "version", "-json").Output()
+	if err != nil {
+		t.Fatalf("terraform version: %v", err)
+	}
+	var v struct {
+		Version string `json:"terraform_version"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("terraform version -json: %v", err)
+	}
+	parts := strings.SplitN(v.Version, ".", 3)
+	got := 0
+	if len(parts) > 1 {
+		got, _ = strconv.Atoi(parts[1])
+	}
+	return parts[0] != "1" || got >= minor
+}
+
+// arrival is one line of terraform's output and when the test read it.
+type arrival struct {
+	at   time.Time
+	line string
+}
+
+// terraformLines runs terraform in dir and reads its stdout line by line as
+// it comes, timestamping each line.
+func (f *faultEnv) terraformLines(t *testing.T, dir string, args ...string) ([]arrival, string, error) {
+	t.Helper()
+	return terraformLines(t, f.terraformBin, f.cliConfig, dir, args...)
+}
+
+func terraformLines(t *testing.T, terraformBin, cliConfig, dir string, args ...string) ([]arrival, string, error) {
+	t.Helper()
+	cmd := exec.Command(terraformBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []arrival
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		lines = append(lines, arrival{at: time.Now(), line: sc.Text()})
+	}
+	err = cmd.Wait()
+	return lines, stderr.String(), err
+}
+
+// firstLine is the index of the first line that matches re, or -1.
+func firstLine(lines []arrival, re string) int {
+	r := regexp.MustCompile(re)
+	for i, l := range lines {
+		if r.MatchString(l.line) {
+			return i
+		}
+	}
+	return -1
+}
+
+func dump(lines []arrival) string {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s %s\n", l.at.Format("15:04:05.000"), l.line)
+	}
+	return b.String()
+}
+
+// tickPlaybook prints tick-1 to tick-5, one a second.
+const tickPlaybook = `<<-YAML
+      - hosts: all
+        gather_facts: false
+        tasks:
+          - debug: {msg: "tick-{{ item }}"}
+            loop: [1, 2, 3, 4, 5]
+            loop_control: {pause: 1}
+    YAML`
+
+// TestAccRunAction_streams invokes the action on a playbook that prints a
+// line a second and reads Terraform's output as it comes: each line must
+// arrive before the next is printed, so about a second apart (buffered
+// until the end, they would arrive together), and the recap and the status
+// after the last.
+func TestAccRunAction_streams(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    playbook        = %s
+  }
+}
+`, f.group, tickPlaybook))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	t.Logf("terraform's output as it came:\n%s", dump(lines))
+	running := firstLine(lines, `pod \S+ running`)
+	ticks := make([]int, 5)
+	for i := range ticks {
+		if ticks[i] = firstLine(lines, fmt.Sprintf(`"msg": "tick-%d"`, i+1)); ticks[i] < 0 {
+			t.Fatalf("tick-%d is not in terraform's output:\n%s", i+1, dump(lines))
+		}
+	}
+	if running < 0 || running > ticks[0] {
+		t.Errorf("the pod's running event (line %d) did not come before the output:\n%s", running, dump(lines))
+	}
+	for i := 1; i < len(ticks); i++ {
+		// Printed a second apart; batching adds at most a quarter of a second.
+		if gap := lines[ticks[i]].at.Sub(lines[ticks[i-1]].at); gap < 500*time.Millisecond {
+			t.Errorf("tick-%d arrived %s after tick-%d: the output is not streamed as it is printed:\n%s", i+1, gap, i, dump(lines))
+		}
+	}
+	recap, status := firstLine(lines, `recap:`), firstLine(lines, `status: successful \(exit code 0\)`)
+	if recap < ticks[4] || status < recap {
+		t.Errorf("want the recap (line %d) after the last tick (line %d), and the status (line %d) after it:\n%s", recap, ticks[4], status, dump(lines))
+	}
+	f.checkNoLeaks(t)
+}
+
+// TestAccRunAction_trigger runs the action from an action_trigger on
+// after_create of a terraform_data during a plain apply, and on
+// before_destroy (Terraform 1.16) during a destroy: its output shows, and
+// its pod ran in the group's namespace (and is gone).
+func TestAccRunAction_trigger(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	dir := f.dir(t, fmt.Sprintf(`resource "terraform_data" "t" {
+  input = "x"
+  lifecycle {
+    action_trigger {
+      events  = [after_create]
+      actions = [action.kubeplay_run.x]
+    }
+    action_trigger {
+      events  = [before_destroy]
+      actions = [action.kubeplay_run.x]
+    }
+  }
+}
+
+action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo triggered-$((20+22))"]
+  }
+}
+`, f.group))
+	pods := f.watchRunPods(t)
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	seen := pods()
+	if err != nil {
+		t.Fatalf("apply: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	if firstLine(lines, `triggered-42`) < 0 || firstLine(lines, `status: successful`) < 0 {
+		t.Errorf("the action's output is not in the apply's:\n%s", dump(lines))
+	}
+	if len(seen) != 1 {
+		t.Errorf("want one run pod created in %s during the apply, saw %v", f.ns, seen)
+	}
+	f.checkNoLeaks(t)
+	if !terraformAtLeast(t, 16) {
+		return
+	}
+	pods = f.watchRunPods(t)
+	lines, stderr, err = f.terraformLines(t, dir, "destroy", "-auto-approve", "-input=false", "-no-color")
+	seen = pods()
+	if err != nil {
+		t.Fatalf("destroy: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	if firstLine(lines, `triggered-42`) < 0 || len(seen) != 1 {
+		t.Errorf("the before_destroy action did not run (run pods %v):\n%s", seen, dump(lines))
+	}
+	f.checkNoLeaks(t)
+}
+
+// TestAccRunAction_failure invokes a failing playbook: an error that quotes
+// the output's tail, and no pod left.
+func TestAccRunAction_failure(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    playbook        = "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: before-the-failure}\n    - fail: {msg: deliberate-failure}\n"
+  }
+}
+`, f.group))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if err == nil {
+		t.Fatalf("a failing playbook's action succeeded:\n%s", dump(lines))
+	}
+	for _, want := range []string{`Error: Run Failed`, `exited\s+with\s+code\s+2`, `output's\s+last\s+lines`, `deliberate-failure`} {
+		if !regexp.MustCompile(want).MatchString(stderr) {
+			t.Errorf("the error does not match %q:\n%s", want, stderr)
+		}
+	}
+	if firstLine(lines, `status: failed`) < 0 {
+		t.Errorf("no failed status in the progress:\n%s", dump(lines))
+	}
+	f.checkNoLeaks(t)
+
+	// From a trigger with on_failure = continue, the failure is a warning.
+	dir = f.dir(t, fmt.Sprintf(`resource "terraform_data" "t" {
+  input = "x"
+  lifecycle {
+    action_trigger {
+      events     = [after_create]
+      actions    = [action.kubeplay_run.x]
+      on_failure = continue
+    }
+  }
+}
+
+action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo failing-on-purpose; exit 3"]
+  }
+}
+`, f.group))
+	lines, stderr, err = f.terraformLines(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	out := dump(lines) + stderr
+	if err != nil || !regexp.MustCompile(`Warning: Run Failed`).MatchString(out) || firstLine(lines, `: failing-on-purpose$`) < 0 {
+		t.Errorf("with on_failure = continue, want a successful apply with a Run Failed warning (err %v):\n%s", err, out)
+	}
+	f.checkNoLeaks(t)
+}
+
+// watchRunPods watches the group's namespace for run pods; the function it
+// returns stops the watch and gives the names of the pods created.
+func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := f.e.kube.CoreV1().Pods(f.ns).Watch(ctx, metav1.ListOptions{LabelSelector: managed.Selector()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Labels[managed.LabelRun] != "" {
+				mu.Lock()
+				seen[p.Name] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		cancel()
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		var names []string
+		for n := range seen {
+			names = append(names, n)
+		}
+		return names
+	}
+}
+
+// TestAccRunAction_example applies examples/actions/kubeplay_run as it is:
+// the smoke test runs after the create, the rotation when invoked, the drain
+// before the destroy, and nothing is left.
+func TestAccRunAction_example(t *testing.T) {
+	requireActions(t)
+	if !terraformAtLeast(t, 16) {
+		t.Skip("the example's before_destroy trigger needs Terraform 1.16")
+	}
+	e := newTestEnv(t)
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"action.tf", "provider.tf", "variables.tf"} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "actions", "kubeplay_run", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, cliConfig, err := providerCLI(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := []string{"-auto-approve", "-input=false", "-no-color", "-var", "kubeconfig=" + e.kubeconfig, "-var", "catalog_namespace=" + e.catalog}
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			_, _, _ = terraformLines(t, bin, cliConfig, dir, append([]string{"destroy"}, vars...)...)
+		}
+	})
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply"}, `: smoke testing release v1$`},
+		{[]string{"apply", "-invoke=action.kubeplay_run.rotate_logs"}, `"msg": "rotating logs of v1"`},
+		{[]string{"destroy"}, `: draining release v1$`},
+	} {
+		lines, stderr, err := terraformLines(t, bin, cliConfig, dir, append(step.args, vars...)...)
+		if err != nil || firstLine(lines, step.want) < 0 {
+			t.Fatalf("terraform %s: %v; want %q in:\n%s\n%s", step.args, err, step.want, dump(lines), stderr)
+		}
+	}
+	destroyed = true
+	acctest.CheckNoLeaks(t, e.kube, acctest.LeakScope{Namespaces: []string{"ops-runs"}, Group: "ops"})
+}
+
+// TestAccRunAction_waitsForCapacity invokes the action while a run holds
+// the only slot of a group with max_concurrent_runs = 1: the progress says
+// it waits for capacity before its pod is created.
+func TestAccRunAction_waitsForCapacity(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n"})
+	holder := f.runDir(t, commandRun(startedThen("sleep 8"), "5m"))
+	cmd, out := holder.start(t)
+	f.waitStarted(t, holder, out)
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo after-the-wait"]
+  }
+}
+`, f.group))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if werr := cmd.Wait(); werr != nil {
+		t.Errorf("the run holding the slot: %v\n%s", werr, out)
+	}
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	waiting, created := firstLine(lines, `waiting for capacity: container group "`+f.group+`" has no room for a run slot`), firstLine(lines, `pod \S+ created`)
+	if waiting < 0 || created < waiting || firstLine(lines, `: after-the-wait$`) < created {
+		t.Errorf("want the wait for capacity (line %d) before the pod's creation (line %d) and the output:\n%s", waiting, created, dump(lines))
+	}
+	f.checkNoLeaks(t)
+}

@@ -1,0 +1,149 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/action"
+	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+func runActionSchema(t *testing.T) aschema.Schema {
+	t.Helper()
+	var resp action.SchemaResponse
+	newRunAction().Schema(context.Background(), action.SchemaRequest{}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Fatal(resp.Diagnostics)
+	}
+	if diags := resp.Schema.ValidateImplementation(context.Background()); diags.HasError() {
+		t.Fatal(diags)
+	}
+	return resp.Schema
+}
+
+// TestRunActionSchema_matchesResource: every input of the run resource is
+// an input of the action, with the same description and flags, so that
+// the two cannot drift apart; the action has nothing else but timeout.
+func TestRunActionSchema_matchesResource(t *testing.T) {
+	as := runActionSchema(t)
+	var rs resource.SchemaResponse
+	newRunResource().Schema(context.Background(), resource.SchemaRequest{}, &rs)
+	inputs := 0
+	for name, ra := range rs.Schema.Attributes {
+		if !ra.IsOptional() && !ra.IsRequired() {
+			if _, ok := as.Attributes[name]; ok {
+				t.Errorf("the output attribute %s is in the action", name)
+			}
+			continue
+		}
+		aa, ok := as.Attributes[name]
+		switch {
+		case slices.Contains(runActionOnly, name):
+			if ok {
+				t.Errorf("%s is resource-only but in the action", name)
+			}
+			continue
+		case !ok:
+			t.Errorf("the resource's input %s is not in the action", name)
+			continue
+		}
+		inputs++
+		if aa.GetMarkdownDescription() != ra.GetMarkdownDescription() || aa.IsRequired() != ra.IsRequired() ||
+			aa.IsOptional() != ra.IsOptional() || aa.IsWriteOnly() != ra.IsWriteOnly() {
+			t.Errorf("%s differs between the resource and the action", name)
+		}
+		if !aa.GetType().Equal(ra.GetType()) {
+			t.Errorf("%s: type %s in the action, %s in the resource", name, aa.GetType(), ra.GetType())
+		}
+	}
+	if _, ok := rs.Schema.Blocks["timeouts"]; !ok || as.Attributes["timeout"] == nil {
+		t.Error("the resource's timeouts block should be the action's timeout attribute")
+	}
+	if len(as.Attributes) != inputs+1 {
+		t.Errorf("the action has %d attributes, want the resource's %d inputs and timeout", len(as.Attributes), inputs)
+	}
+	if inputs < 30 {
+		t.Errorf("only %d inputs compared", inputs)
+	}
+}
+
+// TestRunAction_model reads an action config as the resource's model: the
+// resource's defaults fill what the config leaves null.
+func TestRunAction_model(t *testing.T) {
+	ctx := context.Background()
+	s := runActionSchema(t)
+	typ, ok := s.Type().TerraformType(ctx).(tftypes.Object)
+	if !ok {
+		t.Fatal("the action's schema is not an object")
+	}
+	vals := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		vals[name] = tftypes.NewValue(at, nil)
+	}
+	vals["container_group"] = tftypes.NewValue(tftypes.String, "g")
+	vals["forks"] = tftypes.NewValue(tftypes.Number, 3)
+	vals["timeout"] = tftypes.NewValue(tftypes.String, "2m")
+	vals["extra_vars"] = tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"a": tftypes.String}},
+		map[string]tftypes.Value{"a": tftypes.NewValue(tftypes.String, "b")})
+	var diags diag.Diagnostics
+	m, timeout := (&runAction{}).model(ctx, tfsdk.Config{Schema: s, Raw: tftypes.NewValue(typ, vals)}, &diags)
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	if m.ContainerGroup.ValueString() != "g" || m.Forks.ValueInt64() != 3 || timeout != 2*time.Minute {
+		t.Errorf("got group %s, forks %s, timeout %s", m.ContainerGroup, m.Forks, timeout)
+	}
+	if m.OutputLimit.ValueInt64() != defaultOutputLimit || m.Verbosity.IsNull() || m.CheckMode.IsNull() || m.KeepPodOnFailure.IsNull() {
+		t.Errorf("defaults not applied: output_limit %s, verbosity %s, check_mode %s", m.OutputLimit, m.Verbosity, m.CheckMode)
+	}
+	if m.ExtraVars.IsNull() || !m.Triggers.IsNull() {
+		t.Errorf("extra_vars %s, triggers %s", m.ExtraVars, m.Triggers)
+	}
+}
+
+// TestProgress_batches: lines go out within progressDelay, several in one
+// message; events flush the lines before them; nothing after close.
+func TestProgress_batches(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	sent := make(chan struct{}, 10)
+	p := &progress{send: func(e action.InvokeProgressEvent) {
+		mu.Lock()
+		got = append(got, e.Message)
+		mu.Unlock()
+		sent <- struct{}{}
+	}}
+	p.line("a")
+	p.line("b")
+	start := time.Now()
+	<-sent
+	if d := time.Since(start); d > progressDelay+200*time.Millisecond {
+		t.Errorf("the batch came %s after its lines", d)
+	}
+	p.line("c")
+	p.event("ev")
+	p.finish(runner.Result{Status: runner.StatusFailed, ExitCode: 2, PodName: "p"})
+	p.close()
+	p.line("late")
+	p.event("late")
+	time.Sleep(2 * progressDelay)
+	mu.Lock()
+	defer mu.Unlock()
+	want := "a\nb|c|ev|status: failed (exit code 2), pod p"
+	if s := strings.Join(got, "|"); s != want {
+		t.Errorf("sent %q, want %q", s, want)
+	}
+}
