@@ -94,6 +94,11 @@ type Bundle struct {
 	// Project, when set, is shipped from disk under ProjectDir, where the
 	// playbook runs; Files then go into it too (see project.go).
 	Project *projectdir.Manifest
+	// ProjectHash, when set, is the Hash the project must have (as planned):
+	// Write ends the stream with projectdir.ErrChanged, before the script,
+	// when the project it shipped hashes otherwise. With it, Project may
+	// come from projectdir.List, and is read once, as it is shipped.
+	ProjectHash string
 	// ProjectPlaybook names the playbook in Project, instead of Playbook.
 	ProjectPlaybook string
 	// Inventories are project paths passed with -i, in order; they replace

@@ -209,7 +209,15 @@ func (b *Bundle) writeProject(tw *tar.Writer, shape bool) error {
 	if shape {
 		return b.Project.WriteShape(tw, ProjectDir+"/")
 	}
-	return b.Project.WriteTar(tw, ProjectDir+"/")
+	if err := b.Project.WriteTar(tw, ProjectDir+"/"); err != nil {
+		return err
+	}
+	// The script comes after the project: a mismatch here ends the stream
+	// before anything can run.
+	if b.ProjectHash != "" && b.Project.Hash() != b.ProjectHash {
+		return &projectdir.PathError{Path: b.Project.Root, Err: projectdir.ErrChanged}
+	}
+	return nil
 }
 
 // Size is the length of the stream Write writes, found without reading

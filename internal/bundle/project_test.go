@@ -212,3 +212,34 @@ func TestProjectVaultPaths(t *testing.T) {
 		t.Errorf("%s is still there after the run (%v)", secretDir, err)
 	}
 }
+
+// With ProjectHash, a project not as planned ends the stream with
+// projectdir.ErrChanged before the script: nothing can run.
+func TestProjectHashChecked(t *testing.T) {
+	scanned := testProject(t)
+	listed, err := projectdir.List(scanned.Root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Bundle{Project: listed, ProjectHash: scanned.Hash(), Command: []string{"true"}, Marker: "m"}
+	dir := untar(t, &b)
+	if _, err := os.Stat(filepath.Join(dir, ScriptName)); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(filepath.Join(scanned.Root, "site.yml"), []byte("- hosts: web\n"), 0o644); err != nil {
+		t.Fatal(err) // the same length: only the hash tells
+	}
+	listed, err = projectdir.List(scanned.Root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Project = listed
+	var buf bytes.Buffer
+	if err := b.Write(&buf); !errors.Is(err, projectdir.ErrChanged) {
+		t.Fatalf("Write: %v", err)
+	}
+	if strings.Contains(buf.String(), ScriptName) {
+		t.Error("the stream holds the script")
+	}
+}

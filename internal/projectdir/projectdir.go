@@ -168,6 +168,18 @@ func readIgnoreFile(root string) ([]string, error) {
 // Scan reads the project at root: the default ignores, then extra, then
 // the project's IgnoreFile. It reads every file once to sum it.
 func Scan(root string, extra []string) (*Manifest, error) {
+	return scan(root, extra, true)
+}
+
+// List is Scan without reading the files: their sums stay empty until
+// WriteTar fills them in, in the same pass that ships them, so that a
+// project about to be shipped is read once. Hash and Describe need the
+// sums: call them only once WriteTar has returned without error.
+func List(root string, extra []string) (*Manifest, error) {
+	return scan(root, extra, false)
+}
+
+func scan(root string, extra []string, sum bool) (*Manifest, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
 		return nil, err
@@ -188,7 +200,10 @@ func Scan(root string, extra []string) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{Root: root}
-	buf := make([]byte, 64<<10)
+	var buf []byte
+	if sum {
+		buf = make([]byte, 64<<10)
+	}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -241,7 +256,10 @@ func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
 		sum := sha256.Sum256([]byte(target))
 		e.Kind, e.Target, e.Sum, e.Mode = Symlink, target, hex.EncodeToString(sum[:]), 0o777
 	case 0:
-		e.Kind = File
+		e.Kind, e.Size = File, info.Size()
+		if buf == nil { // List: WriteTar sums the file as it ships it
+			break
+		}
 		sum, n, err := sumFile(p, buf)
 		if err != nil {
 			return Entry{}, err
@@ -359,7 +377,8 @@ func ValidatePath(p string) error {
 
 // WriteTar writes the project under prefix (which ends in "/"), streaming
 // each file from disk and checking it against the manifest: a file that
-// changed since Scan ends the stream with ErrChanged.
+// changed since Scan ends the stream with ErrChanged. A file List left
+// without a sum gets the sum of what was shipped, checked for length only.
 func (m *Manifest) WriteTar(tw *tar.Writer, prefix string) error {
 	return m.writeTar(tw, prefix, func(e Entry) (io.ReadCloser, error) {
 		return os.Open(filepath.Join(m.Root, filepath.FromSlash(e.Path)))
@@ -383,7 +402,8 @@ func (zeros) Read(p []byte) (int, error) {
 
 func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.ReadCloser, error)) error {
 	buf := make([]byte, 64<<10)
-	for _, e := range m.Entries {
+	for i := range m.Entries {
+		e := &m.Entries[i]
 		hdr := &tar.Header{Name: prefix + e.Path, Mode: int64(e.Mode.Perm()), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		if e.Mode&fs.ModeSetuid != 0 {
 			hdr.Mode |= 0o4000
@@ -406,8 +426,12 @@ func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.
 			return err
 		}
 		if e.Kind == File {
-			if err := copyChecked(tw, e, open, buf); err != nil {
+			sum, err := copyChecked(tw, *e, open, buf)
+			if err != nil {
 				return err
+			}
+			if e.Sum == "" && sum != "" {
+				e.Sum = sum
 			}
 		}
 	}
@@ -415,11 +439,12 @@ func (m *Manifest) writeTar(tw *tar.Writer, prefix string, open func(Entry) (io.
 }
 
 // copyChecked copies e's content, checking its length and, for files read
-// from disk, its sum: a file that changed since Scan is an ErrChanged.
-func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error), buf []byte) error {
+// from disk, its sum (when e has one): a file that changed since Scan is an
+// ErrChanged. It returns the sum of what it copied from disk.
+func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error), buf []byte) (string, error) {
 	r, err := open(e)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer r.Close()
 	f, fromDisk := r.(*os.File)
@@ -429,16 +454,18 @@ func copyChecked(w io.Writer, e Entry, open func(Entry) (io.ReadCloser, error), 
 	}
 	n, err := io.CopyBuffer(w, io.LimitReader(r, e.Size), buf)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if n != e.Size {
-		return &PathError{Path: e.Path, Err: ErrChanged}
+		return "", &PathError{Path: e.Path, Err: ErrChanged}
 	}
-	if fromDisk {
-		// A different sum, or more bytes than scanned: changed.
-		if k, _ := f.Read(make([]byte, 1)); k > 0 || hex.EncodeToString(h.Sum(nil)) != e.Sum {
-			return &PathError{Path: e.Path, Err: ErrChanged}
-		}
+	if !fromDisk {
+		return "", nil
 	}
-	return nil
+	sum := hex.EncodeToString(h.Sum(nil))
+	// More bytes than scanned, or a different sum: changed.
+	if k, _ := f.Read(make([]byte, 1)); k > 0 || (e.Sum != "" && sum != e.Sum) {
+		return "", &PathError{Path: e.Path, Err: ErrChanged}
+	}
+	return sum, nil
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -257,6 +258,54 @@ func TestValidatePath(t *testing.T) {
 	for _, bad := range []string{"", ".", "..", "../a", "/a", "a/", "a//b", "a/./b", "a\\b", "a\x00"} {
 		if err := ValidatePath(bad); !errors.Is(err, ErrBadProjectPath) {
 			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// List reads no file: WriteTar sums them as it ships them, to the sums
+// Scan finds, and still ends the stream when one changed in length.
+func TestListThenWriteTar(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "bin/tool", strings.Repeat("\x00\xfe", 5000), 0o755)
+	write(t, root, "a.yml", "a", 0o640)
+	if err := os.Symlink("bin/tool", filepath.Join(root, "tool")); err != nil {
+		t.Fatal(err)
+	}
+	scanned, err := Scan(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := List(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := listed.Find("a.yml"); e.Sum != "" || e.Size != 1 {
+		t.Errorf("listed a.yml: %+v", e)
+	}
+	var fromScan, fromList bytes.Buffer
+	if err := scanned.WriteTar(tar.NewWriter(&fromScan), "p/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := listed.WriteTar(tar.NewWriter(&fromList), "p/"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fromScan.Bytes(), fromList.Bytes()) {
+		t.Error("List's tar differs from Scan's")
+	}
+	if listed.Hash() != scanned.Hash() || !reflect.DeepEqual(listed.Entries, scanned.Entries) {
+		t.Errorf("after WriteTar, listed %+v; scanned %+v", listed.Entries, scanned.Entries)
+	}
+
+	for _, change := range []string{"ab", ""} {
+		listed, err := List(root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, root, "a.yml", change, 0o640)
+		err = listed.WriteTar(tar.NewWriter(io.Discard), "")
+		var pe *PathError
+		if !errors.Is(err, ErrChanged) || !errors.As(err, &pe) || pe.Path != "a.yml" {
+			t.Errorf("a.yml now %q: %v", change, err)
 		}
 	}
 }

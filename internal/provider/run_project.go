@@ -146,13 +146,19 @@ func requirementsYAML() stringCheck {
 
 // scanProject reads m's project directory; nil without one.
 func scanProject(ctx context.Context, m runModel, diags *diag.Diagnostics) *projectdir.Manifest {
+	return readProject(ctx, m, projectdir.Scan, diags)
+}
+
+// readProject reads m's project directory with read (projectdir.Scan or
+// projectdir.List); nil without one.
+func readProject(ctx context.Context, m runModel, read func(string, []string) (*projectdir.Manifest, error), diags *diag.Diagnostics) *projectdir.Manifest {
 	if m.ProjectDir.IsNull() || m.ProjectDir.IsUnknown() {
 		return nil
 	}
 	var extra []string
 	diags.Append(m.ProjectIgnore.ElementsAs(ctx, &extra, false)...)
 	dir := m.ProjectDir.ValueString()
-	man, err := projectdir.Scan(dir, extra)
+	man, err := read(dir, extra)
 	if err != nil {
 		projectError(dir, extra, err, diags)
 		return nil
@@ -251,8 +257,15 @@ func projectPathError(err error, diags *diag.Diagnostics) {
 }
 
 // resolveProject reads the project at apply. For a create it must be as
-// planned; a destroy playbook runs with the project as it is now.
+// planned: with a planned hash, the files are listed here and read once, as
+// they are shipped, and the run's ship checks the hash (projectChanged);
+// a destroy playbook runs with the project as it is now.
 func resolveProject(ctx context.Context, m *runModel, destroy bool, diags *diag.Diagnostics) bool {
+	if !destroy && !m.ProjectHash.IsUnknown() && !m.ProjectHash.IsNull() {
+		m.project = readProject(ctx, *m, projectdir.List, diags)
+		m.projectHash = m.ProjectHash.ValueString()
+		return !diags.HasError()
+	}
 	man := scanProject(ctx, *m, diags)
 	if diags.HasError() {
 		return false
@@ -264,15 +277,36 @@ func resolveProject(ctx context.Context, m *runModel, destroy bool, diags *diag.
 		diags.AddAttributeWarning(path.Root("project_dir"), "Project Changed Since The Run",
 			"The destroy playbook runs with the project as it is now, which differs from the one the run was created with.")
 	default:
-		diags.AddAttributeError(path.Root("project_dir"), "Project Changed Since Plan", fmt.Sprintf("The files of "+
-			"%s changed between plan and apply (paths: %s). Plan again.", m.ProjectDir.ValueString(),
-			strings.Join(changedPaths(m.ProjectFiles, man), ", ")))
+		changedSincePlan(*m, man, diags)
 		return false
 	}
 	if !destroy {
 		m.ProjectHash, m.ProjectFiles = hash, files
 	}
 	m.project = man
+	return true
+}
+
+// changedSincePlan reports a project that is not as planned.
+func changedSincePlan(m runModel, man *projectdir.Manifest, diags *diag.Diagnostics) {
+	diags.AddAttributeError(path.Root("project_dir"), "Project Changed Since Plan", fmt.Sprintf("The files of "+
+		"%s changed between plan and apply (paths: %s). Plan again.", m.ProjectDir.ValueString(),
+		strings.Join(changedPaths(m.ProjectFiles, man), ", ")))
+}
+
+// projectChanged reports a run whose ship found the project changed since
+// plan (nothing ran in the pod), naming the paths as they are now.
+func projectChanged(ctx context.Context, m runModel, err error, diags *diag.Diagnostics) bool {
+	if m.projectHash == "" || !errors.Is(err, projectdir.ErrChanged) {
+		return false
+	}
+	var now diag.Diagnostics
+	man := scanProject(ctx, m, &now)
+	if now.HasError() {
+		diags.Append(now...)
+		return true
+	}
+	changedSincePlan(m, man, diags)
 	return true
 }
 
@@ -302,7 +336,7 @@ func changedPaths(planned types.Map, man *projectdir.Manifest) []string {
 
 // projectBundle adds the project, its paths and the requirements to b.
 func projectBundle(ctx context.Context, m runModel, b *bundle.Bundle, diags *diag.Diagnostics) {
-	b.Project = m.project
+	b.Project, b.ProjectHash = m.project, m.projectHash
 	b.Requirements = m.Requirements.ValueString()
 	if p := m.PlaybookPath.ValueString(); p != "" && b.Playbook == m.Playbook.ValueString() {
 		b.ProjectPlaybook, b.Playbook = p, ""

@@ -107,6 +107,9 @@ type runModel struct {
 	ProjectFiles  types.Map    `tfsdk:"project_files"`
 	// project is project_dir as read for this plan or apply.
 	project *projectdir.Manifest `tfsdk:"-"`
+	// projectHash is the hash project must ship with, when project was
+	// listed rather than scanned (see resolveProject).
+	projectHash string `tfsdk:"-"`
 
 	Status       types.String `tfsdk:"status"`
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
@@ -649,7 +652,7 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 		return
 	}
 	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
-	if !ok {
+	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 
@@ -15,13 +16,15 @@ import (
 // it is written, so a project is read from disk, never held in memory; a
 // write that fails part way (a project file changed) breaks the stream,
 // and the unpack in the pod fails.
-func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
+func lifeline(b bundle.Bundle) (*lifelineReader, int64, error) {
 	size, err := b.Size()
 	if err != nil {
 		return nil, 0, fmt.Errorf("writing the bundle: %w", err)
 	}
 	pr, pw := io.Pipe()
+	l := &lifelineReader{PipeReader: pr, w: pw, done: make(chan struct{})}
 	go func() { // ends when pr is closed
+		defer close(l.done)
 		// Large writes make large exec frames: tar writes headers and
 		// padding in 512-byte pieces.
 		w := bufio.NewWriterSize(pw, 256<<10)
@@ -30,10 +33,11 @@ func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
 			err = w.Flush()
 		}
 		if err != nil {
-			_ = pw.CloseWithError(fmt.Errorf("writing the bundle: %w", err))
+			l.err = fmt.Errorf("writing the bundle: %w", err)
+			_ = pw.CloseWithError(l.err)
 		}
 	}()
-	return &lifelineReader{PipeReader: pr, w: pw}, size, nil
+	return l, size, nil
 }
 
 // lifelineReader ends the stream with EOF when closed: client-go's stdin
@@ -41,7 +45,21 @@ func lifeline(b bundle.Bundle) (io.ReadCloser, int64, error) {
 // failed"), and a write still under way returns at once.
 type lifelineReader struct {
 	*io.PipeReader
-	w *io.PipeWriter
+	w    *io.PipeWriter
+	done chan struct{}
+	err  error
 }
 
 func (l *lifelineReader) Close() error { return l.w.Close() }
+
+// Err closes the stream and returns why the bundle could not be written
+// in full (a project file changed, the project is not as planned); nil
+// when it was, or when the stream was closed before its end.
+func (l *lifelineReader) Err() error {
+	_ = l.Close()
+	<-l.done
+	if errors.Is(l.err, io.ErrClosedPipe) {
+		return nil
+	}
+	return l.err
+}

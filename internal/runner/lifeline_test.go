@@ -3,10 +3,13 @@ package runner
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 )
 
 // TestLifelineCloseIsEOF: after Close, the exec's stdin copy reads EOF,
@@ -34,5 +37,28 @@ func TestLifelineCloseIsEOF(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a read after Close blocks")
+	}
+}
+
+// A bundle that cannot be written in full breaks the stream, and Err says
+// why.
+func TestLifelineWriteError(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "site.yml"), []byte("- hosts: all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := projectdir.List(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := lifeline(bundle.Bundle{Project: m, ProjectHash: "not the hash", Command: []string{"true"}, Marker: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, l); !errors.Is(err, projectdir.ErrChanged) {
+		t.Errorf("read: %v", err)
+	}
+	if err := l.Err(); !errors.Is(err, projectdir.ErrChanged) {
+		t.Errorf("Err: %v", err)
 	}
 }

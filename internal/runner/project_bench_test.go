@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,14 @@ import (
 )
 
 // BenchmarkProjectShip50MB ships a 50 MB project of 5,000 files into one
-// running pod, alternately through kubeplay's bundle path (scan and sum the
-// project, stream the bundle from disk into bundle.Command over exec, run
-// the script with a no-op command) and as the same tar streamed from a file
-// into a bare `tar -xf -` over exec. It reports both times, their ratio and
+// running pod, alternately through kubeplay's bundle path as a create ships
+// it (list the project, then stream the bundle from disk into
+// bundle.Command over exec, summing each file as it goes and checking the
+// planned hash before the script, which runs a no-op command) and as the
+// same tar streamed from a file into a bare `tar -xf -` over exec. Each
+// side unpacks into a fresh directory under /tmp right after the same
+// clean-up and a sync, and the side that goes first alternates. It reports
+// the medians of both times, the median of the per-iteration ratios and
 // the bytes kubeplay allocated per op.
 //
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench ProjectShip50MB -benchtime 5x -timeout 30m
@@ -52,11 +57,13 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 			b.Fatalf("%v: exit %d, %v: %s", cmd, code, err, stderr.String())
 		}
 	}
-	// The same tar for the bare exec: the bundle's own bytes, from a file.
+	// The plan's scan gives the hash; the same tar for the bare exec: the
+	// bundle's own bytes, from a file.
 	m, err := projectdir.Scan(root, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	planned := m.Hash()
 	tarFile := filepath.Join(b.TempDir(), "project.tar")
 	f, err := os.Create(tarFile)
 	if err != nil {
@@ -66,50 +73,78 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 	if err := sb.Write(f); err != nil || f.Close() != nil {
 		b.Fatal(err)
 	}
-	var kubeplay, bare time.Duration
-	var alloc uint64
 	var ms runtime.MemStats
-	for i := 0; i < b.N; i++ {
-		kubeplayBefore, bareBefore := kubeplay, bare
-		// Each side starts with the node's page cache written back, so that
-		// neither pays for the other's writes (or the last clean-up's).
-		exec([]string{"sync"}, nil)
+	var alloc uint64
+	shipKubeplay := func() time.Duration {
 		runtime.ReadMemStats(&ms)
 		before := ms.TotalAlloc
 		start := time.Now()
-		m, err := projectdir.Scan(root, nil)
+		m, err := projectdir.List(root, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		scanned := time.Since(start)
-		stdin, size, err := lifeline(shipBundle(m))
+		sb := shipBundle(m)
+		sb.ProjectHash = planned
+		stdin, size, err := lifeline(sb)
 		if err != nil {
 			b.Fatal(err)
 		}
 		exec(bundle.Command(size), stdin)
-		_ = stdin.Close()
-		kubeplay += time.Since(start)
+		if err := stdin.Err(); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
 		runtime.ReadMemStats(&ms)
 		alloc += ms.TotalAlloc - before
-
+		return d
+	}
+	shipBare := func() time.Duration {
 		in, err := os.Open(tarFile)
 		if err != nil {
 			b.Fatal(err)
 		}
-		exec([]string{"sync"}, nil)
-		start = time.Now()
+		defer in.Close()
+		start := time.Now()
 		exec([]string{"sh", "-c", `d=$(mktemp -d /tmp/bare.XXXXXX) && tar -xf - -C "$d"`}, in)
-		bare += time.Since(start)
-		_ = in.Close()
-		b.Logf("kubeplay %s (scan %s), bare exec %s", kubeplay-kubeplayBefore, scanned, bare-bareBefore)
-		exec([]string{"sh", "-c", "rm -rf /tmp/bare.* " + bundle.RunDirPrefix + "*"}, nil)
+		return time.Since(start)
 	}
-	n := float64(b.N)
-	b.ReportMetric(kubeplay.Seconds()/n, "kubeplay-s/op")
-	b.ReportMetric(bare.Seconds()/n, "bare-exec-s/op")
-	b.ReportMetric(kubeplay.Seconds()/bare.Seconds(), "ratio")
-	b.ReportMetric(float64(alloc)/n/(1<<20), "kubeplay-alloc-MB/op")
+	var kubeplay, bare, ratio []float64
+	for i := 0; i < b.N; i++ {
+		sides := []func() time.Duration{shipKubeplay, shipBare}
+		if i%2 == 1 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		var took [2]time.Duration
+		for k, side := range sides {
+			// Each side starts right after the same clean-up with the node's
+			// page cache written back, so that neither pays for the other's
+			// writes or deletes: whichever side came first after a shared
+			// clean-up took up to three times as long.
+			exec([]string{"sh", "-c", "rm -rf /tmp/bare.* " + bundle.RunDirPrefix + "* && sync"}, nil)
+			took[k] = side()
+		}
+		if i%2 == 1 {
+			took[0], took[1] = took[1], took[0]
+		}
+		kubeplay, bare = append(kubeplay, took[0].Seconds()), append(bare, took[1].Seconds())
+		ratio = append(ratio, took[0].Seconds()/took[1].Seconds())
+		b.Logf("kubeplay %s, bare exec %s, ratio %.2f", took[0], took[1], ratio[i])
+	}
+	b.ReportMetric(median(kubeplay), "kubeplay-s/op")
+	b.ReportMetric(median(bare), "bare-exec-s/op")
+	b.ReportMetric(median(ratio), "ratio")
+	b.ReportMetric(float64(alloc)/float64(b.N)/(1<<20), "kubeplay-alloc-MB/op")
 	b.Logf("project: %d entries, %.1f MB; tar %s", len(m.Entries), float64(m.Size())/(1<<20), sizeOf(b, tarFile))
+}
+
+// median is the middle value of xs (the mean of the two middle ones).
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func shipBundle(m *projectdir.Manifest) bundle.Bundle {

@@ -143,11 +143,15 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
 	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
 	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
-	_ = stdin.Close()
+	writeErr := stdin.Err()
 	_ = out.Close()
 	result, perr := results.Result()
 	_ = errs.Close()
 	res.Output = out.String()
+	if writeErr != nil {
+		// The stream broke before the script arrived: nothing ran.
+		return r.finish(ctx, s, res, pod, writeErr)
+	}
 	if execErr != nil {
 		if ctx.Err() == nil {
 			if gone := r.vanished(ctx, pod); gone != "" {

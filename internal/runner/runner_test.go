@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -369,4 +371,42 @@ func TestAccRunAPIServerRestarted(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the run hung after its API server restarted")
 	}
+}
+
+// A project shipped against its planned hash runs when it is as planned;
+// one changed since (same length, so only the hash tells) breaks the stream
+// before the script: nothing runs, and the run's error is ErrChanged.
+func TestAccRunProjectHash(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	site := filepath.Join(root, "site.yml")
+	if err := os.WriteFile(site, []byte("- hosts: all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scanned, err := projectdir.Scan(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() runner.Result {
+		listed, err := projectdir.List(root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.r.Run(context.Background(), e.spec(bundle.Bundle{Project: listed, ProjectHash: scanned.Hash(),
+			Command: []string{"sh", "-c", "cat project/site.yml; echo ran"}}))
+	}
+	res := run()
+	if res.Status != runner.StatusSuccessful || !strings.Contains(res.Output, "- hosts: all\nran") {
+		t.Fatalf("as planned: %+v", res)
+	}
+	e.gone(res)
+
+	if err := os.WriteFile(site, []byte("- hosts: web\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res = run()
+	if res.Status != runner.StatusError || !errors.Is(res.Err, projectdir.ErrChanged) || strings.Contains(res.Output, "ran") {
+		t.Fatalf("changed: %+v", res)
+	}
+	e.gone(res)
 }
