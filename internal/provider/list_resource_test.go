@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/querycheck"
@@ -31,33 +30,13 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
 )
 
-// queryMinVersion is the first Terraform with `terraform query`.
-var queryMinVersion = version.Must(version.NewVersion("1.14.0"))
-
 // requireQuery skips the test unless the terraform CLI (TF_ACC_TERRAFORM_PATH
-// or the one on PATH) has `terraform query`.
+// or the one on PATH) has `terraform query`, which came with 1.14.
 func requireQuery(t *testing.T) {
 	t.Helper()
-	terraformBin, err := exec.LookPath("terraform")
-	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
-		terraformBin, err = p, nil
-	}
-	if err != nil {
-		t.Skipf("no terraform CLI: %v", err)
-	}
-	out, err := exec.Command(terraformBin, "version", "-json").Output()
-	if err != nil {
-		t.Fatalf("terraform version: %v", err)
-	}
-	var v struct {
-		Version string `json:"terraform_version"`
-	}
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("terraform version -json: %v", err)
-	}
-	if got, err := version.NewVersion(v.Version); err != nil || got.LessThan(queryMinVersion) {
-		t.Skipf("terraform %s has no `terraform query` (needs %s or later): set TF_ACC_TERRAFORM_PATH to a newer terraform",
-			v.Version, queryMinVersion)
+	if !terraformAtLeast(t, 14) {
+		t.Skipf("terraform %s has no `terraform query` (needs 1.14.0 or later): set TF_ACC_TERRAFORM_PATH to a newer terraform",
+			terraformVersion(t))
 	}
 }
 

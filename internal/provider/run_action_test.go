@@ -12,12 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +44,9 @@ func requireActions(t *testing.T) {
 	}
 }
 
-// terraformAtLeast reports whether the Terraform in use is 1.minor or later.
-func terraformAtLeast(t *testing.T, minor int) bool {
+// terraformVersion is the version of the Terraform in use
+// (TF_ACC_TERRAFORM_PATH, else the one on PATH).
+func terraformVersion(t *testing.T) *version.Version {
 	t.Helper()
 	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if bin == "" {
@@ -61,12 +62,17 @@ func terraformAtLeast(t *testing.T, minor int) bool {
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("terraform version -json: %v", err)
 	}
-	parts := strings.SplitN(v.Version, ".", 3)
-	got := 0
-	if len(parts) > 1 {
-		got, _ = strconv.Atoi(parts[1])
+	got, err := version.NewVersion(v.Version)
+	if err != nil {
+		t.Fatalf("terraform version %q: %v", v.Version, err)
 	}
-	return parts[0] != "1" || got >= minor
+	return got
+}
+
+// terraformAtLeast reports whether the Terraform in use is 1.minor or later.
+func terraformAtLeast(t *testing.T, minor int) bool {
+	t.Helper()
+	return terraformVersion(t).Core().GreaterThanOrEqual(version.Must(version.NewVersion(fmt.Sprintf("1.%d.0", minor))))
 }
 
 // arrival is one line of terraform's output and when the test read it.
