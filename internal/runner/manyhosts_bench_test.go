@@ -3,7 +3,9 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -65,15 +67,29 @@ func heapPeak() (stop func() float64) {
 // peak RSS (getrusage maxrss) after each.
 //
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench ManyHosts -benchtime 1x -timeout 60m
+//
+// KUBEPLAY_BENCH_HOSTS sets another host count, for quicker profiling.
 func BenchmarkManyHosts(b *testing.B) {
-	const n, forks = 5000, 10
+	const forks = 10
+	n := 5000
+	if s := os.Getenv("KUBEPLAY_BENCH_HOSTS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			b.Fatalf("KUBEPLAY_BENCH_HOSTS=%q: want a positive host count", s)
+		}
+		n = v
+	}
 	cfg, kube, ns := benchEnv(b)
 	e := &env{r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: ns}
 	inv := manyHosts(n)
 	// The mkdir keeps the worker from ending the pod: it waits 45 s for a
 	// run directory (podspec.WorkerStartTimeout), and this run lasts minutes.
-	direct := []string{"sh", "-c", fmt.Sprintf("mkdir -p "+bundle.RunDirPrefix+"direct && cat > /tmp/inv && printf '%%s' %s > /tmp/p.yml && ansible-playbook -i /tmp/inv --forks %d /tmp/p.yml",
-		bundle.Quote(oneDebug), forks)}
+	// The direct path runs with the settings the bundle's script exports
+	// (all but kubeplay's own callback), and sends the playbook's stdout and
+	// stderr back over the exec stream as kubectl exec would.
+	direct := []string{"sh", "-c", fmt.Sprintf("mkdir -p "+bundle.RunDirPrefix+"direct && cat > /tmp/inv && printf '%%s' %s > /tmp/p.yml && "+
+		"ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1 ANSIBLE_HOST_KEY_CHECKING=1 "+
+		"ansible-playbook -i /tmp/inv --forks %d /tmp/p.yml 2>&1", bundle.Quote(oneDebug), forks)}
 	var kp, dr time.Duration
 	for b.Loop() {
 		stop := heapPeak()
