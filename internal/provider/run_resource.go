@@ -177,7 +177,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"container_group": schema.StringAttribute{
 				MarkdownDescription: "The name of the `kubeplay_container_group` to run in. Exactly one of `container_group` " +
-					"and `container_groups` is required. With `container_groups`, it is computed: the group the run was " +
+					"and `container_groups` is required. With `container_groups`, the resource computes it: the group the run was " +
 					"placed in (known after apply), where its `destroy_playbook` runs too.",
 				Optional: true, Computed: true,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ExactlyOneOf(path.MatchRoot("container_group"), path.MatchRoot("container_groups"))},
