@@ -169,3 +169,49 @@ func TestAccRun_placementPlanErrors(t *testing.T) {
 	}
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
+
+// TestAccRunAction_placement invokes the action with container_groups
+// while both groups' only slots are held: its progress says it waits on
+// both, and, once the second frees, that it ran there.
+func TestAccRunAction_placement(t *testing.T) {
+	requireActions(t)
+	e := newTestEnv(t)
+	groupB, nsB := randName("place-b"), e.namespace("kp-place")
+	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n",
+		extra: fmt.Sprintf(`
+resource "kubeplay_container_group" "b" {
+  name                = %q
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 1
+  pod_pending_timeout = "3m"
+}
+`, groupB, nsB, acctest.TestImage())})
+	p := &placement{e: e, names: [2]string{f.group, groupB}, nss: [2]string{f.ns, nsB}}
+	for i := range p.ledgers {
+		p.ledgers[i] = capacity.Ledger{Kube: e.kube, Namespace: p.nss[i], Group: p.names[i], Kind: capacity.Runs, Limit: 1}
+		p.hold(i)
+	}
+	go func() {
+		time.Sleep(8 * time.Second) // the action is waiting by then
+		if err := p.ledgers[1].Release(context.Background(), "holder"); err != nil {
+			t.Error(err)
+		}
+	}()
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_groups = [%q, %q]
+    command          = ["sh", "-c", "echo placed-by-the-action"]
+  }
+}
+`, f.group, groupB))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	waiting := firstLine(lines, fmt.Sprintf(`waiting for capacity: none of container groups %q, %q has room`, f.group, groupB))
+	output, ran := firstLine(lines, `: placed-by-the-action$`), firstLine(lines, fmt.Sprintf(`ran in container group %q`, groupB))
+	if waiting < 0 || output < waiting || ran < output {
+		t.Errorf("want the wait (line %d), the output (line %d), then the group it ran in (line %d):\n%s", waiting, output, ran, dump(lines))
+	}
+}
