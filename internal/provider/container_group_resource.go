@@ -289,9 +289,11 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"priority": schema.Int64Attribute{
-				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's " +
-					"`priority`). It is stored for placing runs across groups, which is not implemented yet: today it has no " +
-					"effect, since a run names its group.",
+				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's pool " +
+					"`priority`). A run that names several groups in `container_groups` tries them by priority, lower " +
+					"first, a group without one counting as `0`, and groups of equal priority in the list's order (the list " +
+					"is sorted by priority, stably); it runs in the first with room. A run that names one `container_group` " +
+					"ignores it.",
 				Optional: true,
 			},
 			"labels": schema.MapAttribute{

@@ -357,6 +357,8 @@ func testExampleRun(t *testing.T, dir string) {
 		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
 		run("smoke", "status", knownvalue.StringExact("successful")),
 		run("smoke", "output", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^Linux `))),
+		run("placed", "container_group", knownvalue.StringExact("default")),
+		run("placed", "status", knownvalue.StringExact("successful")),
 		run("integration", "status", knownvalue.StringExact("successful")),
 		run("integration", "run_namespace", knownvalue.StringRegexp(regexp.MustCompile(`^scratch-[0-9a-f]+$`))),
 		run("integration", "output", knownvalue.StringRegexp(regexp.MustCompile(`testing in namespace scratch-`))),

@@ -109,10 +109,11 @@ func (a *runAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *
 		return
 	}
 	p := &progress{send: resp.SendProgress}
-	p.event(fmt.Sprintf("run %s starting in container group %q", m.ID.ValueString(), m.ContainerGroup.ValueString()))
-	out, ok := a.run.execute(ctx, m, m, runengine.OperationCreate, m.Playbook.ValueString(), timeout,
+	p.event(fmt.Sprintf("run %s starting", m.ID.ValueString()))
+	out, placed, ok := a.run.execute(ctx, m, m, runengine.OperationCreate, m.Playbook.ValueString(), timeout,
 		runHooks{onLine: p.line, onEvent: p.event}, &resp.Diagnostics)
 	if ok {
+		p.event(fmt.Sprintf("run %s ran in container group %q", m.ID.ValueString(), placed))
 		p.finish(out.Result)
 	}
 	p.close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -59,11 +60,14 @@ func TestNotStarted(t *testing.T) {
 		{&runengine.PodSecurityError{Group: "g", Label: "host", Err: violation},
 			"Error|node_label|Run Pod Below Pod Security Level",
 			"with node label \"host\" the run pod violates PodSecurity \"baseline:latest\". Failed checks:\n  - hostPath volumes: volume \"root\"\n"},
+		{&runengine.PlacementError{Groups: []string{"a", "b"}, Waited: time.Minute, Err: boom},
+			"Error|container_group|Container Group Capacity Unavailable",
+			`none of container groups "a", "b" had room for the run within 1m0s, the longest of their pending timeouts. Raise`},
 		{fmt.Errorf("container group %q: %w", "g", runengine.ErrGroupUnavailable),
 			"Error|container_group|Container Group Unavailable", `container group "g": the run's container group is unavailable.`},
 	} {
 		var diags diag.Diagnostics
-		notStarted(c.err, &diags)
+		notStarted(c.err, path.Root("container_group"), &diags)
 		head, detail := oneDiag(t, diags)
 		if head != c.head || !strings.Contains(detail, c.inDetail) {
 			t.Errorf("%T: %s: %s", c.err, head, detail)

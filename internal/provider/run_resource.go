@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ type runModel struct {
 	ID               types.String   `tfsdk:"id"`
 	Name             types.String   `tfsdk:"name"`
 	ContainerGroup   types.String   `tfsdk:"container_group"`
+	ContainerGroups  types.List     `tfsdk:"container_groups"`
 	NodeLabel        types.String   `tfsdk:"node_label"`
 	Playbook         types.String   `tfsdk:"playbook"`
 	Command          types.List     `tfsdk:"command"`
@@ -177,8 +179,29 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, PlanModifiers: replaceStr,
 			},
 			"container_group": schema.StringAttribute{
-				MarkdownDescription: "The name of the `kubeplay_container_group` to run in.",
-				Required:            true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
+				MarkdownDescription: "The name of the `kubeplay_container_group` to run in. Exactly one of `container_group` " +
+					"and `container_groups` is required. With `container_groups`, the resource computes it: the group the run was " +
+					"placed in (known after apply), where its `destroy_playbook` runs too.",
+				Optional: true, Computed: true,
+				Validators: []validator.String{dnsLabel(), stringvalidator.ExactlyOneOf(path.MatchRoot("container_group"), path.MatchRoot("container_groups"))},
+				// A placed group changes only with container_groups, which replaces the run itself.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIf(configured,
+					"A change of the configured group replaces the run.", "A change of the configured group replaces the run.")},
+			},
+			"container_groups": schema.ListAttribute{
+				MarkdownDescription: "Container groups the run may run in, as AWX's ordered instance groups and Nodepool's " +
+					"pools: the run runs in the first that has room for it when it starts (a free run slot under " +
+					"`max_concurrent_runs` and room for its `forks` under `max_forks`; a group with neither always has room), " +
+					"and when none has, it waits, watching all of their capacity ledgers, and runs in the first to free, up " +
+					"to the longest of their `pod_pending_timeout`s. The groups are tried by their `priority`, lower " +
+					"first, a group without one counting as `0`; groups of equal priority are tried in this list's order " +
+					"(the list is sorted by priority, stably). `container_group` records the group the run was placed in. " +
+					"The groups may use different credentials and clusters. At plan time the run's pod is rendered and " +
+					"dry-run in every group; `rendered_pod` is known at plan only when the pod is the same in all of them.",
+				Optional: true, ElementType: types.StringType,
+				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
+				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
+					listvalidator.ValueStringsAre(dnsLabel())},
 			},
 			"node_label": schema.StringAttribute{
 				MarkdownDescription: "The name of a `kubeplay_node_label`. A label of type `pod` has its template merged " +
@@ -390,6 +413,18 @@ type runTarget struct {
 	// changing: the group, label or credential is created or updated by this
 	// apply, so the cluster does not show yet what the run will meet.
 	changing bool
+	// at is the attribute that names the group: container_group, or an
+	// element of container_groups.
+	at       path.Path
+	priority *int64
+}
+
+// attr is the path diagnostics about the group go to.
+func (t *runTarget) attr() path.Path {
+	if len(t.at.Steps()) == 0 {
+		return path.Root("container_group")
+	}
+	return t.at
 }
 
 // engineGroup is the run engine's view of a group: the one place that
@@ -421,10 +456,18 @@ func (r *runResource) groupFor(ctx context.Context, name string, planning bool) 
 	}
 	g, err = readDefinition(ctx, r.data, (*catalog.Store).GetGroup, name)
 	if err == nil && g == nil {
-		err = fmt.Errorf("container group %q does not exist in catalog namespace %q; create it with a "+
-			"kubeplay_container_group resource, and make the run depend on it", name, r.data.catalogNamespace)
+		err = &missingGroupError{name: name, namespace: r.data.catalogNamespace}
 	}
 	return g, false, false, err
+}
+
+// missingGroupError: the run names a group that is neither in the catalog
+// nor planned before the run.
+type missingGroupError struct{ name, namespace string }
+
+func (e *missingGroupError) Error() string {
+	return fmt.Sprintf("container group %q does not exist in catalog namespace %q; create it with a "+
+		"kubeplay_container_group resource, and make the run depend on it", e.name, e.namespace)
 }
 
 // labelFor is groupFor for node labels.
@@ -443,9 +486,9 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 	return l, false, err
 }
 
-// target reads the run's group and node label, and the group's clients.
-func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*runTarget, error) {
-	name := m.ContainerGroup.ValueString()
+// target reads the run's group name, named at attribute at, and node
+// label, and the group's clients.
+func (r *runResource) target(ctx context.Context, name string, at path.Path, m runModel, planning bool) (*runTarget, error) {
 	g, changing, partial, err := r.groupFor(ctx, name, planning)
 	if err != nil {
 		return nil, err
@@ -469,7 +512,7 @@ func (r *runResource) target(ctx context.Context, m runModel, planning bool) (*r
 		tflog.Debug(ctx, "no dry run of the run's pod: its credential is not usable yet", map[string]any{"reason": err.Error()})
 		c = nil
 	}
-	t := &runTarget{group: engineGroup(g), clients: c, changing: changing}
+	t := &runTarget{group: engineGroup(g), clients: c, changing: changing, at: at, priority: g.Priority}
 	if ln := m.NodeLabel.ValueString(); ln != "" {
 		l, labelChanging, err := r.labelFor(ctx, ln, planning)
 		if err != nil {
@@ -519,66 +562,113 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
+		if plan.ContainerGroup.IsUnknown() {
+			plan.ContainerGroup = state.ContainerGroup // where the run was placed
+		}
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
 	if r.planProject(ctx, &plan, nil, resp); resp.Diagnostics.HasError() {
 		return
 	}
-	if plan.ContainerGroup.IsUnknown() || r.data == nil {
+	if r.data == nil || plan.ContainerGroup.IsUnknown() && plan.ContainerGroups.IsUnknown() {
 		return
 	}
-	r.planPod(ctx, plan, resp)
+	r.planPods(ctx, plan, resp)
 }
 
-// planPod renders the run's pod into the plan and dry-runs it.
-func (r *runResource) planPod(ctx context.Context, plan runModel, resp *resource.ModifyPlanResponse) {
+// planPods renders the run's pod in each of its groups and dry-runs it
+// there; the plan gets the pod when it is the same in every group.
+func (r *runResource) planPods(ctx context.Context, plan runModel, resp *resource.ModifyPlanResponse) {
+	names, paths := groupNames(plan, runengine.OperationCreate)
+	var rendered []string
+	var t *runTarget
+	for i, name := range names {
+		if name == "" {
+			return // known at apply
+		}
+		var pod string
+		if t, pod = r.planPod(ctx, plan, name, paths[i], resp); t == nil {
+			return
+		}
+		rendered = append(rendered, pod)
+	}
+	if len(rendered) > 0 && rendered[0] != "" && !slices.ContainsFunc(rendered, func(p string) bool { return p != rendered[0] }) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), types.StringValue(rendered[0]))...)
+	}
+	if t != nil && (t.label == nil || t.label.Type != podspec.TypeNamespace) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("run_namespace"), types.StringNull())...)
+	}
+}
+
+// planPod renders the run's pod in group name, named at attribute at, and
+// dry-runs it. It returns the group's target (nil when the group is not
+// known yet or is missing) and the pod as YAML ("" when rendered at apply).
+func (r *runResource) planPod(ctx context.Context, plan runModel, name string, at path.Path, resp *resource.ModifyPlanResponse) (*runTarget, string) {
 	create, diags := plan.Timeouts.Create(ctx, defaultRunTimeout)
 	resp.Diagnostics.Append(diags...)
-	t, err := r.target(ctx, plan, true)
+	t, err := r.target(ctx, name, at, plan, true)
+	var missing *missingGroupError
+	if errors.As(err, &missing) && len(at.Steps()) > 1 {
+		resp.Diagnostics.AddAttributeError(at, "Container Group Not Found", err.Error()+" (for example "+
+			"container_groups = [kubeplay_container_group.a.name]).")
+		return nil, ""
+	}
 	if err != nil {
 		// The group may be created in this same apply: nothing to check yet.
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
-		return
+		return nil, ""
 	}
 	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString()}, create)
 	if errors.Is(err, runengine.ErrRenderAtApply) {
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
-		return
+		return t, ""
 	}
 	if err != nil {
-		addRenderError(err, &resp.Diagnostics)
-		return
+		addRenderError(err, t.attr(), &resp.Diagnostics)
+		return nil, ""
 	}
-	if rendered, err := podspec.ToYAML(pod); err == nil {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), types.StringValue(rendered))...)
+	rendered, _ := podspec.ToYAML(pod)
+	if t.clients != nil {
+		if err := r.engine(ctx, t.clients).DryRun(ctx, t.group, t.label, pod); err != nil {
+			refused(ctx, t, err, &resp.Diagnostics)
+		}
 	}
-	if t.label == nil || t.label.Type != podspec.TypeNamespace {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("run_namespace"), types.StringNull())...)
+	return t, rendered
+}
+
+// groupNames are the groups a run may run in, with the attribute that
+// names each: container_groups for a create that has them, else
+// container_group (a destroy runs where its run was placed). An element
+// unknown at plan is "".
+func groupNames(m runModel, operation string) ([]string, []path.Path) {
+	if m.ContainerGroups.IsNull() || m.ContainerGroups.IsUnknown() || operation == runengine.OperationDestroy {
+		return []string{m.ContainerGroup.ValueString()}, []path.Path{path.Root("container_group")}
 	}
-	if t.clients == nil {
-		return
+	var names []string
+	var paths []path.Path
+	for i, v := range m.ContainerGroups.Elements() {
+		s, _ := v.(types.String)
+		names, paths = append(names, s.ValueString()), append(paths, path.Root("container_groups").AtListIndex(i))
 	}
-	if err := r.engine(ctx, t.clients).DryRun(ctx, t.group, t.label, pod); err != nil {
-		refused(ctx, t, err, &resp.Diagnostics)
-	}
+	return names, paths
 }
 
 // addRenderError reports a run pod that the group and node label make
 // impossible, at the run attribute that names the culprit.
-func addRenderError(err error, diags *diag.Diagnostics) {
-	if addPodSecurityError(err, diags) {
+func addRenderError(err error, group path.Path, diags *diag.Diagnostics) {
+	if addPodSecurityError(err, group, diags) {
 		return
 	}
-	attr, remedy := "container_group", "Fix the container group's pod_spec_override or labels."
+	attr, remedy := group, "Fix the container group's pod_spec_override or labels."
 	var rl *podspec.ReservedLabelError
 	switch {
 	case errors.Is(err, podspec.ErrWorkspacePlaceholder):
-		attr, remedy = "node_label", workspaceRemedy
+		attr, remedy = path.Root("node_label"), workspaceRemedy
 	case errors.As(err, &rl) && (rl.Input == podspec.InputLabelLabels || rl.Input == podspec.InputDynamicLabels):
-		attr, remedy = "node_label", "Fix the node label's labels, dynamic_labels or spec."
+		attr, remedy = path.Root("node_label"), "Fix the node label's labels, dynamic_labels or spec."
 	}
-	diags.AddAttributeError(path.Root(attr), "Run Pod Cannot Be Rendered",
+	diags.AddAttributeError(attr, "Run Pod Cannot Be Rendered",
 		fmt.Sprintf("Rendering the run's pod failed: %v. %s", err, remedy))
 }
 
@@ -591,14 +681,14 @@ func refused(ctx context.Context, t *runTarget, err error, diags *diag.Diagnosti
 	errors.As(err, &re)
 	switch {
 	case re.Reason == runengine.RefusedQuota:
-		diags.AddAttributeWarning(path.Root("container_group"), "Container Group Is Full Now",
+		diags.AddAttributeWarning(t.attr(), "Container Group Is Full Now",
 			fmt.Sprintf("A dry run of the run's pod was refused by the quota of group %q: %v. At apply the run waits up to "+
 				"the group's pod_pending_timeout for capacity.", t.group.Name, err))
 	case t.changing && re.Reason == runengine.RefusedNotFound:
 		tflog.Debug(ctx, "no dry run of the run's pod: its namespace comes with this apply", map[string]any{"reason": err.Error()})
 	case t.changing:
 		// The group, label or credential this apply changes may be the fix.
-		diags.AddAttributeWarning(path.Root("container_group"), "Run Pod Refused By The Cluster As It Is Now",
+		diags.AddAttributeWarning(t.attr(), "Run Pod Refused By The Cluster As It Is Now",
 			fmt.Sprintf("A server-side dry run of the run's pod in namespace %q was refused: %v. Container group %q, its "+
 				"credential or the run's node label change in this apply, so the run may succeed; if it does not, fix "+
 				"them or the cluster's policy.", re.Namespace, err, t.group.Name))
@@ -609,7 +699,7 @@ func refused(ctx context.Context, t *runTarget, err error, diags *diag.Diagnosti
 				"was refused: %v. Fix the container group (pod_spec_override, credential permissions) or the cluster's policy.",
 				re.Namespace, err)
 		}
-		diags.AddAttributeWarning(path.Root("container_group"), summary, detail+" Until then, applying this run fails "+
+		diags.AddAttributeWarning(t.attr(), summary, detail+" Until then, applying this run fails "+
 			"the same way. (A warning, not an error, so that it never blocks terraform destroy, which plans runs that are "+
 			"not in the state too.)")
 	}
@@ -651,10 +741,11 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if !resolveProject(ctx, &plan, false, &resp.Diagnostics) {
 		return
 	}
-	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
+	out, placed, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
 	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
+	plan.ContainerGroup = types.StringValue(placed)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
 	r.record(&plan, out.Result, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -668,24 +759,21 @@ type runHooks struct {
 	onLine, onEvent func(string)
 }
 
-// execute runs playbook (or the command) once in a fresh pod of the group;
-// the resource and the action share it.
-func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, hooks runHooks, diags *diag.Diagnostics) (runengine.Outcome, bool) {
+// execute runs playbook (or the command) once in a fresh pod of the run's
+// group, or of the first of its container_groups with room (placement);
+// the resource and the action share it. It returns the group it ran in.
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, hooks runHooks, diags *diag.Diagnostics) (runengine.Outcome, string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	t, err := r.target(ctx, plan, false)
-	if err != nil {
-		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
-		return runengine.Outcome{}, false
-	}
+	targets, cands, groupsAt := r.candidates(ctx, plan, operation, diags)
 	b := r.bundle(ctx, plan, config, playbook, diags)
 	if diags.HasError() {
-		return runengine.Outcome{}, false
+		return runengine.Outcome{}, "", false
 	}
 	id := plan.ID.ValueString()
-	out, err := r.engine(ctx, t.clients).Run(ctx, runengine.Request{
+	out, placed, err := runengine.Place(ctx, runengine.Request{
 		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString()},
-		Operation: operation, Group: t.group, Label: t.label, Bundle: b, Forks: plan.Forks.ValueInt64(),
+		Operation: operation, Bundle: b, Forks: plan.Forks.ValueInt64(),
 		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
 		OnLine: func(line string) {
 			tflog.Info(ctx, line, map[string]any{"run": id, "operation": operation})
@@ -694,10 +782,11 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 			}
 		},
 		OnEvent: hooks.onEvent,
-	})
+	}, cands)
 	if err != nil {
-		notStarted(err, diags)
+		notStarted(err, groupsAt, diags)
 	}
+	t := targets[max(placed, 0)]
 	if out.Err != nil && t.clients != nil {
 		re := runengine.Classify(out.Err, t.group.Namespace, t.clients.Config.Host)
 		if summary, detail := clusterProblem(re, t.group); summary != "" {
@@ -705,7 +794,29 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		}
 	}
 	cleanupWarnings(out.Warnings, diags)
-	return out, err == nil
+	return out, t.group.Name, err == nil
+}
+
+// candidates are the groups the run may run in, in the order it names
+// them, with their clients, and the attribute that names them.
+func (r *runResource) candidates(ctx context.Context, m runModel, operation string, diags *diag.Diagnostics) ([]*runTarget, []runengine.Candidate, path.Path) {
+	names, paths := groupNames(m, operation)
+	groupsAt := path.Root("container_group")
+	if len(paths[0].Steps()) > 1 {
+		groupsAt = path.Root("container_groups")
+	}
+	var targets []*runTarget
+	var cands []runengine.Candidate
+	for i, name := range names {
+		t, err := r.target(ctx, name, paths[i], m, false)
+		if err != nil {
+			diags.AddAttributeError(paths[i], "Container Group Unavailable", err.Error()+".")
+			continue
+		}
+		targets = append(targets, t)
+		cands = append(cands, runengine.Candidate{Engine: r.engine(ctx, t.clients), Group: t.group, Label: t.label, Priority: t.priority})
+	}
+	return targets, cands, groupsAt
 }
 
 // clusterProblemError is a run's error that the credential or the cluster's
@@ -718,42 +829,47 @@ type clusterProblemError struct {
 func (e *clusterProblemError) Error() string { return e.err.Error() }
 func (e *clusterProblemError) Unwrap() error { return e.err }
 
-// notStarted reports why the engine could not start a run.
-func notStarted(err error, diags *diag.Diagnostics) {
-	if addPodSecurityError(err, diags) {
+// notStarted reports why the engine could not start a run; group is the
+// attribute that names the run's group or groups.
+func notStarted(err error, group path.Path, diags *diag.Diagnostics) {
+	if addPodSecurityError(err, group, diags) {
 		return
 	}
 	var ce *runengine.CapacityError
 	var ne *runengine.NamespaceError
+	var pe *runengine.PlacementError
 	switch {
+	case errors.As(err, &pe):
+		diags.AddAttributeError(group, "Container Group Capacity Unavailable", err.Error()+". Raise their "+
+			"max_concurrent_runs or max_forks, add a group to container_groups, or lengthen a pod_pending_timeout.")
 	case errors.As(err, &ce):
-		attr, detail := "container_group", err.Error()
+		attr, detail := group, err.Error()
 		if ce.Kind == capacity.Forks {
-			attr = "forks"
+			attr = path.Root("forks")
 		}
 		if ce.Waited > 0 {
 			detail = fmt.Sprintf("container group %q had no room for %d more %s within its pod_pending_timeout of %s", ce.Group, ce.N, ce.Kind, ce.Waited)
 		}
-		diags.AddAttributeError(path.Root(attr), "Container Group Capacity Unavailable", detail+".")
+		diags.AddAttributeError(attr, "Container Group Capacity Unavailable", detail+".")
 	case errors.As(err, &ne):
 		diags.AddAttributeError(path.Root("node_label"), "Run Namespace Not Created", fmt.Sprintf("Node label %q gives "+
 			"each run a namespace, and making %s failed: %v. The credential of container group %q needs to create "+
 			"namespaces, service accounts, roles, role bindings and service account tokens, and to hold the "+
 			"permissions the label's Role grants.", ne.Label, ne.Namespace, ne.Err, ne.Group))
 	default: // runengine.ErrGroupUnavailable
-		diags.AddAttributeError(path.Root("container_group"), "Container Group Unavailable", err.Error()+".")
+		diags.AddAttributeError(group, "Container Group Unavailable", err.Error()+".")
 	}
 }
 
 // addPodSecurityError reports a run pod below its group's pod security
 // level, at node_label when the label makes it fail; false for other errors.
-func addPodSecurityError(err error, diags *diag.Diagnostics) bool {
+func addPodSecurityError(err error, group path.Path, diags *diag.Diagnostics) bool {
 	var pe *runengine.PodSecurityError
 	if !errors.As(err, &pe) {
 		return false
 	}
 	if pe.Label == "" {
-		diags.AddAttributeError(path.Root("container_group"), "Run Pod Below Pod Security Level",
+		diags.AddAttributeError(group, "Run Pod Below Pod Security Level",
 			fmt.Sprintf("The run pod of container group %q %s\nFix the group's pod_spec_override, or lower its "+
 				"pod_security_level.", pe.Group, violationList(pe.Err)))
 		return true
@@ -923,10 +1039,17 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	}
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
-	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
+	out, _, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
 	if !ok {
 		return
 	}
 	state.RunNamespace = stringOrNull(out.Namespace)
 	r.report(state, out.Result, "Destroy Playbook", &resp.Diagnostics)
+}
+
+// configured replaces the run when container_group is set in the config and
+// changes; the group a run was placed in is computed, and changes only with
+// container_groups, which replaces the run itself.
+func configured(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+	resp.RequiresReplace = !req.ConfigValue.IsNull()
 }

@@ -28,9 +28,28 @@ type ledgerClaim struct {
 // within that time, not at the run's deadline. It returns the claims it
 // holds, also on error, for release.
 func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) {
-	g := req.Group
-	key := req.ID + "-" + req.Operation
 	var held []ledgerClaim
+	for _, n := range e.needs(req) {
+		if err := e.acquire(ctx, n.ledger, n.key, n.n, n.limit, req.Group.pending(), e.claimTTL); err != nil {
+			return held, err
+		}
+		held = append(held, e.keep(n))
+	}
+	return held, nil
+}
+
+// need is what a run claims of one ledger of its group.
+type need struct {
+	ledger   capacity.Ledger
+	key      string
+	n, limit int64
+}
+
+// needs lists the ledgers req claims from: a run slot
+// (max_concurrent_runs) and its forks (max_forks), when the group has them.
+func (e *Engine) needs(req Request) []need {
+	g := req.Group
+	var out []need
 	for _, c := range []struct {
 		kind  string
 		limit *int64
@@ -52,14 +71,39 @@ func (e *Engine) claim(ctx context.Context, req Request) ([]ledgerClaim, error) 
 				req.OnEvent(fmt.Sprintf("waiting for capacity: container group %q has no room for %s", g.Name, what))
 			}
 		}
-		if err := e.acquire(ctx, led, key, c.n, *c.limit, g.pending(), e.claimTTL); err != nil {
-			return held, err
-		}
-		held = append(held, ledgerClaim{ledger: led, key: key, stop: led.Keep(key, e.claimTTL, func(err error) {
-			e.log(slog.LevelWarn, "renewing a capacity claim failed", map[string]any{"kind": led.Kind, "run": key, "error": err.Error()})
-		})})
+		out = append(out, need{ledger: led, key: req.ID + "-" + req.Operation, n: c.n, limit: *c.limit})
 	}
-	return held, nil
+	return out
+}
+
+// keep starts renewing a claim taken of n.
+func (e *Engine) keep(n need) ledgerClaim {
+	return ledgerClaim{ledger: n.ledger, key: n.key, stop: n.ledger.Keep(n.key, e.claimTTL, func(err error) {
+		e.log(slog.LevelWarn, "renewing a capacity claim failed", map[string]any{"kind": n.ledger.Kind, "run": n.key, "error": err.Error()})
+	})}
+}
+
+// tryClaim is claim without waiting: the claims when every ledger of the
+// group has room now; else none (those taken are given back) and what the
+// ledger without room looked like, to wait on.
+func (e *Engine) tryClaim(ctx context.Context, req Request) ([]ledgerClaim, *capacity.Seen, error) {
+	var held []ledgerClaim
+	for _, n := range e.needs(req) {
+		ok, seen, err := n.ledger.TryAcquire(ctx, n.key, n.n, e.claimTTL)
+		if err != nil || !ok {
+			for _, w := range e.release(ctx, held) {
+				e.log(slog.LevelWarn, "giving back a partial claim failed", map[string]any{"error": w.Error()})
+			}
+		}
+		if err != nil {
+			return nil, nil, &CapacityError{Kind: n.ledger.Kind, Group: n.ledger.Group, N: n.n, Limit: n.limit, Err: err}
+		}
+		if !ok {
+			return nil, &seen, nil
+		}
+		held = append(held, e.keep(n))
+	}
+	return held, nil, nil
 }
 
 func (e *Engine) acquire(ctx context.Context, led capacity.Ledger, key string, n, limit int64, pending, ttl time.Duration) error {

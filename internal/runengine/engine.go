@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -131,23 +133,39 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 	defer active.leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
-	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, req.Timeout)
+	pod, err := e.prepare(ctx, req, &out)
 	if err != nil {
 		return out, err
 	}
-	out.Rendered, _ = podspec.ToYAML(pod)
-	pod.Labels[managed.LabelRun] = req.ID
-	nsLabel := namespaceLabel(req.Label)
-	e.sweep(ctx, req.Group, nsLabel != nil)
-
 	var claims []ledgerClaim
 	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims)...) }()
 	if claims, err = e.claim(ctx, req); err != nil {
 		return out, err
 	}
+	return e.runClaimed(ctx, req, pod, out)
+}
+
+// prepare renders req's pod into out.Rendered and sweeps the group's
+// orphans.
+func (e *Engine) prepare(ctx context.Context, req Request, out *Outcome) (*corev1.Pod, error) {
+	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, req.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	out.Rendered, _ = podspec.ToYAML(pod)
+	pod.Labels[managed.LabelRun] = req.ID
+	e.sweep(ctx, req.Group, namespaceLabel(req.Label) != nil)
+	return pod, nil
+}
+
+// runClaimed runs pod once req's capacity is claimed: it makes the run
+// namespace of a namespace label, runs the bundle, and deletes the
+// namespace again.
+func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, prior Outcome) (out Outcome, err error) {
+	out = prior
 	b := payload(req)
 	secrets := Secrets(b)
-	if nsLabel != nil {
+	if nsLabel := namespaceLabel(req.Label); nsLabel != nil {
 		ns, kubeconfig, token, err := e.createNamespace(ctx, req, nsLabel)
 		if ns != "" {
 			defer func() {

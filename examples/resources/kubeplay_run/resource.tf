@@ -65,6 +65,26 @@ resource "kubeplay_run" "smoke" {
   ignore_failure  = true
 }
 
+# Placement, as AWX's ordered instance groups and Nodepool's pool priority:
+# the run goes to the first group with room for it when it starts (a free
+# run slot under max_concurrent_runs, room for its forks under max_forks),
+# trying the groups by priority, lower first, then in the list's order; when
+# all are full it waits on all of them. container_group records where it
+# ran, and its destroy_playbook runs there. Here "default" (no priority
+# counts as 0) comes before "overflow" (priority 10).
+resource "kubeplay_container_group" "overflow" {
+  name       = "overflow"
+  namespace  = kubeplay_credential.runner.namespace
+  credential = kubeplay_credential.runner.name
+  image      = var.image
+  priority   = 10
+}
+
+resource "kubeplay_run" "placed" {
+  container_groups = [kubeplay_container_group.overflow.name, kubeplay_container_group.default.name]
+  command          = ["sh", "-c", "echo placed"]
+}
+
 # A namespace label: the run gets a namespace of its own, with a service
 # account the playbook reaches through KUBECONFIG (kubernetes.core reads
 # K8S_AUTH_KUBECONFIG). The namespace is deleted when the run ends. This

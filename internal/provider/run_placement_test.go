@@ -1,0 +1,217 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+)
+
+// placement is two container groups, a and b, each in a namespace of its
+// own with one run slot.
+type placement struct {
+	e          *testEnv
+	names, nss [2]string
+	groups     string
+	ledgers    [2]capacity.Ledger
+}
+
+func newPlacement(e *testEnv, attrs [2]string) *placement {
+	p := &placement{e: e, groups: e.providerBlock()}
+	for i, key := range []string{"a", "b"} {
+		p.names[i], p.nss[i] = randName("place-"+key), e.namespace("kp-place")
+		p.groups += fmt.Sprintf(`
+resource "kubeplay_container_group" %q {
+  name                = %q
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 1
+  %s
+}
+`, key, p.names[i], p.nss[i], acctest.TestImage(), attrs[i])
+		p.ledgers[i] = capacity.Ledger{Kube: e.kube, Namespace: p.nss[i], Group: p.names[i], Kind: capacity.Runs, Limit: 1}
+	}
+	return p
+}
+
+// run is the groups and a run that may run in a, then b.
+func (p *placement) run(body string) string {
+	return p.groups + `
+resource "kubeplay_run" "test" {
+  container_groups = [kubeplay_container_group.a.name, kubeplay_container_group.b.name]
+` + body + "}\n"
+}
+
+// hold takes group i's only run slot, as another run would.
+func (p *placement) hold(i int) {
+	p.e.t.Helper()
+	ok, _, err := p.ledgers[i].TryAcquire(context.Background(), "holder", 1, 30*time.Minute)
+	if !ok || err != nil {
+		p.e.t.Fatalf("holding group %s's slot: %v, %v", p.names[i], ok, err)
+	}
+}
+
+// checkPlaced checks the run's recorded group and that group j still has
+// its holder's claim only.
+func (p *placement) checkPlaced(i int) resource.TestCheckFunc {
+	return resource.ComposeAggregateTestCheckFunc(
+		resource.TestCheckResourceAttr(runAddr, "container_group", p.names[i]),
+		resource.TestCheckResourceAttr(runAddr, "status", "successful"),
+		p.e.checkNoRunPods(p.nss[0]), p.e.checkNoRunPods(p.nss[1]),
+	)
+}
+
+// TestAccRun_placementFirstFull: a run whose first group's only slot is
+// held runs in its second at once, records it, plans empty afterwards,
+// and runs its destroy playbook there too (in the first it would wait out
+// its 20s pod_pending_timeout and fail the destroy).
+func TestAccRun_placementFirstFull(t *testing.T) {
+	e := newTestEnv(t)
+	p := newPlacement(e, [2]string{`pod_pending_timeout = "20s"`, ""})
+	play := `"- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: placed}\n"`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: p.groups},
+			{
+				PreConfig: func() { p.hold(0) },
+				Config:    p.run("  playbook = " + play + "\n  destroy_playbook = " + play + "\n"),
+				Check:     p.checkPlaced(1),
+			},
+			{Config: p.run("  playbook = " + play + "\n  destroy_playbook = " + play + "\n"), PlanOnly: true},
+		},
+	})
+}
+
+// TestAccRun_placementAllFull: with both groups' slots held the run waits;
+// when the second frees it runs there, after the slot freed.
+func TestAccRun_placementAllFull(t *testing.T) {
+	e := newTestEnv(t)
+	p := newPlacement(e, [2]string{`pod_pending_timeout = "3m"`, `pod_pending_timeout = "3m"`})
+	freed := make(chan time.Time, 1)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: p.groups},
+			{
+				PreConfig: func() {
+					p.hold(0)
+					p.hold(1)
+					go func() {
+						time.Sleep(8 * time.Second) // past the run's plan: it is waiting
+						freed <- time.Now()
+						if err := p.ledgers[1].Release(context.Background(), "holder"); err != nil {
+							t.Error(err)
+						}
+					}()
+				},
+				Config: p.run("  command = [\"true\"]\n"),
+				Check: resource.ComposeAggregateTestCheckFunc(p.checkPlaced(1),
+					func(s *terraform.State) error {
+						at := <-freed
+						started, err := time.Parse(time.RFC3339, s.RootModule().Resources[runAddr].Primary.Attributes["started_at"])
+						if err != nil {
+							return err
+						}
+						if started.Before(at.Truncate(time.Second)) {
+							return fmt.Errorf("the run started at %s, before group b's slot freed at %s: it did not wait", started, at)
+						}
+						claims, err := p.ledgers[0].Claims(context.Background())
+						if _, held := claims["holder"]; err != nil || len(claims) != 1 || !held {
+							return fmt.Errorf("group a's claims %v, %v: want the holder's only", claims, err)
+						}
+						return nil
+					}),
+			},
+		},
+	})
+}
+
+// TestAccRun_placementPriority: with both groups free, the list [a, b] and
+// b's priority lower than a's, the run goes to b.
+func TestAccRun_placementPriority(t *testing.T) {
+	e := newTestEnv(t)
+	p := newPlacement(e, [2]string{"priority = 10", "priority = 1"})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: p.run("  command = [\"true\"]\n"), Check: p.checkPlaced(1)},
+		},
+	})
+}
+
+// TestAccRun_placementPlanErrors: exactly one of container_group and
+// container_groups, and every group of the list must exist, at plan time.
+func TestAccRun_placementPlanErrors(t *testing.T) {
+	e := newTestEnv(t)
+	run := func(body string) string {
+		return e.providerBlock() + "resource \"kubeplay_run\" \"test\" {\n  command = [\"true\"]\n" + body + "}\n"
+	}
+	steps := []resource.TestStep{}
+	for _, c := range []struct{ body, want string }{
+		{"  container_group = \"g\"\n  container_groups = [\"g\"]\n",
+			`(?s)Invalid Attribute Combination.*container_group = "g".*2 attributes specified when one \(and only one\) of \[container_group,container_groups\]`},
+		{"", `(?s)Invalid Attribute Combination.*No attribute specified when one \(and only one\) of \[container_group,container_groups\]`},
+		{"  container_groups = []\n", `(?s)Invalid Attribute Value.*container_groups = \[\].*at least 1`},
+		{"  container_groups = [\"nope-" + randName("x") + "\"]\n",
+			`(?s)Container Group Not Found.*container_groups = \["nope-.*container group "nope-.*" does not exist in catalog namespace`},
+	} {
+		steps = append(steps, resource.TestStep{Config: run(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
+	}
+	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+}
+
+// TestAccRunAction_placement invokes the action with container_groups
+// while both groups' only slots are held: its progress says it waits on
+// both, and, once the second frees, that it ran there.
+func TestAccRunAction_placement(t *testing.T) {
+	requireActions(t)
+	e := newTestEnv(t)
+	groupB, nsB := randName("place-b"), e.namespace("kp-place")
+	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n",
+		extra: fmt.Sprintf(`
+resource "kubeplay_container_group" "b" {
+  name                = %q
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 1
+  pod_pending_timeout = "3m"
+}
+`, groupB, nsB, acctest.TestImage())})
+	p := &placement{e: e, names: [2]string{f.group, groupB}, nss: [2]string{f.ns, nsB}}
+	for i := range p.ledgers {
+		p.ledgers[i] = capacity.Ledger{Kube: e.kube, Namespace: p.nss[i], Group: p.names[i], Kind: capacity.Runs, Limit: 1}
+		p.hold(i)
+	}
+	go func() {
+		time.Sleep(8 * time.Second) // the action is waiting by then
+		if err := p.ledgers[1].Release(context.Background(), "holder"); err != nil {
+			t.Error(err)
+		}
+	}()
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_groups = [%q, %q]
+    command          = ["sh", "-c", "echo placed-by-the-action"]
+  }
+}
+`, f.group, groupB))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	waiting := firstLine(lines, fmt.Sprintf(`waiting for capacity: none of container groups %q, %q has room`, f.group, groupB))
+	output, ran := firstLine(lines, `: placed-by-the-action$`), firstLine(lines, fmt.Sprintf(`ran in container group %q`, groupB))
+	if waiting < 0 || output < waiting || ran < output {
+		t.Errorf("want the wait (line %d), the output (line %d), then the group it ran in (line %d):\n%s", waiting, output, ran, dump(lines))
+	}
+}
