@@ -150,7 +150,8 @@ func TestAccRun_placementPriority(t *testing.T) {
 }
 
 // TestAccRun_placementPlanErrors: exactly one of container_group and
-// container_groups, and every group of the list must exist, at plan time.
+// container_groups, at plan time; every group of the list must exist, at
+// apply (at plan, a missing one is a warning: it must not block a destroy).
 func TestAccRun_placementPlanErrors(t *testing.T) {
 	e := newTestEnv(t)
 	run := func(body string) string {
@@ -162,11 +163,16 @@ func TestAccRun_placementPlanErrors(t *testing.T) {
 			`(?s)Invalid Attribute Combination.*container_group = "g".*2 attributes specified when one \(and only one\) of \[container_group,container_groups\]`},
 		{"", `(?s)Invalid Attribute Combination.*No attribute specified when one \(and only one\) of \[container_group,container_groups\]`},
 		{"  container_groups = []\n", `(?s)Invalid Attribute Value.*container_groups = \[\].*at least 1`},
-		{"  container_groups = [\"nope-" + randName("x") + "\"]\n",
-			`(?s)Container Group Not Found.*container_groups = \["nope-.*container group "nope-.*" does not exist in catalog namespace`},
 	} {
 		steps = append(steps, resource.TestStep{Config: run(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
 	}
+	// A missing group is a warning at plan (it must not block a destroy)
+	// and an error at apply, at the element's path.
+	missing := run("  container_groups = [\"nope-" + randName("x") + "\"]\n")
+	steps = append(steps, resource.TestStep{Config: missing, PlanOnly: true, ExpectNonEmptyPlan: true}, resource.TestStep{
+		Config:      missing,
+		ExpectError: expectError(`(?s)Container Group Unavailable.*container_groups = \["nope-.*container group "nope-.*" does not exist in catalog namespace`),
+	})
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 

@@ -197,7 +197,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"first, a group without one counting as `0`; groups of equal priority are tried in this list's order " +
 					"(the list is sorted by priority, stably). `container_group` records the group the run was placed in. " +
 					"The groups may use different credentials and clusters. At plan time the run's pod is rendered and " +
-					"dry-run in every group; `rendered_pod` is known at plan only when the pod is the same in all of them.",
+					"dry-run in every group; `rendered_pod` is known at plan only when the pod is the same in all of them. A " +
+					"listed group that does not exist is a warning at plan time (so that it cannot block a destroy) and an " +
+					"error at apply.",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
@@ -610,8 +612,10 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, name string, a
 	t, err := r.target(ctx, name, at, plan, true)
 	var missing *missingGroupError
 	if errors.As(err, &missing) && len(at.Steps()) > 1 {
-		resp.Diagnostics.AddAttributeError(at, "Container Group Not Found", err.Error()+" (for example "+
-			"container_groups = [kubeplay_container_group.a.name]).")
+		// A warning, as dry-run refusals are: the pre-destroy refresh plans
+		// runs that are not in the state, and must not block a destroy.
+		resp.Diagnostics.AddAttributeWarning(at, "Container Group Not Found", err.Error()+" (for example "+
+			"container_groups = [kubeplay_container_group.a.name]). The apply fails unless the group exists by then.")
 		return nil, ""
 	}
 	if err != nil {
