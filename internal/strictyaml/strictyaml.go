@@ -30,6 +30,18 @@ func (e *DuplicateKeyError) Error() string {
 	return fmt.Sprintf("line %d: key %s is set twice in the same mapping; keys must be unique", e.Line, e.Key)
 }
 
+// KeyError: a mapping key is a sequence or a mapping, which JSON cannot
+// hold. The YAML 1.1 decoder refuses most such keys, but reads "[]: 1" as
+// the empty sequence, silently dropping the mapping.
+type KeyError struct {
+	// Line is the 1-based line of the key.
+	Line int
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("line %d: a mapping key is a sequence or a mapping; keys must be strings, numbers or booleans", e.Line)
+}
+
 var dupKeyInError = regexp.MustCompile(`(?m)^\s*line (\d+): key (.*) already set in map$`)
 
 // ToJSON converts one YAML or JSON document to JSON as sigs.k8s.io/yaml's
@@ -49,10 +61,12 @@ func ToJSON(text []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	de, perr := firstDuplicate(text)
+	de, ke, perr := checkKeys(text)
 	switch {
 	case de != nil:
 		return nil, de
+	case ke != nil:
+		return nil, ke
 	case dup != nil:
 		// The decoder's own check found one where the YAML 1.2 parse did not.
 		line, _ := strconv.Atoi(dup[1])
@@ -65,14 +79,16 @@ func ToJSON(text []byte) ([]byte, error) {
 	return j, nil
 }
 
-// firstDuplicate finds the first scalar key written twice in one mapping,
-// with the line of the second; nil when there is none. The error is the
-// YAML 1.2 parser's, when the text does not parse.
-func firstDuplicate(text []byte) (*DuplicateKeyError, error) {
+// checkKeys finds the first scalar key written twice in one mapping, with
+// the line of the second, or else the first key that is a collection; nil
+// when there is none. The error is the YAML 1.2 parser's, when the text does
+// not parse.
+func checkKeys(text []byte) (*DuplicateKeyError, *KeyError, error) {
 	var root yamlv3.Node
 	if err := yamlv3.Unmarshal(text, &root); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var collectionKey *KeyError
 	// An explicit stack: documents may nest deeper than is safe to recurse.
 	stack := []*yamlv3.Node{&root}
 	seen := map[*yamlv3.Node]bool{}
@@ -90,12 +106,15 @@ func firstDuplicate(text []byte) (*DuplicateKeyError, error) {
 				if k.Kind == yamlv3.AliasNode && k.Alias != nil {
 					k = k.Alias
 				}
+				if (k.Kind == yamlv3.SequenceNode || k.Kind == yamlv3.MappingNode) && collectionKey == nil {
+					collectionKey = &KeyError{Line: n.Content[i].Line}
+				}
 				if k.Kind != yamlv3.ScalarNode || k.Tag == "!!merge" {
 					continue
 				}
 				jk := jsonKey(k)
 				if keys[jk] {
-					return &DuplicateKeyError{Line: n.Content[i].Line, Key: strconv.Quote(k.Value)}, nil
+					return &DuplicateKeyError{Line: n.Content[i].Line, Key: strconv.Quote(k.Value)}, nil, nil
 				}
 				keys[jk] = true
 			}
@@ -107,7 +126,7 @@ func firstDuplicate(text []byte) (*DuplicateKeyError, error) {
 			stack = append(stack, n.Content[i])
 		}
 	}
-	return nil, nil
+	return nil, collectionKey, nil
 }
 
 // jsonKey returns the JSON key sigs.k8s.io/yaml makes of a scalar key: a

@@ -45,6 +45,27 @@ func TestToJSON_duplicates(t *testing.T) {
 	}
 }
 
+// A collection key is refused with its line: the YAML 1.1 decoder reads
+// "[]: 1" as the empty sequence, dropping the mapping the user wrote.
+func TestToJSON_collectionKeys(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		line int
+	}{{"[]:", 1}, {"[]: 1\n", 1}, {"{}: x", 1}, {"---\n\n[]: 1\n", 3}} {
+		_, err := ToJSON([]byte(c.text))
+		var ke *KeyError
+		if !errors.As(err, &ke) || ke.Line != c.line {
+			t.Errorf("ToJSON(%q) error = %v, want a collection key at line %d", c.text, err, c.line)
+		}
+	}
+	// Elsewhere the decoder refuses them itself.
+	for _, text := range []string{"a: 1\n? [b]\n: 2\n", "- x\n- {[]: 1}\n"} {
+		if j, err := ToJSON([]byte(text)); err == nil {
+			t.Errorf("ToJSON(%q) = %s, want an error", text, j)
+		}
+	}
+}
+
 // The YAML 1.1 decoder ignores a malformed tail after the first value, which
 // the YAML 1.2 parser that compares keys refuses: ToJSON must not take the
 // unchecked document for one without duplicates.
@@ -92,10 +113,16 @@ func FuzzToJSON(f *testing.F) {
 		got, err := ToJSON(text)
 		want, werr := yaml.YAMLToJSON(text)
 		var de *DuplicateKeyError
+		var ke *KeyError
 		switch {
 		case errors.As(err, &de):
 			if de.Line < 1 {
 				t.Fatalf("duplicate at line %d", de.Line)
+			}
+		case errors.As(err, &ke):
+			// JSON has no collection keys: the decoder errs or drops them.
+			if ke.Line < 1 || werr == nil && string(want) != "[]" && string(want) != "{}" && string(want) != "null" {
+				t.Fatalf("collection key at line %d refused; YAMLToJSON = %s, %v", ke.Line, want, werr)
 			}
 		case err != nil && werr == nil:
 			// Refusing more than the decoder is right only where the YAML
