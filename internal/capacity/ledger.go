@@ -398,12 +398,8 @@ func (l Ledger) next(ctx context.Context, w *watch.Interface, cm *corev1.ConfigM
 		}
 		*w = nw
 	}
-	var expire <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		expire = t.C
-	}
+	expire, stop := expiry(deadline)
+	defer stop()
 	select {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for %s in container group %q: %w", l.unit(), l.Group, ctx.Err())

@@ -93,12 +93,8 @@ func WaitAny(ctx context.Context, seen []Seen) error {
 		}
 		go func() { woke <- s.Ledger.changed(ctx, s.Version) }()
 	}
-	var expire <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		expire = t.C
-	}
+	expire, stop := expiry(deadline)
+	defer stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -135,4 +131,13 @@ func (l Ledger) changed(ctx context.Context, version string) error {
 			return nil
 		}
 	}
+}
+
+// expiry fires at deadline; a zero deadline never fires. stop frees its timer.
+func expiry(deadline time.Time) (<-chan time.Time, func()) {
+	if deadline.IsZero() {
+		return nil, func() {}
+	}
+	t := time.NewTimer(time.Until(deadline))
+	return t.C, func() { t.Stop() }
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
+// dryRunID is the run id of a dry run's pod and namespace, which are never created.
+const dryRunID = "dry-run"
+
 // DryRun creates pod, as RenderPod renders it at plan time, server-side
 // without keeping it, and for a namespace label l the run's namespace too:
 // this catches RBAC, quota, admission and schema errors before apply. Runs
@@ -46,12 +49,12 @@ func (e *Engine) DryRun(ctx context.Context, g Group, l *podspec.Label, pod *cor
 
 func (e *Engine) dryRun(ctx context.Context, g Group, nsLabel *podspec.Label, pod *corev1.Pod) error {
 	pod = pod.DeepCopy()
-	pod.Labels[managed.LabelRun] = "dry-run"
+	pod.Labels[managed.LabelRun] = dryRunID
 	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	if _, err := e.clients.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts); err != nil || nsLabel == nil {
 		return err
 	}
-	ns, _ := runnamespace.Spec{Label: nsLabel.Name, Group: g.Name, RunID: "dry-run"}.Objects()
+	ns, _ := runnamespace.Spec{Label: nsLabel.Name, Group: g.Name, RunID: dryRunID}.Objects()
 	if _, err := e.clients.Kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
 		return fmt.Errorf("creating the namespace of node label %q (a label of type namespace needs a credential that "+
 			"may create namespaces, service accounts, roles and role bindings): %w", nsLabel.Name, err)

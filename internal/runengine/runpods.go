@@ -59,7 +59,7 @@ func RunPods(ctx context.Context, kube kubernetes.Interface, g Group, now time.T
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		id := p.Labels[managed.LabelRun]
-		if id == "dry-run" {
+		if id == dryRunID {
 			continue
 		}
 		out = append(out, RunPod{
