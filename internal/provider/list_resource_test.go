@@ -85,7 +85,7 @@ func TestAccQuery_generateConfigImports(t *testing.T) {
 	}
 	ns := e.namespace("kp-query")
 	prefix := randName("q")
-	header := fmt.Sprintf("terraform {\n  required_providers {\n    kubeplay = { source = \"kubeplay/kubeplay\" }\n  }\n}\n\n%s\n", e.providerBlock())
+	header := cliHeader(e.kubeconfig, e.catalog)
 	other := t.TempDir()
 	writeFile(t, filepath.Join(other, "main.tf"), header+fmt.Sprintf(`resource "kubeplay_credential" "p" {
   name = "%[1]s-provider"

@@ -144,7 +144,7 @@ func (e *testEnv) benchPhase500(b *testing.B, terraformBin, cliConfig string) {
 	// The phase, applied by the terraform CLI with the provider built from this tree.
 	tfDir := t.TempDir()
 	writeConfig := func(body string) {
-		cfg := "terraform {\n  required_providers {\n    kubeplay = { source = \"kubeplay/kubeplay\" }\n  }\n}\n\n" + e.providerBlock() + body
+		cfg := cliHeader(e.kubeconfig, e.catalog) + body
 		if err := os.WriteFile(filepath.Join(tfDir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -199,8 +199,7 @@ func (e *testEnv) humanPlanHidesSecret(config string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "main.tf"),
-		"terraform {\n  required_providers {\n    kubeplay = { source = \"kubeplay/kubeplay\" }\n  }\n}\n\n"+config)
+	writeTestFile(t, filepath.Join(dir, "main.tf"), cliRequiredProviders+config)
 	cmd := exec.Command(terraformBin, "plan", "-no-color", "-input=false")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")

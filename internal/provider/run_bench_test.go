@@ -43,18 +43,7 @@ func BenchmarkRun100(b *testing.B) {
 	}
 	dir := b.TempDir()
 	write := func(n int) {
-		cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-resource "kubeplay_container_group" "g" {
+		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
   name                = "scale"
   namespace           = %q
   image               = %q
@@ -69,7 +58,7 @@ resource "kubeplay_run" "r" {
   container_group = kubeplay_container_group.g.name
   command         = ["sleep", "2"]
 }
-`, e.kubeconfig, e.catalog, ns, acctest.TestImage(), n)
+`, ns, acctest.TestImage(), n)
 		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
 		}

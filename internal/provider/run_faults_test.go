@@ -146,18 +146,7 @@ func newFaultEnvWith(t *testing.T, e *testEnv, kubeconfig string, g faultGroup) 
 // first).
 func (f *faultEnv) dir(t *testing.T, body string) string {
 	dir := t.TempDir()
-	cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-%s`, f.kubeconfig, f.e.catalog, body)
+	cfg := cliHeader(f.kubeconfig, f.e.catalog) + fmt.Sprintf(`%s`, body)
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -714,18 +703,7 @@ func TestAccRunFault_terraformKilled(t *testing.T) {
 // resource): the provider exits by itself.
 func TestAccRunFault_terraformKilledIdle(t *testing.T) {
 	s := newSignalEnv(t, "5m")
-	cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-resource "kubeplay_container_group" "g" {
+	cfg := cliHeader(s.e.kubeconfig, s.e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
   name      = "idle"
   namespace = %q
   image     = %q
@@ -745,7 +723,7 @@ resource "kubeplay_container_group" "after" {
   namespace  = %q
   image      = %q
 }
-`, s.e.kubeconfig, s.e.catalog, s.ns, acctest.TestImage(), s.ns, acctest.TestImage())
+`, s.ns, acctest.TestImage(), s.ns, acctest.TestImage())
 	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -134,24 +134,13 @@ func (e *testEnv) applyFromTwoProcesses(group, ns string) {
 // directory and state of its own.
 func (e *testEnv) terraformProcess(terraformBin, cliConfig, group string) error {
 	dir := e.t.TempDir()
-	cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-resource "kubeplay_run" "r" {
+	cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`resource "kubeplay_run" "r" {
   count           = 3
   container_group = %q
   forks           = 2
   command         = ["sh", "-c", "sleep 3"]
 }
-`, e.kubeconfig, e.catalog, group)
+`, group)
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -235,4 +224,15 @@ func (e *testEnv) observeForks(ctx context.Context, group, ns string) func() run
 		wg.Wait()
 		return peaks
 	}
+}
+
+// cliRequiredProviders names the provider's source for configurations that
+// the terraform CLI applies with providerCLI's dev_overrides.
+const cliRequiredProviders = "terraform {\n  required_providers {\n    kubeplay = { source = \"kubeplay/kubeplay\" }\n  }\n}\n\n"
+
+// cliHeader is the head of such a configuration: the provider's source and
+// its connection.
+func cliHeader(kubeconfig, catalog string) string {
+	return cliRequiredProviders + fmt.Sprintf("provider \"kubeplay\" {\n  config_path       = %q\n  catalog_namespace = %q\n}\n\n",
+		kubeconfig, catalog)
 }

@@ -36,17 +36,7 @@ func BenchmarkRunVsKubectl(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	head := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-`, e.kubeconfig, e.catalog)
+	head := cliHeader(e.kubeconfig, e.catalog) + ``
 	kpDir, kcDir := b.TempDir(), b.TempDir()
 	if err := os.WriteFile(filepath.Join(kcDir, "site.yml"), []byte(benchPlaybook), 0o600); err != nil {
 		b.Fatal(err)

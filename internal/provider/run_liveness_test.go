@@ -65,18 +65,7 @@ func killedProvider(tb testing.TB, e *testEnv, timeout time.Duration) livenessTi
 		"next":   livenessRun(group, "true"),
 	} {
 		dirs[name] = tb.TempDir()
-		cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-%s`, e.kubeconfig, e.catalog, body)
+		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`%s`, body)
 		if err := os.WriteFile(filepath.Join(dirs[name], "main.tf"), []byte(cfg), 0o600); err != nil {
 			tb.Fatal(err)
 		}

@@ -44,18 +44,7 @@ func newSignalEnv(t *testing.T, timeout string) *signalEnv {
 }
 
 func (s *signalEnv) write(t *testing.T, command, timeout string) {
-	cfg := fmt.Sprintf(`terraform {
-  required_providers {
-    kubeplay = { source = "kubeplay/kubeplay" }
-  }
-}
-
-provider "kubeplay" {
-  config_path       = %q
-  catalog_namespace = %q
-}
-
-resource "kubeplay_container_group" "g" {
+	cfg := cliHeader(s.e.kubeconfig, s.e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
   name      = "signals"
   namespace = %q
   image     = %q
@@ -68,7 +57,7 @@ resource "kubeplay_run" "r" {
     create = %q
   }
 }
-`, s.e.kubeconfig, s.e.catalog, s.ns, acctest.TestImage(), command, timeout)
+`, s.ns, acctest.TestImage(), command, timeout)
 	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
