@@ -191,7 +191,8 @@ func setNull(ctx context.Context, st *tfsdk.State, name string, diags *diag.Diag
 	t := st.Schema.GetAttributes()[name].GetType()
 	null, err := t.ValueFromTerraform(ctx, tftypes.NewValue(t.TerraformType(ctx), nil))
 	if err != nil {
-		diags.AddError("Listing Failed", fmt.Sprintf("Attribute %s: %v.", name, err))
+		diags.AddError("Internal Error", fmt.Sprintf("Clearing sensitive attribute %s of a listed resource failed: %v. "+
+			"This is a bug in the provider; please report it.", name, err))
 		return
 	}
 	diags.Append(st.SetAttribute(ctx, path.Root(name), null)...)
@@ -275,12 +276,15 @@ func findLabels(ctx context.Context, d *providerData, _ catalogListModel, diags 
 func findPhases(ctx context.Context, d *providerData, cfg catalogListModel, diags *diag.Diagnostics) []listed {
 	c, err := d.credentialClients(ctx, cfg.Cluster.ValueString())
 	if err != nil {
-		diags.AddAttributeError(path.Root("cluster"), "Cluster Unavailable", "Listing phases: "+err.Error()+".")
+		diags.AddAttributeError(path.Root("cluster"), "Cluster Unavailable", "Listing phases: "+err.Error()+
+			". Check that the credential named in `cluster` exists in the catalog and can reach its cluster (the "+
+			"kubeplay_credential data source reads it).")
 		return nil
 	}
 	names, err := phase.Phases(ctx, c.Kube, d.catalogNamespace)
 	if err != nil {
-		diags.AddError("Listing Phases Failed", err.Error()+".")
+		diags.AddError("Listing Phases Failed", fmt.Sprintf("%v. Check that the credential may list ConfigMaps in "+
+			"namespace %s, where phase inventories are kept.", err, d.catalogNamespace))
 		return nil
 	}
 	out := make([]listed, 0, len(names))

@@ -100,7 +100,8 @@ func (l *runList) pods(ctx context.Context, group string, diags *diag.Diagnostic
 	c, err := l.data.credentialClients(ctx, g.Credential)
 	if err != nil {
 		diags.AddAttributeError(path.Root("container_group"), "Cluster Unavailable",
-			fmt.Sprintf("Container group %q: %v.", group, err))
+			fmt.Sprintf("Container group %q: %v. Check that the group's credential exists in the catalog and can "+
+				"reach its cluster.", group, err))
 		return nil
 	}
 	pods, err := runengine.RunPods(ctx, c.Kube, engineGroup(g), time.Now())

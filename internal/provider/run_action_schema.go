@@ -58,13 +58,14 @@ func asRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Diagnosti
 	(&runResource{}).Schema(ctx, resource.SchemaRequest{}, &rs)
 	typ, ok := rs.Schema.Type().TerraformType(ctx).(tftypes.Object)
 	if !ok {
-		diags.AddError("Internal Error", "The run resource's schema is not an object.")
+		diags.AddError("Internal Error", "The run resource's schema is not an object. This is a bug in the provider; please report it.")
 		return tfsdk.Config{}
 	}
 	given := map[string]tftypes.Value{}
 	if !config.Raw.IsNull() && config.Raw.IsKnown() {
 		if err := config.Raw.As(&given); err != nil {
-			diags.AddError("Internal Error", "Reading the action's configuration failed: "+err.Error())
+			diags.AddError("Internal Error", "Reading the action's configuration failed: "+err.Error()+"."+
+				" This is a bug in the provider; please report it.")
 			return tfsdk.Config{}
 		}
 	}
@@ -108,7 +109,8 @@ func runDefault(ctx context.Context, a schema.Attribute, t tftypes.Type, diags *
 	}
 	tv, err := v.ToTerraformValue(ctx)
 	if err != nil {
-		diags.AddError("Internal Error", "Converting a default of the run resource failed: "+err.Error())
+		diags.AddError("Internal Error", "Converting a default of the run resource failed: "+err.Error()+"."+
+			" This is a bug in the provider; please report it.")
 		return tftypes.NewValue(t, nil)
 	}
 	return tv
