@@ -57,7 +57,8 @@ func FuzzIgnore(f *testing.F) {
 // FuzzManifest builds a project from the input (one file a line:
 // name, then content after the first '='), scans it, writes it as a tar and
 // reads it back: every file arrives with its content and mode, the shape
-// has the tar's length, and ignored names never ship.
+// has the tar's length, a listed manifest ships the same tar and ends with
+// the scanned hash, and ignored names never ship.
 func FuzzManifest(f *testing.F) {
 	f.Add("site.yml=- hosts: all\nroles/web/tasks/main.yml=[]\nx.retry=h\n.git/HEAD=r\nbin/tool=\x00\xff")
 	f.Add("a=1\na/b=2")
@@ -97,6 +98,20 @@ func FuzzManifest(f *testing.F) {
 		}
 		if data.Len() != shape.Len() {
 			t.Fatalf("shape %d, tar %d", shape.Len(), data.Len())
+		}
+		// The one-pass ship of a create: List, then WriteTar sums each file
+		// as it goes; the same tar, and the same hash as the plan's Scan.
+		l, err := List(root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var listed bytes.Buffer
+		lw := tar.NewWriter(&listed)
+		if err := l.WriteTar(lw, "p/"); err != nil || lw.Close() != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(listed.Bytes(), data.Bytes()) || l.Hash() != m.Hash() {
+			t.Fatalf("listed ship: %d bytes, hash %s; scanned: %d bytes, hash %s", listed.Len(), l.Hash(), data.Len(), m.Hash())
 		}
 		ig, _ := NewIgnore(DefaultIgnores)
 		tr := tar.NewReader(&data)
