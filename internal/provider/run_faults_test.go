@@ -146,7 +146,7 @@ func newFaultEnvWith(t *testing.T, e *testEnv, kubeconfig string, g faultGroup) 
 // first).
 func (f *faultEnv) dir(t *testing.T, body string) string {
 	dir := t.TempDir()
-	cfg := cliHeader(f.kubeconfig, f.e.catalog) + fmt.Sprintf(`%s`, body)
+	cfg := cliHeader(f.kubeconfig, f.e.catalog) + body
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func killedProvider(tb testing.TB, e *testEnv, timeout time.Duration) livenessTi
 		"next":   livenessRun(group, "true"),
 	} {
 		dirs[name] = tb.TempDir()
-		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`%s`, body)
+		cfg := cliHeader(e.kubeconfig, e.catalog) + body
 		if err := os.WriteFile(filepath.Join(dirs[name], "main.tf"), []byte(cfg), 0o600); err != nil {
 			tb.Fatal(err)
 		}
