@@ -28,7 +28,7 @@ package provider
 //	full_group_waits     TestAccRunFault_fullGroup                 successful once the slot frees
 //	full_group_timeout   TestAccRunFault_fullGroup                 Container Group Capacity Unavailable
 //	quota_lowered        TestAccRunFault_quotaLowered              error, exceeded quota past the pending timeout
-//	kubelet_stopped      TestAccRunFault_kubeletStopped            error, the exec stream ended early; pod deleted once the node is back
+//	kubelet_stopped      TestAccRunFault_kubeletStopped            error naming the node, at once; pod deleted once the node is back
 //
 // The rows that restart the API server or stop the kubelet disturb every
 // test on the cluster; they run only on the local test cluster.
@@ -809,7 +809,9 @@ func TestAccRunFault_kubeletStopped(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
 	t.Cleanup(func() { script(t, kubelet, "start") })
 	restarted := make(chan error, 1)
-	out, clock, err := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(string) {
+	var pod string
+	out, clock, err := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(p string) {
+		pod = p
 		script(t, kubelet, "stop")
 		go func() {
 			time.Sleep(kubeletDown)
@@ -822,12 +824,24 @@ func TestAccRunFault_kubeletStopped(t *testing.T) {
 		}()
 	})
 	// A stopping kubelet closes the exec stream cleanly, without an exit
-	// status: the runner says the stream ended before the run's result.
+	// status; a probe exec that the API server cannot proxy to the kubelet
+	// tells the runner that the node is lost, and the run ends at once,
+	// naming the node, with its pod marked for deletion.
 	took := clock.end(expectOutcome(t, out, err, "error",
-		`(?s)Run Error.*exec stream to pod \S+ (ended before the run reported its result|broke during the run)`))
+		`(?s)Run Error.*node \S+ stopped answering during the run: the API server cannot reach its kubelet.*`+
+			`marked for deletion and goes once node \S+ is back`))
+	if took > kubeletDown {
+		t.Errorf("the run ended %s after the kubelet stopped, want less than %s (it should not wait for the node)", took, kubeletDown)
+	}
 	if err := <-restarted; err != nil {
 		t.Fatalf("starting the kubelet again: %v", err)
 	}
 	t.Logf("the kubelet was down for %s; the run ended %s after it stopped", kubeletDown, took.Round(time.Second))
+	// The kubelet, back, finishes the delete that the run asked for.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := waitfor.Gone(ctx, waitfor.Named(f.e.kube.CoreV1().Pods(f.ns), pod), &corev1.Pod{}); err != nil {
+		t.Fatalf("pod %s is not gone two minutes after the kubelet came back: %v", pod, err)
+	}
 	f.checkNoLeaks(t)
 }

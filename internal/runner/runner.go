@@ -156,6 +156,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		if ctx.Err() == nil {
 			if gone := r.vanished(ctx, pod); gone != "" {
 				execErr = fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr)
+			} else if lost := r.nodeLost(ctx, pod, s.Container, execErr); lost != nil {
+				execErr = lost
 			} else {
 				execErr = fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
 					"restarted, or the connection dropped), which ends the run in the pod part way: %w", pod.Name, execErr)
@@ -169,7 +171,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr))
 	case perr != nil && code == 0:
 		// No report at all: the stream was closed under the run, or the pod went.
-		return r.finish(ctx, s, res, pod, noResult(pod.Name, false, r.vanished(ctx, pod), perr, errs.String()))
+		gone := r.vanished(ctx, pod)
+		if gone == "" {
+			if lost := r.nodeLost(ctx, pod, s.Container, perr); lost != nil {
+				return r.finish(ctx, s, res, pod, lost)
+			}
+		}
+		return r.finish(ctx, s, res, pod, noResult(pod.Name, false, gone, perr, errs.String()))
 	case perr != nil:
 		res.ExitCode = code
 		if gone := r.vanished(ctx, pod); gone != "" {
@@ -259,6 +267,8 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	if pod != nil {
 		if s.KeepPodOnFailure && (res.Status == StatusFailed || res.Status == StatusError) {
 			res.PodKept = true
+		} else if lost := (*NodeLostError)(nil); errors.As(err, &lost) {
+			r.deleteOnLostNode(cleanup, &res, pod, lost)
 		} else if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
 			res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
 			if res.Status == StatusSuccessful || res.Status == StatusFailed {
