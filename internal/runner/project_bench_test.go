@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,21 +129,11 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 		ratio = append(ratio, took[0].Seconds()/took[1].Seconds())
 		b.Logf("kubeplay %s, bare exec %s, ratio %.2f", took[0], took[1], ratio[i])
 	}
-	b.ReportMetric(median(kubeplay), "kubeplay-s/op")
-	b.ReportMetric(median(bare), "bare-exec-s/op")
-	b.ReportMetric(median(ratio), "ratio")
+	b.ReportMetric(acctest.Median(kubeplay), "kubeplay-s/op")
+	b.ReportMetric(acctest.Median(bare), "bare-exec-s/op")
+	b.ReportMetric(acctest.Median(ratio), "ratio")
 	b.ReportMetric(float64(alloc)/float64(b.N)/(1<<20), "kubeplay-alloc-MB/op")
 	b.Logf("project: %d entries, %.1f MB; tar %s", len(m.Entries), float64(m.Size())/(1<<20), sizeOf(b, tarFile))
-}
-
-// median is the middle value of xs (the mean of the two middle ones).
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func shipBundle(m *projectdir.Manifest) bundle.Bundle {
