@@ -68,12 +68,19 @@ func (r *Runner) nodeLost(ctx context.Context, pod *corev1.Pod, container string
 }
 
 // kubeletUnreachable reports the API server's answer when it cannot reach
-// a node's kubelet to proxy exec to it. A refused connection to the API
-// server itself says nothing about the node, so only the API server's own
-// wording counts.
+// a node's kubelet to proxy exec to it ("Internal error occurred: error
+// sending request: Post https://<node>:10250/exec/...: connection refused"
+// from Kubernetes 1.32; "error dialing backend" from older ones). A refused
+// connection to the API server itself says nothing about the node, so only
+// the API server's own wording counts.
 func kubeletUnreachable(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "error dialing backend") || strings.Contains(msg, "proxy error")
+	for _, s := range []string{"error sending request", "error dialing backend", "proxy error"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // apiAnswers reports an API server that serves a read of pod at once.
