@@ -43,6 +43,11 @@ func (e *NodeLostError) Error() string {
 
 func (e *NodeLostError) Unwrap() error { return e.Stream }
 
+// kubeletStopping is how long after a stream broke the probe asks again
+// when the kubelet answered the first: a stopping kubelet closes its exec
+// streams a moment before it stops serving new ones.
+const kubeletStopping = 2 * time.Second
+
 // nodeLost probes pod's kubelet with a second exec after the run's stream
 // broke. It returns a *NodeLostError when the kubelet does not answer, and
 // nil when it does (the stream broke for another reason) or the probe
@@ -51,10 +56,15 @@ func (r *Runner) nodeLost(ctx context.Context, pod *corev1.Pod, container string
 	if pod.Spec.NodeName == "" {
 		return nil
 	}
-	probeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kubeletProbeTimeout)
-	defer cancel()
-	_, err := podexec.Run(probeCtx, r.Config, r.Kube, pod.Namespace, pod.Name, container, []string{"true"},
-		nil, io.Discard, io.Discard)
+	err := r.probe(ctx, pod, container)
+	if err == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(kubeletStopping):
+		}
+		err = r.probe(ctx, pod, container)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -67,13 +77,29 @@ func (r *Runner) nodeLost(ctx context.Context, pod *corev1.Pod, container string
 	return &NodeLostError{Pod: pod.Name, Node: pod.Spec.NodeName, Probe: err, Stream: stream}
 }
 
+// probe runs "true" in pod over exec, within kubeletProbeTimeout.
+func (r *Runner) probe(ctx context.Context, pod *corev1.Pod, container string) error {
+	probeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kubeletProbeTimeout)
+	defer cancel()
+	_, err := podexec.Run(probeCtx, r.Config, r.Kube, pod.Namespace, pod.Name, container, []string{"true"},
+		nil, io.Discard, io.Discard)
+	return err
+}
+
 // kubeletUnreachable reports the API server's answer when it cannot reach
-// a node's kubelet to proxy exec to it. A refused connection to the API
-// server itself says nothing about the node, so only the API server's own
-// wording counts.
+// a node's kubelet to proxy exec to it ("Internal error occurred: error
+// sending request: Post https://<node>:10250/exec/...: connection refused"
+// from Kubernetes 1.32; "error dialing backend" from older ones). A refused
+// connection to the API server itself says nothing about the node, so only
+// the API server's own wording counts.
 func kubeletUnreachable(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "error dialing backend") || strings.Contains(msg, "proxy error")
+	for _, s := range []string{"error sending request", "error dialing backend", "proxy error"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // apiAnswers reports an API server that serves a read of pod at once.

@@ -12,6 +12,7 @@ func TestKubeletUnreachable(t *testing.T) {
 		want bool
 	}{
 		// The API server's answers when it cannot proxy to the kubelet.
+		{`Internal error occurred: error sending request: Post "https://10.250.0.1:10350/exec/ns/p/c?command=true": dial tcp 10.250.0.1:10350: connect: connection refused`, true},
 		{"error dialing backend: dial tcp 10.250.0.2:10350: connect: connection refused", true},
 		{"unable to upgrade connection: proxy error from 127.0.0.1:16443 while dialing 10.250.0.2:10350, code 502", true},
 		// The API server itself does not answer: that says nothing about the node.
