@@ -145,21 +145,22 @@ func modulePath(gomod []byte) string {
 // startLocalCluster runs up.sh and returns the kubeconfig path and the
 // script's output.
 func startLocalCluster() (kubeconfig, output string, err error) {
+	return runClusterScript("kubeconfig", "up.sh")
+}
+
+// runClusterScript runs a script of tools/testcluster with args, and
+// returns the kubeconfig it wrote under <cache>/testcluster ("" for none).
+func runClusterScript(kubeconfigName string, args ...string) (kubeconfig, output string, err error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", "", err
 	}
-	cache := os.Getenv(EnvCacheDir)
-	if cache == "" {
-		cache = filepath.Join(root, ".cache")
-	} else if !filepath.IsAbs(cache) {
-		cache = filepath.Join(root, cache)
-	}
-	script := filepath.Join(root, "tools", "testcluster", "up.sh")
+	cache := cacheDir(root)
+	script := filepath.Join(root, "tools", "testcluster", args[0])
 
 	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args[1:]...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), EnvCacheDir+"="+cache)
 	var buf bytes.Buffer
@@ -178,11 +179,36 @@ func startLocalCluster() (kubeconfig, output string, err error) {
 		return "", output, fmt.Errorf("%s failed after %s: %w\n---- output (last lines):\n%s",
 			script, time.Since(start).Round(time.Millisecond), runErr, lastLines(output, 40))
 	}
-	kubeconfig = filepath.Join(cache, "testcluster", "kubeconfig")
+	if kubeconfigName == "" {
+		return "", output, nil
+	}
+	kubeconfig = filepath.Join(cache, "testcluster", kubeconfigName)
 	if _, err := os.Stat(kubeconfig); err != nil {
 		return "", output, fmt.Errorf("%s succeeded but wrote no kubeconfig: %w", script, err)
 	}
 	return kubeconfig, output, nil
+}
+
+// cacheDir is the directory of the test cluster's binaries, images and
+// kubeconfigs: $KUBEPLAY_CACHE_DIR, or <repo>/.cache.
+func cacheDir(root string) string {
+	cache := os.Getenv(EnvCacheDir)
+	if cache == "" {
+		return filepath.Join(root, ".cache")
+	} else if !filepath.IsAbs(cache) {
+		return filepath.Join(root, cache)
+	}
+	return cache
+}
+
+// localCluster reports a KUBEPLAY_TEST_KUBECONFIG that is the local test
+// cluster's own kubeconfig.
+func localCluster() bool {
+	root, err := RepoRoot()
+	if err != nil {
+		return false
+	}
+	return filepath.Clean(os.Getenv(EnvKubeconfig)) == filepath.Join(cacheDir(root), "testcluster", "kubeconfig")
 }
 
 // lastLines returns the last n lines of s.

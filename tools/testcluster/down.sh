@@ -24,6 +24,10 @@ esac
 
 require_root
 check_state_dir
+# The second cluster (cluster2.sh) hangs on the first one's bridge: it goes first.
+if [ "${KUBEPLAY_SECOND_CLUSTER:-}" != 1 ]; then
+  "$TC_DIR/cluster2.sh" down "$@"
+fi
 if [ ! -d "$STATE" ]; then
   log "nothing to do: $STATE does not exist"
   exit 0

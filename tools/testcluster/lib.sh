@@ -73,13 +73,43 @@ PAUSE_IMAGE=kubeplay.test/pause:v1
 COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet"
 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet"
 
+# The second cluster (cluster2.sh): a control plane and a node of their own, in a network
+# namespace and a mount namespace of their own, so that ports, the bridge's name and the
+# paths the kubelet and containerd hard-code stay as above inside them. What they share
+# with the host (the state dir, the CNI result cache, cgroups) gets names of its own.
+CGROUP_ROOT=""                 # the kubelet's cgroupRoot ("" = /)
+NODE_LABELS=""                 # the kubelet's --node-labels
+APISERVER_BIND=127.0.0.1
+APISERVER_EXTRA_SANS=""
+KUBECONFIG_SERVER=""           # the cached kubeconfig's server, when not 127.0.0.1
+KUBECONFIG_NAME=kubeconfig
+C2_NETNS=kubeplay-c2           # cluster2.sh: its network namespace,
+C2_VETH=kp-c2                  # the veth pair kp-c2h (on $BRIDGE) / kp-c2n (in the netns),
+C2_HOST_IP=10.250.0.2          # and the address that serves its API server on $BRIDGE
+if [ "${KUBEPLAY_SECOND_CLUSTER:-}" = 1 ]; then
+  STATE=${KUBEPLAY_CLUSTER2_DIR:-/var/lib/kubeplay-testcluster2}
+  STATE=${STATE%/}
+  NODE_IP=10.251.0.1
+  POD_SUBNET=10.251.0.0/24
+  POD_NET_PREFIX=10.251.0.
+  CNI_NET=kubeplay-net2
+  NODE_NAME=kubeplay-node2
+  CGROUP_ROOT=/kubeplay2
+  NODE_LABELS=kubeplay.test/node=two
+  # Only inside its own netns: reachable on lo, on its node's bridge (pods) and on the veth.
+  APISERVER_BIND=0.0.0.0
+  APISERVER_EXTRA_SANS=",IP:$C2_HOST_IP,IP:$NODE_IP"
+  KUBECONFIG_SERVER=https://$C2_HOST_IP:$APISERVER_PORT
+  KUBECONFIG_NAME=kubeconfig2
+fi
+
 PKI=$STATE/pki
 ETC=$STATE/etc
 RUN=$STATE/run
 LOGS=$STATE/logs
 SOCK=$RUN/containerd/containerd.sock
 ADMIN_KUBECONFIG=$STATE/kubeconfig
-CACHE_KUBECONFIG=$CACHE/kubeconfig
+CACHE_KUBECONFIG=$CACHE/$KUBECONFIG_NAME
 # Host directories the tools hard-code; up.sh records the ones it had to create.
 HOST_PATHS="/run/containerd /run/netns /var/lib/cni /var/lib/cni/results /var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers"
 HOST_PATHS_RECORD=$STATE/host-paths.created
@@ -223,7 +253,7 @@ our_shims() {
 # processes left in them after our kubelet and shims are gone are our containers.
 kubepods_cgroups_ours() { [ -e "$STATE/kubepods.ours" ]; }
 
-kubepods_dirs() { ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null || true; }
+kubepods_dirs() { ls -d /sys/fs/cgroup/*"$CGROUP_ROOT"/kubepods 2>/dev/null || true; }
 
 # start_daemon name cmd...: start a component in its own session, detached from our
 # stdio (a caller capturing up.sh's output must not wait for the daemons) and without the
@@ -335,7 +365,7 @@ teardown() {
   # 5. container processes orphaned by killed shims (only in kubepods cgroups our kubelet made)
   if kubepods_cgroups_ours; then
     local left
-    left=$(find /sys/fs/cgroup/*/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un | tr '\n' ' ') || true
+    left=$(find /sys/fs/cgroup/*"$CGROUP_ROOT"/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un | tr '\n' ' ') || true
     for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
     [ -z "$left" ] || { log "killed leftover container processes: $left"; sleep 0.2; }
   fi

@@ -33,6 +33,9 @@ lock_state
 write_cache_kubeconfig() {
   mkdir -p "$CACHE"
   install -m 600 "$ADMIN_KUBECONFIG" "$CACHE_KUBECONFIG.tmp.$$"
+  if [ -n "$KUBECONFIG_SERVER" ]; then
+    sed -i "s|server: https://127.0.0.1:$APISERVER_PORT|server: $KUBECONFIG_SERVER|" "$CACHE_KUBECONFIG.tmp.$$"
+  fi
   mv -f "$CACHE_KUBECONFIG.tmp.$$" "$CACHE_KUBECONFIG"
 }
 
@@ -113,7 +116,7 @@ if [ ! -s "$PKI/ca.crt" ] || [ ! -s "$PKI/ca.key" ]; then
     -out "$PKI/ca.crt" 2>/dev/null
 fi
 cert apiserver "/CN=kube-apiserver" serverAuth \
-  "IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  "IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local$APISERVER_EXTRA_SANS"
 cert admin "/O=system:masters/CN=kubeplay-admin" clientAuth
 # The apiserver's client certificate towards the kubelet (exec, logs): system:masters passes
 # the kubelet's Webhook authorization.
@@ -254,6 +257,7 @@ containerLogMaxSize: 10Mi
 containerLogMaxFiles: 2
 runtimeRequestTimeout: 2m
 EOF
+[ -z "$CGROUP_ROOT" ] || echo "cgroupRoot: $CGROUP_ROOT" >> "$ETC/kubelet-config.yaml"
 
 # ---------------------------------------------------------------- etcd, kube-apiserver
 # --unsafe-no-fsync: a throw-away test store; a killed process loses nothing (only a
@@ -272,7 +276,7 @@ log "etcd healthy"
 
 start_daemon kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+  --bind-address="$APISERVER_BIND" --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
   --client-ca-file="$PKI/ca.crt" \
   --authorization-mode=Node,RBAC \
@@ -345,7 +349,8 @@ KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T_KUBELET=${EPOCHREALTIME/./}
 start_daemon kubelet "$BIN/kubelet" --config="$ETC/kubelet-config.yaml" \
   --kubeconfig="$ETC/kubelet-client.kubeconfig" --root-dir="$STATE/kubelet" \
-  --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v=1 || die "cannot start kubelet"
+  --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" ${NODE_LABELS:+--node-labels="$NODE_LABELS"} --v=1 ||
+  die "cannot start kubelet"
 wait_until "kubelet healthz" 60 kubelet curl -fsS --max-time 2 "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz"
 wait_until "node $NODE_NAME Ready" 120 kubelet node_ready "$KUBELET_SINCE"
 T_NODE=$(elapsed "$T_START")

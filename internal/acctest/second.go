@@ -1,0 +1,66 @@
+package acctest
+
+import (
+	"os"
+	"sync"
+	"testing"
+)
+
+// EnvKubeconfig2 names the environment variable that, when set, holds the
+// path of a kubeconfig for the second cluster of two-cluster tests; the
+// local second cluster is then neither started nor used.
+const EnvKubeconfig2 = "KUBEPLAY_TEST_KUBECONFIG2"
+
+var (
+	secondOnce       sync.Once
+	secondKubeconfig string
+	secondErr        error
+)
+
+// SecondKubeconfig returns the path of a kubeconfig with cluster-admin
+// rights for the second cluster: its own control plane, and one node
+// labelled kubeplay.test/node=two. Unless KUBEPLAY_TEST_KUBECONFIG2 is set,
+// the first call in the test process runs tools/testcluster/cluster2.sh up,
+// which starts the local second cluster beside the first, or finds it
+// healthy. A test run against a cluster of the user's own
+// (KUBEPLAY_TEST_KUBECONFIG) skips unless a second one is named too, since
+// the local second cluster hangs on the local first one's bridge.
+func SecondKubeconfig(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(EnvKubeconfig2); p != "" {
+		return p
+	}
+	if os.Getenv(EnvKubeconfig) != "" && !localCluster() {
+		t.Skipf("two clusters: %s names a cluster of your own; set %s to a second one", EnvKubeconfig, EnvKubeconfig2)
+	}
+	secondOnce.Do(func() {
+		var out string
+		secondKubeconfig, out, secondErr = runClusterScript("kubeconfig2", "cluster2.sh", "up")
+		if secondErr == nil {
+			t.Logf("local second cluster: %s", lastLines(out, 2))
+		}
+	})
+	if secondErr != nil {
+		t.Fatalf("local second cluster: %v", secondErr)
+	}
+	return secondKubeconfig
+}
+
+// StopSecondKubelet stops the local second cluster's kubelet, as a node
+// whose agent died: containerd and the containers run on.
+func StopSecondKubelet(t testing.TB) {
+	t.Helper()
+	if _, out, err := runClusterScript("", "cluster2.sh", "kubelet", "stop"); err != nil {
+		t.Fatalf("stopping the second cluster's kubelet: %v\n%s", err, lastLines(out, 10))
+	}
+}
+
+// StartSecondKubelet starts the local second cluster's kubelet again and
+// waits until its node reports Ready afresh; it does nothing when the
+// kubelet runs.
+func StartSecondKubelet(t testing.TB) {
+	t.Helper()
+	if _, out, err := runClusterScript("", "cluster2.sh", "kubelet", "start"); err != nil {
+		t.Errorf("starting the second cluster's kubelet: %v\n%s", err, lastLines(out, 10))
+	}
+}
