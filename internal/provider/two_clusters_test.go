@@ -249,12 +249,14 @@ func runningRunPod(ctx context.Context, kube kubernetes.Interface, ns string) (s
 			return pods.Watch(ctx, runs(o))
 		},
 	}
-	ev, err := waitfor.Until(ctx, lw, &corev1.Pod{}, func(ev watch.Event) (bool, error) {
+	var name string
+	_, err := waitfor.Until(ctx, lw, &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
-		return ok && p.Status.Phase == corev1.PodRunning, nil
+		if ok && p.Status.Phase == corev1.PodRunning {
+			name = p.Name
+			return true, nil
+		}
+		return false, nil
 	})
-	if err != nil {
-		return "", err
-	}
-	return ev.Object.(*corev1.Pod).Name, nil
+	return name, err
 }
