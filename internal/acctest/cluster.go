@@ -52,11 +52,34 @@ const (
 	upTimeout = 30 * time.Minute
 )
 
-var (
-	upOnce       sync.Once
-	upKubeconfig string
-	upErr        error
-)
+// first is the local test cluster, started once per test process.
+var first startOnce
+
+// startOnce runs a cluster script once per test process and keeps the
+// kubeconfig it wrote, or its error, for every later caller.
+type startOnce struct {
+	once       sync.Once
+	kubeconfig string
+	err        error
+}
+
+// get runs the script (args) once, logging what as the end of its output,
+// and fails t when it failed. It returns the kubeconfig (name, under
+// <cache>/testcluster).
+func (s *startOnce) get(t testing.TB, what, name string, args ...string) string {
+	t.Helper()
+	s.once.Do(func() {
+		var out string
+		s.kubeconfig, out, s.err = runClusterScript(name, args...)
+		if s.err == nil {
+			t.Logf("%s: %s", what, lastLines(out, 3))
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("%s: %v", what, s.err)
+	}
+	return s.kubeconfig
+}
 
 // Kubeconfig returns the path of a kubeconfig with cluster-admin rights for
 // acceptance tests.
@@ -74,17 +97,7 @@ func Kubeconfig(t testing.TB) string {
 	if p := os.Getenv(EnvKubeconfig); p != "" {
 		return p
 	}
-	upOnce.Do(func() {
-		var out string
-		upKubeconfig, out, upErr = startLocalCluster()
-		if upErr == nil {
-			t.Logf("local test cluster: %s", lastLines(out, 3))
-		}
-	})
-	if upErr != nil {
-		t.Fatalf("local test cluster: %v", upErr)
-	}
-	return upKubeconfig
+	return first.get(t, "local test cluster", "kubeconfig", "up.sh")
 }
 
 // RESTConfig returns a client configuration for the cluster of Kubeconfig,
@@ -144,10 +157,6 @@ func modulePath(gomod []byte) string {
 
 // startLocalCluster runs up.sh and returns the kubeconfig path and the
 // script's output.
-func startLocalCluster() (kubeconfig, output string, err error) {
-	return runClusterScript("kubeconfig", "up.sh")
-}
-
 // runClusterScript runs a script of tools/testcluster with args, and
 // returns the kubeconfig it wrote under <cache>/testcluster ("" for none).
 func runClusterScript(kubeconfigName string, args ...string) (kubeconfig, output string, err error) {

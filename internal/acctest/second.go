@@ -2,7 +2,6 @@ package acctest
 
 import (
 	"os"
-	"sync"
 	"testing"
 )
 
@@ -11,11 +10,8 @@ import (
 // local second cluster is then neither started nor used.
 const EnvKubeconfig2 = "KUBEPLAY_TEST_KUBECONFIG2"
 
-var (
-	secondOnce       sync.Once
-	secondKubeconfig string
-	secondErr        error
-)
+// second is the local second cluster, started once per test process.
+var second startOnce
 
 // SecondKubeconfig returns the path of a kubeconfig with cluster-admin
 // rights for the second cluster: its own control plane, and one node
@@ -33,17 +29,7 @@ func SecondKubeconfig(t testing.TB) string {
 	if os.Getenv(EnvKubeconfig) != "" && !localCluster() {
 		t.Skipf("two clusters: %s names a cluster of your own; set %s to a second one", EnvKubeconfig, EnvKubeconfig2)
 	}
-	secondOnce.Do(func() {
-		var out string
-		secondKubeconfig, out, secondErr = runClusterScript("kubeconfig2", "cluster2.sh", "up")
-		if secondErr == nil {
-			t.Logf("local second cluster: %s", lastLines(out, 2))
-		}
-	})
-	if secondErr != nil {
-		t.Fatalf("local second cluster: %v", secondErr)
-	}
-	return secondKubeconfig
+	return second.get(t, "local second cluster", "kubeconfig2", "cluster2.sh", "up")
 }
 
 // StopSecondKubelet stops the local second cluster's kubelet, as a node

@@ -26,16 +26,22 @@ import (
 // embedded, as Cluster API writes kubeconfig Secrets.
 func (e *testEnv) selfContainedKubeconfig() []byte {
 	e.t.Helper()
-	raw, err := clientcmd.LoadFromFile(e.kubeconfig)
+	return selfContained(e.t, e.kubeconfig)
+}
+
+// selfContained returns the kubeconfig at path with its files embedded.
+func selfContained(t testing.TB, path string) []byte {
+	t.Helper()
+	raw, err := clientcmd.LoadFromFile(path)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := clientcmdapi.FlattenConfig(raw); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	b, err := clientcmd.Write(*raw)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return b
 }

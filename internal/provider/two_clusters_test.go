@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
@@ -40,17 +39,7 @@ type secondCluster struct {
 
 func newSecondCluster(t *testing.T) *secondCluster {
 	t.Helper()
-	raw, err := clientcmd.LoadFromFile(acctest.SecondKubeconfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(raw); err != nil {
-		t.Fatal(err)
-	}
-	b, err := clientcmd.Write(*raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := selfContained(t, acctest.SecondKubeconfig(t))
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
 	if err != nil {
 		t.Fatal(err)
