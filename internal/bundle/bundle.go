@@ -49,7 +49,12 @@ const (
 	// signals to end the pod when its client is gone. Verbatim pods have no
 	// worker, and no such file.
 	WorkerPIDFile = "/tmp/kubeplay-worker.pid"
+	// NodeLockFile is the lock that runs on a held node take turns by.
+	NodeLockFile = "/tmp/kubeplay-node.lock"
 )
+
+// nodeLockFile is NodeLockFile; unit tests point it elsewhere.
+var nodeLockFile = NodeLockFile
 
 // workerPIDFile is WorkerPIDFile; unit tests, which run the script on the
 // host, point it elsewhere.
@@ -111,6 +116,10 @@ type Bundle struct {
 	// Marker is the separator line before the result on the script's
 	// stderr (see ResultStream); a per-run nonce.
 	Marker string
+	// Held marks a run on a held node (kubeplay_node): runs on one pod take
+	// turns (a lock on NodeLockFile), a broken session ends the playbook but
+	// not the pod, and the run's directory is removed when it ends.
+	Held bool
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -421,12 +430,24 @@ func (b *Bundle) script(inventory string) string {
 	// the client is gone, and the watcher ends the run and the pod. The
 	// playbook runs in a session of its own, when setsid exists, so that
 	// the watcher ends all its processes.
+	if b.Held {
+		// flock blocks until the node's earlier run ends; the lock goes with
+		// the last process that holds its descriptor, the playbook's.
+		sb.WriteString("exec 9>" + Quote(nodeLockFile) + "\n" +
+			"if command -v flock >/dev/null 2>&1; then\n" +
+			"  flock -n 9 || { echo 'kubeplay: another run holds this node; waiting for it to end'; flock 9; }\n" +
+			"else echo 'kubeplay: flock is not in the image: runs on this node do not take turns'; fi\n")
+	}
+	killWorker := "  IFS= read -r w <" + Quote(workerPIDFile) + " && kill -TERM \"$w\"\n"
+	if b.Held {
+		killWorker = "" // a held node outlives its runs
+	}
 	sb.WriteString("exec 3<&0 </dev/null\n" +
 		"if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
 		"pid=$!\n" +
 		"{ while IFS= read -r l; do :; done\n" +
 		// The worker first: once the playbook ends, the script stops the watcher.
-		"  IFS= read -r w <" + Quote(workerPIDFile) + " && kill -TERM \"$w\"\n" +
+		killWorker +
 		"  kill -TERM -\"$pid\" \"$pid\"\n" +
 		"} <&3 >/dev/null 2>&1 &\n" +
 		"watcher=$!\n" +
@@ -443,7 +464,11 @@ func (b *Bundle) script(inventory string) string {
 	// The result channel (see ResultStream): the separator, then the
 	// document to the stream's end, on the script's own stderr.
 	fmt.Fprintf(&sb, "printf '\\n%%s\\n{\"rc\":%%d,\"stats\":' %s \"$rc\" >&2\n"+
-		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n' >&2\nexit $rc\n", Quote(b.Marker), statsName)
+		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n' >&2\n", Quote(b.Marker), statsName)
+	if b.Held {
+		sb.WriteString("rm -rf \"$PWD\"\n") // the node's next runs do not see this one's files
+	}
+	sb.WriteString("exit $rc\n")
 	return sb.String()
 }
 

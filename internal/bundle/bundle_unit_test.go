@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	workerPIDFile = filepath.Join(dir, "worker.pid")
+	nodeLockFile = filepath.Join(dir, "node.lock")
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

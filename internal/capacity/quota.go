@@ -26,6 +26,11 @@ import (
 // Limits are a group's capacity; nil or empty fields are unlimited.
 type Limits struct {
 	MaxConcurrentRuns *int64
+	// WarmPods is how many warm pods the group keeps; the pods quota holds
+	// them beside MaxConcurrentRuns run pods, while cores, RAM and other
+	// resources count them as they count run pods (Nodepool's min-ready
+	// nodes count against max-cores too).
+	WarmPods int64
 	// MaxCores is a CPU quantity ("4", "1500m").
 	MaxCores string
 	// MaxRAM is in MiB.
@@ -43,12 +48,12 @@ func (l Limits) Empty() bool {
 func QuotaName(group string) string { return "kubeplay-" + group }
 
 // Quota renders the ResourceQuota that enforces l in namespace: pods for
-// concurrent runs, requests.cpu and requests.memory for cores and RAM (what
+// concurrent runs and warm pods, requests.cpu and requests.memory for cores and RAM (what
 // Nodepool counts), and max_resources as given. Quantities must be valid.
 func Quota(group, namespace string, l Limits) (*corev1.ResourceQuota, error) {
 	hard := corev1.ResourceList{}
 	if l.MaxConcurrentRuns != nil {
-		hard[corev1.ResourcePods] = *resource.NewQuantity(*l.MaxConcurrentRuns, resource.DecimalSI)
+		hard[corev1.ResourcePods] = *resource.NewQuantity(*l.MaxConcurrentRuns+l.WarmPods, resource.DecimalSI)
 	}
 	if l.MaxCores != "" {
 		q, err := resource.ParseQuantity(l.MaxCores)

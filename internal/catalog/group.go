@@ -48,11 +48,38 @@ type Group struct {
 	// PodSecurityLevel is the Pod Security Standard level of the group's
 	// run pods; "" (groups stored before it existed) is podsecurity.Default.
 	PodSecurityLevel string `json:"pod_security_level,omitempty"`
+	// WarmPods is how many warm pods the group keeps of its own pod, and
+	// WarmLabels how many of each node label's (Nodepool's min-ready).
+	WarmPods   int64            `json:"warm_pods,omitempty"`
+	WarmLabels map[string]int64 `json:"warm_labels,omitempty"`
+}
+
+// Warm maps a node label ("" for the group's own pod) to its warm pods.
+func (g Group) Warm() map[string]int64 {
+	m := map[string]int64{}
+	if g.WarmPods > 0 {
+		m[""] = g.WarmPods
+	}
+	for k, v := range g.WarmLabels {
+		if v > 0 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// WarmTotal is the number of warm pods the group keeps.
+func (g Group) WarmTotal() int64 {
+	var n int64
+	for _, v := range g.Warm() {
+		n += v
+	}
+	return n
 }
 
 // Limits are the group's capacity limits.
 func (g Group) Limits() capacity.Limits {
-	return capacity.Limits{MaxConcurrentRuns: g.MaxConcurrentRuns, MaxCores: g.MaxCores, MaxRAM: g.MaxRAM, MaxResources: g.MaxResources}
+	return capacity.Limits{MaxConcurrentRuns: g.MaxConcurrentRuns, WarmPods: g.WarmTotal(), MaxCores: g.MaxCores, MaxRAM: g.MaxRAM, MaxResources: g.MaxResources}
 }
 
 // PodGroup is what the group contributes to its run pods.

@@ -179,8 +179,9 @@ func TestAccDeprovisionLeavesReplacedObject(t *testing.T) {
 }
 
 // TestAccProvisionedRoleGrantsRunPermissions: the Role on the cluster grants
-// exactly RunPermissions, which can_run_pods checks; its token runs a pod
-// and execs into it over WebSocket and over SPDY, and may not change pods.
+// exactly RunPermissions, which can_run_pods checks, and WarmPermissions;
+// its token runs a pod and execs into it over WebSocket and over SPDY, and
+// may not patch pods.
 func TestAccProvisionedRoleGrantsRunPermissions(t *testing.T) {
 	cfg, kube := accKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -206,7 +207,7 @@ func TestAccProvisionedRoleGrantsRunPermissions(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range RunPermissions {
+	for _, p := range slices.Concat(RunPermissions, WarmPermissions) {
 		want = append(want, p.String())
 	}
 	slices.Sort(granted)
@@ -214,7 +215,7 @@ func TestAccProvisionedRoleGrantsRunPermissions(t *testing.T) {
 	if !slices.Equal(granted, want) {
 		t.Errorf("the Role grants %v, can_run_pods checks %v", granted, want)
 	}
-	for _, never := range []string{"update pods", "patch pods", "get pods/log"} {
+	for _, never := range []string{"patch pods", "get pods/log"} {
 		if slices.Contains(granted, never) {
 			t.Errorf("the Role grants %s, which no run calls", never)
 		}
@@ -232,7 +233,7 @@ func TestAccProvisionedRoleGrantsRunPermissions(t *testing.T) {
 	if err != nil || !rep.CanRun() {
 		t.Fatalf("can_run_pods with the provisioned token: %+v, %v", rep, err)
 	}
-	for _, p := range []Permission{{Verb: "patch", Resource: "pods"}, {Verb: "update", Resource: "pods"},
+	for _, p := range []Permission{{Verb: "patch", Resource: "pods"},
 		{Verb: "get", Resource: "pods", Subresource: "log"}, {Verb: "list", Resource: "secrets"}} {
 		res, err := tkube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
 			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{

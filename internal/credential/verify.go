@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -46,10 +47,9 @@ func (p Permission) resource() string {
 
 // RunPermissions are every call a run makes with its group's credential in
 // the group's namespace, and nothing more: the provisioned Role grants
-// exactly these (RoleRules) and can_run_pods checks exactly these. Unlike
-// seed 001's pod-manager Role there is no update or patch of pods (which
-// would let the token change the image of any pod in the namespace) and no
-// pods/log (output comes over the exec stream).
+// these (RoleRules, with WarmPermissions) and can_run_pods checks exactly
+// these. Unlike seed 001's pod-manager Role there is no patch of pods and
+// no pods/log (output comes over the exec stream).
 var RunPermissions = []Permission{
 	{Verb: "get", Resource: "pods", Why: "the runner reads its pod back to tell how it vanished"},
 	{Verb: "list", Resource: "pods", Why: "watches of the run pod start with a list; the orphan sweep lists the group's run pods"},
@@ -63,12 +63,22 @@ var RunPermissions = []Permission{
 	{Verb: "watch", Resource: "resourcequotas", Why: "that wait watches the quotas"},
 }
 
-// RoleRules are the rules of the Role that grants RunPermissions: one rule
-// per resource, verbs in the list's order.
+// WarmPermissions are what a run needs beyond RunPermissions to take a warm
+// pod of its group: the claim relabels the pod. The provisioned Role grants
+// them; can_run_pods does not ask for them, since a run whose credential
+// lacks them runs in a pod of its own. The token may already exec into
+// every pod of the namespace, which gives more than changing one.
+var WarmPermissions = []Permission{
+	{Verb: "update", Resource: "pods", Why: "a run claims a warm pod by giving it the run's labels and deadline, " +
+		"conditioned on the pod's resourceVersion so that two runs never claim one pod"},
+}
+
+// RoleRules are the rules of the Role that grants RunPermissions and
+// WarmPermissions: one rule per resource, verbs in the lists' order.
 func RoleRules() []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	at := map[string]int{}
-	for _, p := range RunPermissions {
+	for _, p := range slices.Concat(RunPermissions, WarmPermissions) {
 		i, ok := at[p.resource()]
 		if !ok {
 			i = len(rules)

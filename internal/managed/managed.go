@@ -31,6 +31,8 @@ const (
 	LabelCredential     = "kubeplay.io/credential"
 	LabelRun            = "kubeplay.io/run"
 	LabelPhase          = "kubeplay.io/phase"
+	// LabelNode marks a held node's pod (kubeplay_node) and names it.
+	LabelNode = "kubeplay.io/node"
 )
 
 // Values of LabelComponent on catalog objects.

@@ -50,6 +50,12 @@ var WorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.
 	"set -- /tmp/kubeplay.*; [ -e \"$1\" ] || { echo 'kubeplay: no run started in this pod in time; ending it' >&2; exit 0; }; " +
 	"sleep infinity & wait"}
 
+// WarmWorkerArgs keep a warm pod's worker alive until a run claims it,
+// without WorkerArgs' start timeout: the pod's deadline bounds its life,
+// and a run's claim lowers that to the run's timeout.
+var WarmWorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.pid; trap 'exit 0' TERM; " +
+	"sleep infinity & wait"}
+
 // WorkerStartTimeout bounds the wait of a worker for its run: the runner
 // execs as soon as it sees the container run, a second or two later, so
 // this only ends pods whose provider died before the exec, within a minute

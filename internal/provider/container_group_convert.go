@@ -61,3 +61,21 @@ func nullableStringMap(ctx context.Context, m map[string]string, diags *diag.Dia
 	diags.Append(d...)
 	return v
 }
+
+func goInt64Map(ctx context.Context, v types.Map, diags *diag.Diagnostics) map[string]int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	m := map[string]int64{}
+	diags.Append(v.ElementsAs(ctx, &m, false)...)
+	return m
+}
+
+func nullableInt64Map(ctx context.Context, m map[string]int64, diags *diag.Diagnostics) types.Map {
+	if m == nil {
+		return types.MapNull(types.Int64Type)
+	}
+	v, d := types.MapValueFrom(ctx, types.Int64Type, m)
+	diags.Append(d...)
+	return v
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -33,6 +34,8 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 var (
@@ -84,6 +87,11 @@ type containerGroupModel struct {
 	Annotations                types.Map    `tfsdk:"annotations"`
 	PodSecurityLevel           types.String `tfsdk:"pod_security_level"`
 	RenderedPod                types.String `tfsdk:"rendered_pod"`
+	WarmPods                   types.Int64  `tfsdk:"warm_pods"`
+	WarmLabels                 types.Map    `tfsdk:"warm_labels"`
+	WarmRevision               types.String `tfsdk:"warm_revision"`
+	WarmPodsReady              types.Int64  `tfsdk:"warm_pods_ready"`
+	WarmPodsStarting           types.Int64  `tfsdk:"warm_pods_starting"`
 }
 
 func (r *containerGroupResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -118,6 +126,20 @@ const containerGroupDescription = "A container group says where runs execute and
 	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
 	"for more forks than `max_forks` fails at once.\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
+
+// maxWarmPods bounds one pool: more would be a deployment, not a pool.
+const maxWarmPods = 100
+
+const warmPodsDescription = "A run whose pod matches a ready warm pod (same spec; the labels and annotations are the " +
+	"run's own) claims it with an update conditioned on the pod's resourceVersion, so two runs, even in two Terraform " +
+	"processes, never share one; it runs in it at once and deletes it afterwards like any run pod, and the pool is " +
+	"refilled as soon as a pod is claimed and again when the run's pod is gone. A run that comes while the pool's pods " +
+	"are all starting waits for the first to be ready; one that finds the pool empty starts a pod of its own, without " +
+	"error. Warm pods count against the group's quota: the `pods` limit of `max_concurrent_runs` grows by the number of " +
+	"warm pods, so that they do not take the runs' slots, while `max_cores`, `max_ram` and `max_resources` count them " +
+	"as they count run pods, as Nodepool counts ready nodes against `max-cores`. A warm pod's worker waits for its run " +
+	"without the 45-second start timeout of a run pod, and the pod has a deadline of 24 hours (a claim lowers it to the " +
+	"run's timeout), so a pool that nobody refills or drains ends by itself. Destroying the group deletes its warm pods."
 
 const podSecurityLevelDescription = "The Kubernetes [Pod Security Standard]" +
 	"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the group " +
@@ -320,6 +342,43 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 					"`pod_spec_override`; known at plan time when they are. Each run adds its name, labels and node label.",
 				Computed: true,
 			},
+			"warm_pods": schema.Int64Attribute{
+				MarkdownDescription: "How many pods of the group's own run pod (runs without a `node_label`) the group " +
+					"keeps started and ready ahead of the runs that will use them, as Nodepool's `min-ready`. " + warmPodsDescription +
+					" Defaults to `0`, no warm pods.",
+				Optional:   true,
+				Computed:   true,
+				Default:    int64default.StaticInt64(0),
+				Validators: []validator.Int64{int64validator.Between(0, maxWarmPods)},
+			},
+			"warm_labels": schema.MapAttribute{
+				MarkdownDescription: "Warm pods of node labels: a map from a `kubeplay_node_label`'s name to how many pods " +
+					"of that label, composed over the group's pod, the group keeps ready, as Nodepool's `min-ready` of a " +
+					"label. The labels must exist when the group is applied (make the group depend on them) and be of " +
+					"type `pod`: a `namespace` label's runs need a namespace made for each. The pods follow the label: a " +
+					"run, or the group's next apply, replaces warm pods whose label has changed since they started.",
+				Optional:    true,
+				ElementType: types.Int64Type,
+				Validators: []validator.Map{
+					mapvalidator.KeysAre(dnsLabel()),
+					mapvalidator.ValueInt64sAre(int64validator.Between(0, maxWarmPods)),
+				},
+			},
+			"warm_revision": schema.StringAttribute{
+				MarkdownDescription: "A hash of the pod spec the group's own warm pods are started from. When a change " +
+					"of the group changes the run pod, the plan shows this changing, and the apply deletes the warm pods and starts new ones. " +
+					"Empty without `warm_pods`.",
+				Computed: true,
+			},
+			"warm_pods_ready": schema.Int64Attribute{
+				MarkdownDescription: "How many of the group's warm pods, of its own pod and of its labels, were ready to be " +
+					"claimed when the state was last refreshed.",
+				Computed: true,
+			},
+			"warm_pods_starting": schema.Int64Attribute{
+				MarkdownDescription: "How many of the group's warm pods were still starting when the state was last refreshed.",
+				Computed:            true,
+			},
 		},
 	}
 }
@@ -430,7 +489,9 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		Labels:            goStringMap(ctx, m.Labels, diags),
 		Annotations:       goStringMap(ctx, m.Annotations, diags),
 		PodSecurityLevel:  m.PodSecurityLevel.ValueString(),
-	}, known
+		WarmPods:          m.WarmPods.ValueInt64(),
+		WarmLabels:        goInt64Map(ctx, m.WarmLabels, diags),
+	}, known && !m.WarmPods.IsUnknown() && !m.WarmLabels.IsUnknown()
 }
 
 // fillGroup sets the model from a stored group and its rendered pod.
@@ -463,6 +524,25 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 		m.PodSecurityLevel = types.StringValue(g.PodSecurityLevel) // a plan refuses it
 	}
 	m.RenderedPod = types.StringValue(rendered)
+	m.WarmPods = types.Int64Value(g.WarmPods)
+	m.WarmLabels = nullableInt64Map(ctx, g.WarmLabels, diags)
+	m.WarmRevision = types.StringValue(warmRevision(g))
+	if m.WarmPodsReady.IsUnknown() || m.WarmPodsReady.IsNull() {
+		m.WarmPodsReady, m.WarmPodsStarting = types.Int64Value(0), types.Int64Value(0)
+	}
+}
+
+// warmRevision is the revision of the group's own warm pods; "" without
+// any.
+func warmRevision(g catalog.Group) string {
+	if g.WarmPods == 0 {
+		return ""
+	}
+	t, err := runengine.WarmTemplate(engineGroup(&g), nil)
+	if err != nil {
+		return ""
+	}
+	return warmpool.Revision(t.Pod)
 }
 
 func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -495,6 +575,10 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	plan.RenderedPod = types.StringUnknown()
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
 	podKnown := podInputsKnown(plan)
+	plan.WarmRevision = types.StringUnknown()
+	if podKnown && !plan.WarmPods.IsUnknown() {
+		plan.WarmRevision = types.StringValue(warmRevision(spec))
+	}
 	if podKnown {
 		y, ok := renderGroupPod(spec, &resp.Diagnostics)
 		if !ok {
@@ -679,12 +763,18 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 			fmt.Sprintf("Namespace %q does not exist on %s yet; runs of container group %q fail until it does.",
 				g.Namespace, gc.Config.Host, g.Name))
 	}
+	pools := r.warmTemplates(ctx, g, diags)
+	if diags.HasError() {
+		return
+	}
 	e, err := store.PutGroup(ctx, g, mode)
 	if err != nil {
 		addCatalogError(diags, err)
 		return
 	}
+	fillWarm(ctx, gc.Kube, g, pools, diags)
 	fillGroup(ctx, e.Value, &plan, e.Rendered, diags)
+	plan.WarmPodsReady, plan.WarmPodsStarting = warmCounts(ctx, gc.Kube, g)
 	diags.Append(state.Set(ctx, &plan)...)
 }
 
@@ -763,6 +853,9 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	}
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)
 	fillGroup(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
+	if gc, err := r.data.credentialClients(ctx, e.Value.Credential); err == nil {
+		state.WarmPodsReady, state.WarmPodsStarting = warmCounts(ctx, gc.Kube, e.Value)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -796,6 +889,10 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 		resp.Diagnostics.AddWarning("Container Group Cluster Unavailable",
 			fmt.Sprintf("Container group %q: %v. Its quota and ledger in namespace %q were not removed; delete them by hand "+
 				"if the cluster still exists.", g.Name, err, g.Namespace))
+	} else if err := warmpool.Drain(ctx, gc.Kube, g.Namespace, g.Name); err != nil {
+		resp.Diagnostics.AddError("Deleting Warm Pods Failed", fmt.Sprintf("Container group %q: %v. Check that the "+
+			"credential may delete pods in namespace %q, and destroy again.", g.Name, err, g.Namespace))
+		return
 	} else if err := groupside.Remove(ctx, gc.Kube, sideSpec(g)); err != nil {
 		addGroupSideError(&resp.Diagnostics, g, gc.Config.Host, err)
 		return

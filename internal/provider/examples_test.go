@@ -73,6 +73,7 @@ func TestAccExamples(t *testing.T) {
 	run("resources/kubeplay_credential", testExampleCredential)
 	run("resources/kubeplay_container_group", testExampleContainerGroup)
 	run("resources/kubeplay_node_label", testExampleNodeLabel)
+	run("resources/kubeplay_node", testExampleNode)
 	run("resources/kubeplay_phase", testExamplePhase)
 	run("resources/kubeplay_run", testExampleRun)
 	run("data-sources/kubeplay_credential", func(t *testing.T, dir string) { testExampleCredentialData(t, dir, cli) })
@@ -252,10 +253,27 @@ func testExampleContainerGroup(t *testing.T, dir string) {
 		group("awx", "rendered_pod", knownvalue.StringRegexp(regexp.MustCompile(`(?s)name: ANSIBLE_FORCE_COLOR.*image: `+regexp.QuoteMeta(acctest.TestImage())))),
 		group("pool", "namespace", knownvalue.StringExact("ci-runs")),
 		group("pool", "pod_pending_timeout", knownvalue.StringExact("10m")),
+		group("pool", "warm_pods", knownvalue.Int64Exact(2)),
 	)
 	step.Check = resource.ComposeTestCheckFunc(
 		x.checkQuota("awx-runs", "kubeplay-awx", corev1.ResourcePods, "10"),
 		x.checkQuota("ci-runs", "kubeplay-main", "requests.nvidia.com/gpu", "2"),
+		func(*terraform.State) error {
+			acctest.WaitWarmReady(t, x.kube, "ci-runs", "main", 2)
+			return nil
+		},
+	)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+func testExampleNode(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, []string{"ci-nodes"}, nil)
+	step := x.step(nil,
+		statecheck.ExpectKnownValue("kubeplay_node.debug", tfjsonpath.New("status"), knownvalue.StringExact("running")),
+		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("pod_name"), knownvalue.StringExact("debug")),
+		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+		// The second run read what the first wrote: the same pod.
+		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`UTC 20\d\d`))),
 	)
 	resource.Test(t, x.testCase(x.checkGone, step))
 }

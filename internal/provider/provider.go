@@ -348,6 +348,7 @@ func (p *kubeplayProvider) Resources(context.Context) []func() resource.Resource
 		newNodeLabelResource,
 		newPhaseResource,
 		newRunResource,
+		newNodeResource,
 	}
 }
 

@@ -30,8 +30,17 @@ import (
 // the API server's requests per run from its metrics (every client's,
 // kubelet and scheduler included).
 //
-//	TF_ACC=1 go test ./internal/provider -run '^$' -bench Run100 -benchtime 1x -timeout 30m
-func BenchmarkRun100(b *testing.B) {
+//	TF_ACC=1 go test ./internal/provider -run '^$' -bench 'Run100$' -benchtime 1x -timeout 30m
+func BenchmarkRun100(b *testing.B) { run100(b, 0) }
+
+// BenchmarkRun100Warm is BenchmarkRun100 with a group that keeps 10 warm
+// pods: the 100 runs start once the pool is ready, against the same ideal
+// of cold single-run applies, measured in the same benchmark.
+//
+//	TF_ACC=1 go test ./internal/provider -run '^$' -bench Run100Warm -benchtime 1x -timeout 30m
+func BenchmarkRun100Warm(b *testing.B) { run100(b, 10) }
+
+func run100(b *testing.B, warm int) {
 	if os.Getenv("TF_ACC") == "" {
 		b.Skip("benchmark against the test cluster: set TF_ACC=1")
 	}
@@ -42,11 +51,13 @@ func BenchmarkRun100(b *testing.B) {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
+	warmPods := 0
 	write := func(n int) {
 		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
   name                = "scale"
   namespace           = %q
   image               = %q
+  warm_pods           = %d
   max_concurrent_runs = 10
   pod_pending_timeout = "10m"
   # 10 pods of the default 250m request would not fit this 2-core node.
@@ -58,7 +69,7 @@ resource "kubeplay_run" "r" {
   container_group = kubeplay_container_group.g.name
   command         = ["sleep", "2"]
 }
-`, ns, acctest.TestImage(), n)
+`, ns, acctest.TestImage(), warmPods, n)
 		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
 		}
@@ -95,6 +106,12 @@ resource "kubeplay_run" "r" {
 			apply(0)
 		}
 		one := alone / 10
+		if warm > 0 {
+			// The pool is started, and ready, before the runs come.
+			warmPods = warm
+			apply(0)
+			acctest.WaitWarmReady(b, e.kube, ns, "scale", warm)
+		}
 		before := e.apiRequests(b)
 		ctx, stop := context.WithCancel(context.Background())
 		peak := e.observeForks(ctx, "scale", ns)
@@ -102,12 +119,18 @@ resource "kubeplay_run" "r" {
 		stop()
 		after := e.apiRequests(b)
 		peaks := peak()
-		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
-		if err != nil {
-			b.Fatal(err)
+		// A run in a warm pod ends once its pod's deletion is accepted: its
+		// pod goes within seconds of the apply, not before it ends.
+		limit := time.Duration(0) // a cold run's pod is gone when its run ends
+		if warm > 0 {
+			limit = 30 * time.Second
 		}
-		if len(pods.Items) != 0 {
-			b.Fatalf("%d run pods left after the apply", len(pods.Items))
+		left, settled := e.runPodsGone(ns, limit)
+		if left != 0 {
+			b.Fatalf("%d run pods left %s after the apply", left, limit)
+		}
+		if warm > 0 {
+			b.ReportMetric(settled.Seconds(), "s-until-run-pods-gone")
 		}
 		// The quota stops counting a pod once its grace period is over, while
 		// the kubelet may still be removing it: only live pods are limited.
@@ -137,8 +160,59 @@ resource "kubeplay_run" "r" {
 		}
 		b.Logf("API requests per run, by verb and resource: %s", strings.Join(per, "; "))
 		b.ReportMetric(total/100, "api-requests/run")
+		if warm > 0 {
+			b.ReportMetric(float64(warmRuns(b, dir)), "runs-in-warm-pods")
+		}
+		warmPods = 0
 		apply(0)
+		if warm > 0 {
+			// Without warm_pods the group keeps none: nothing is left.
+			if pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+				b.Fatalf("%d pods left after the pool was drained (%v)", len(pods.Items), err)
+			}
+		}
 	}
+}
+
+// runPodsGone waits, watching, up to limit for ns to hold no run pod; it
+// gives how many are left and how long it waited.
+func (e *testEnv) runPodsGone(ns string, limit time.Duration) (int, time.Duration) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	pods := e.kube.CoreV1().Pods(ns)
+	sel := metav1.ListOptions{LabelSelector: "kubeplay.io/run"}
+	for {
+		list, err := pods.List(context.Background(), sel)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			return 0, time.Since(start)
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return len(list.Items), time.Since(start)
+		}
+		select {
+		case <-w.ResultChan():
+			w.Stop()
+		case <-ctx.Done():
+			w.Stop()
+			return len(list.Items), time.Since(start)
+		}
+	}
+}
+
+// warmRuns counts the runs in dir's state that ran in a warm pod.
+func warmRuns(b *testing.B, dir string) int {
+	n := 0
+	for _, a := range runStates(b, dir) {
+		if name, _ := a["pod_name"].(string); strings.HasPrefix(name, "kubeplay-warm-") {
+			n++
+		}
+	}
+	return n
 }
 
 // benchTestEnv is newTestEnv for benchmarks.

@@ -72,6 +72,7 @@ type runModel struct {
 	ContainerGroup   types.String   `tfsdk:"container_group"`
 	ContainerGroups  types.List     `tfsdk:"container_groups"`
 	NodeLabel        types.String   `tfsdk:"node_label"`
+	Node             types.String   `tfsdk:"node"`
 	Playbook         types.String   `tfsdk:"playbook"`
 	Command          types.List     `tfsdk:"command"`
 	Files            types.Map      `tfsdk:"files"`
@@ -216,6 +217,16 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"expires with the run, redacted from `output`). Such runs need a credential that may create namespaces, " +
 					"service accounts, roles, role bindings and tokens.",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
+			},
+			"node": schema.StringAttribute{
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run in, instead of a pod of " +
+					"the run's own: the run execs into the held node's pod, which stays when the run ends, and its files are " +
+					"removed. Runs on one node take turns: a run that finds the node busy prints so and waits for the run " +
+					"before it to end. The run still takes a run slot and its forks in the group. Conflicts with " +
+					"`container_groups` and `node_label` (the node has its label). `rendered_pod` is the node's pod, known " +
+					"after apply.",
+				Optional: true, PlanModifiers: replaceStr,
+				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
 			"playbook": schema.StringAttribute{
 				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path` and `command` " +
@@ -440,6 +451,7 @@ func engineGroup(g *catalog.Group) runengine.Group {
 		Pod:              g.PodGroup(),
 		DefaultLabel:     g.DefaultLabel,
 		PodSecurityLevel: g.PodSecurityLevel,
+		Warm:             g.Warm(),
 	}
 }
 
@@ -528,8 +540,14 @@ func (r *runResource) target(ctx context.Context, name string, at path.Path, m r
 // engine returns a run engine with c that shares this walk's orphan sweeps
 // and dry runs, and logs to Terraform's log.
 func (r *runResource) engine(ctx context.Context, c *kubeclient.Clients) *runengine.Engine {
+	return engineFor(ctx, r.data, c)
+}
+
+// engineFor is an engine of c that shares the provider's sweeps and dry
+// runs and logs with tflog.
+func engineFor(ctx context.Context, d *providerData, c *kubeclient.Clients) *runengine.Engine {
 	return runengine.New(c, runengine.Options{
-		Sweeps: r.data.sweeps.Do, DryRuns: r.data.dryRuns.Do,
+		Sweeps: d.sweeps.Do, DryRuns: d.dryRuns.Do,
 		Log: func(level slog.Level, msg string, f map[string]any) {
 			switch {
 			case level >= slog.LevelWarn:
@@ -582,6 +600,9 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 // planPods renders the run's pod in each of its groups and dry-runs it
 // there; the plan gets the pod when it is the same in every group.
 func (r *runResource) planPods(ctx context.Context, plan runModel, resp *resource.ModifyPlanResponse) {
+	if !plan.Node.IsNull() {
+		return // the held node's pod, known after apply
+	}
 	names, paths := groupNames(plan, runengine.OperationCreate)
 	var rendered []string
 	var t *runTarget
@@ -786,6 +807,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 			}
 		},
 		OnEvent: hooks.onEvent,
+		Node:    plan.Node.ValueString(),
 	}, cands)
 	if err != nil {
 		notStarted(err, groupsAt, diags)
@@ -842,7 +864,11 @@ func notStarted(err error, group path.Path, diags *diag.Diagnostics) {
 	var ce *runengine.CapacityError
 	var ne *runengine.NamespaceError
 	var pe *runengine.PlacementError
+	var node *runengine.NodeError
 	switch {
+	case errors.As(err, &node):
+		diags.AddAttributeError(path.Root("node"), "Held Node Unavailable", err.Error()+". Apply the kubeplay_node "+
+			"again (a node whose pod went is replaced by the next plan), or run without node.")
 	case errors.As(err, &pe):
 		diags.AddAttributeError(group, "Container Group Capacity Unavailable", err.Error()+". Raise their "+
 			"max_concurrent_runs or max_forks, add a group to container_groups, or lengthen a pod_pending_timeout.")

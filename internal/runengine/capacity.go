@@ -130,6 +130,8 @@ func (e *Engine) release(ctx context.Context, claims []ledgerClaim) []error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		if err := c.ledger.Release(rctx, c.key); err != nil {
 			errs = append(errs, &ReleaseError{Kind: c.ledger.Kind, Group: c.ledger.Group, Err: err})
+		} else {
+			e.log(slog.LevelDebug, "capacity released", map[string]any{"kind": c.ledger.Kind})
 		}
 		cancel()
 	}

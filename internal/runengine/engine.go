@@ -26,6 +26,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // The operations a run executes; a destroy gets claims and a namespace of
@@ -60,6 +61,8 @@ type Engine struct {
 	claimTTL time.Duration
 	// run runs the pod; tests replace it.
 	run func(context.Context, runner.Spec) runner.Result
+	// start starts a held node's pod.
+	start func(context.Context, runner.Spec) (*corev1.Pod, error)
 }
 
 // New returns an engine that runs with c.
@@ -75,7 +78,7 @@ func New(c *kubeclient.Clients, o Options) *Engine {
 		e.log = func(slog.Level, string, map[string]any) {}
 	}
 	r := &runner.Runner{Config: c.Config, Kube: c.Kube, Log: func(msg string, f map[string]any) { e.log(slog.LevelDebug, msg, f) }}
-	e.run = r.Run
+	e.run, e.start = r.Run, r.Start
 	return e
 }
 
@@ -110,6 +113,9 @@ type Request struct {
 	// OnEvent, when set, is told of the run's progress as the waits see it:
 	// waiting for capacity, the pod created, scheduled and running.
 	OnEvent func(event string)
+	// Node names a held node of the group (kubeplay_node) to run in,
+	// instead of a pod of the run's own; "" for none.
+	Node string
 }
 
 // Outcome is what one execution gives.
@@ -181,9 +187,31 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 		b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
 		secrets = append(secrets, token)
 	}
+	var claimed *corev1.Pod
+	if req.Node != "" {
+		held, err := e.heldPod(ctx, req.Group, req.Node)
+		if err != nil {
+			return out, err
+		}
+		claimed, b.Held = held, true
+		out.Rendered, _ = podspec.ToYAML(CleanPod(held))
+	} else if n := warmSize(req); n > 0 {
+		claimed = e.takeWarm(ctx, req, pod)
+		t := warmpool.Template{Group: req.Group.Name, Namespace: req.Group.Namespace, Label: labelName(req.Label), Pod: pod}
+		defer func() {
+			if out.Deleting {
+				// The run ends when its warm pod's deletion is accepted, and
+				// gives its slot back: the pod's share of the quota is the
+				// pool's headroom. Its going, and the refill, happen behind.
+				e.afterWarmRun(ctx, t, n, out.PodName)
+				return
+			}
+			e.refill(ctx, t, n, false)
+		}()
+	}
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
-		Pod: pod, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
+		Pod: pod, Claimed: claimed, Held: b.Held, DeleteAsync: claimed != nil && !b.Held, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
 		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine, OnEvent: req.OnEvent,
 		LaunchRetries: max(0, req.Group.LaunchRetries),

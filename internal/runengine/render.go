@@ -48,6 +48,9 @@ type Group struct {
 	// PodSecurityLevel is the Pod Security Standard level every run pod
 	// must meet; "" is podsecurity.Default.
 	PodSecurityLevel string
+	// Warm maps a node label's name ("" for the group's own pod) to the
+	// number of warm pods the group keeps of it.
+	Warm map[string]int64
 }
 
 func (g Group) pending() time.Duration {

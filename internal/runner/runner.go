@@ -60,6 +60,17 @@ type Spec struct {
 	// Pod is the rendered pod; its namespace must be set, and its name or
 	// generateName.
 	Pod *corev1.Pod
+	// Claimed, when set, is a running pod that the run took from its
+	// group's warm pool: the run execs in it instead of launching Pod, and
+	// deletes it afterwards like a pod of its own.
+	Claimed *corev1.Pod
+	// Held marks Claimed as a held node's pod (kubeplay_node), which the
+	// run leaves in place whatever happens.
+	Held bool
+	// DeleteAsync ends the run once its pod's deletion is accepted, without
+	// waiting until the pod is gone; Result.Deleting says the caller should
+	// wait for that (WaitPodGone).
+	DeleteAsync bool
 	// Container hosts the shell the bundle runs in.
 	Container string
 	Bundle    bundle.Bundle
@@ -102,6 +113,8 @@ type Result struct {
 	NodeName   string
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// ResultAt is when the run's exec ended, before the pod's clean-up.
+	ResultAt time.Time
 	// Message explains an error status, or is the cause of a canceled one
 	// (such as "context canceled"), so that a caller says "canceled" once.
 	Message string
@@ -109,6 +122,9 @@ type Result struct {
 	Events []string
 	// PodKept is set when the pod was left in place.
 	PodKept bool
+	// Deleting is set when the pod's deletion was accepted but not waited
+	// for (Spec.DeleteAsync).
+	Deleting bool
 	// LaunchAttempts counts the pods the run launched (created, or tried
 	// to): 1, plus one per retry; 0 when it never tried.
 	LaunchAttempts int
@@ -128,9 +144,20 @@ type Result struct {
 // ended first.
 func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res := Result{StartedAt: time.Now().UTC(), ExitCode: -1}
-	pod, err := r.launch(ctx, s, &res)
-	if err != nil {
-		return r.finish(ctx, s, res, pod, err)
+	pod := s.Claimed
+	if pod != nil {
+		res.PodName = pod.Name
+		what := "warm pod"
+		if s.Held {
+			what = "held node"
+		}
+		r.log("the run uses a "+what, map[string]any{"namespace": pod.Namespace, "pod": pod.Name})
+		s.event("%s %s/%s taken", what, pod.Namespace, pod.Name)
+	} else {
+		var err error
+		if pod, err = r.launch(ctx, s, &res); err != nil {
+			return r.finish(ctx, s, res, pod, err)
+		}
 	}
 	res.NodeName = pod.Spec.NodeName
 	r.log("run pod running", map[string]any{"pod": pod.Name, "node": pod.Spec.NodeName})
@@ -143,6 +170,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
 	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
 	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
+	res.ResultAt = time.Now().UTC()
+	r.log("run exec ended", map[string]any{"pod": pod.Name, "exit": code})
 	writeErr := stdin.Err()
 	_ = out.Close()
 	result, perr := results.Result()
@@ -247,6 +276,21 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 	}
 }
 
+// Start launches s.Pod and waits until it runs, as Run does, and leaves it
+// running: a held node's pod. A pod that did not start is deleted.
+func (r *Runner) Start(ctx context.Context, s Spec) (*corev1.Pod, error) {
+	var res Result
+	pod, err := r.launch(ctx, s, &res)
+	if err != nil && pod != nil {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+			err = fmt.Errorf("%w; deleting pod %s failed: %v", err, pod.Name, derr)
+		}
+	}
+	return pod, err
+}
+
 // finish classifies err, then deletes the pod with a context of its own so
 // that a canceled apply still cleans up.
 func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod, err error) Result {
@@ -264,11 +308,20 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	if pod != nil && res.Status == StatusError {
 		res.Events = warningEvents(cleanup, r.Kube, pod)
 	}
-	if pod != nil {
+	if pod != nil && !s.Held { // a held node outlives its runs
 		if s.KeepPodOnFailure && (res.Status == StatusFailed || res.Status == StatusError) {
 			res.PodKept = true
 		} else if lost := (*NodeLostError)(nil); errors.As(err, &lost) {
 			r.deleteOnLostNode(cleanup, &res, pod, lost)
+		} else if s.DeleteAsync {
+			if derr := requestDelete(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+				res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
+				if res.Status == StatusSuccessful || res.Status == StatusFailed {
+					res.Status = StatusError
+				}
+			} else {
+				res.Deleting = true
+			}
 		} else if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
 			res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
 			if res.Status == StatusSuccessful || res.Status == StatusFailed {
@@ -389,37 +442,11 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
-		if werr := waitQuotaChange(pending, r.Kube, ns); werr != nil {
+		if werr := waitfor.QuotaChange(pending, r.Kube, ns); werr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err)
-		}
-	}
-}
-
-// waitQuotaChange blocks until a ResourceQuota of ns changes its status.
-func waitQuotaChange(ctx context.Context, kube kubernetes.Interface, ns string) error {
-	list, err := kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	w, err := kube.CoreV1().ResourceQuotas(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil // the watch ended: try again, which re-lists
-			}
-			if ev.Type == watch.Modified || ev.Type == watch.Deleted {
-				return nil
-			}
 		}
 	}
 }
@@ -547,17 +574,26 @@ func transient(err error) bool {
 // DeletePod deletes a pod and waits, watching, until it is gone, so that
 // the quota it held is free when this returns.
 func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	// An API server that is restarting cannot be watched for its return:
-	// retry the delete with backoff while the error is one it can recover from.
-	err := retry.OnError(deleteBackoff, transient, func() error {
+	if err := requestDelete(ctx, kube, ns, name); err != nil {
+		return err
+	}
+	return WaitPodGone(ctx, kube, ns, name)
+}
+
+// WaitPodGone waits, watching, until the pod is gone.
+func WaitPodGone(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	return waitfor.Gone(ctx, podListWatch(kube, ns, name), &corev1.Pod{})
+}
+
+// requestDelete deletes a pod without waiting for it to go. An API server
+// that is restarting cannot be watched for its return: the delete is
+// retried with backoff while the error is one it can recover from.
+func requestDelete(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+	return retry.OnError(deleteBackoff, transient, func() error {
 		err := kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return waitfor.Gone(ctx, podListWatch(kube, ns, name), &corev1.Pod{})
 }

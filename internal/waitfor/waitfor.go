@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 )
@@ -85,4 +86,30 @@ func Delete[L runtime.Object](ctx context.Context, c Deleter[L], name string, op
 		return err
 	}
 	return Gone(ctx, Named(c, name), example)
+}
+
+// QuotaChange blocks until a ResourceQuota of ns changes its status.
+func QuotaChange(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	list, err := kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := kube.CoreV1().ResourceQuotas(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil // the watch ended: try again, which re-lists
+			}
+			if ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				return nil
+			}
+		}
+	}
 }

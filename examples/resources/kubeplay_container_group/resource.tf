@@ -36,6 +36,10 @@ resource "kubeplay_container_group" "pool" {
   manage_namespace = true
   image            = var.image
 
+  # Nodepool's min-ready: two pods of the group's own run pod are kept
+  # started, so a run claims one instead of waiting for its pod.
+  warm_pods = 2
+
   default_label_cpu          = "500m"
   default_label_memory       = 1024
   default_label_cpu_limit    = "2"

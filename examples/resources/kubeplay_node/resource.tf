@@ -1,0 +1,33 @@
+resource "kubeplay_container_group" "ci" {
+  name             = "ci"
+  namespace        = "ci-nodes"
+  manage_namespace = true
+  image            = var.image
+}
+
+# A node held for debugging, as Zuul's autohold keeps one: it lives until
+# it is destroyed, and runs can use it one after another.
+resource "kubeplay_node" "debug" {
+  name            = "debug"
+  container_group = kubeplay_container_group.ci.name
+}
+
+# Two runs in the held node: they take turns, and the second sees what the
+# first left in the pod outside its run directory.
+resource "kubeplay_run" "prepare" {
+  container_group = kubeplay_container_group.ci.name
+  node            = kubeplay_node.debug.name
+  command         = ["sh", "-c", "date > /tmp/prepared-at"]
+}
+
+resource "kubeplay_run" "check" {
+  container_group = kubeplay_container_group.ci.name
+  node            = kubeplay_node.debug.name
+  command         = ["cat", "/tmp/prepared-at"]
+  depends_on      = [kubeplay_run.prepare]
+}
+
+# For an Ansible elsewhere that reaches the node with kubectl exec.
+output "debug_node_inventory" {
+  value = kubeplay_node.debug.inventory
+}

@@ -1,0 +1,315 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+)
+
+var (
+	_ resource.Resource                = (*nodeResource)(nil)
+	_ resource.ResourceWithConfigure   = (*nodeResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*nodeResource)(nil)
+	_ resource.ResourceWithImportState = (*nodeResource)(nil)
+)
+
+// The statuses of a held node.
+const (
+	nodeRunning = "running"
+	nodeGone    = "gone"
+)
+
+// nodeReleaseTimeout bounds a node's destroy.
+const nodeReleaseTimeout = 2 * time.Minute
+
+type nodeResource struct {
+	data *providerData
+}
+
+func newNodeResource() resource.Resource { return &nodeResource{} }
+
+type nodeModel struct {
+	ID             types.String `tfsdk:"id"`
+	Name           types.String `tfsdk:"name"`
+	ContainerGroup types.String `tfsdk:"container_group"`
+	NodeLabel      types.String `tfsdk:"node_label"`
+	Namespace      types.String `tfsdk:"namespace"`
+	NodeName       types.String `tfsdk:"node_name"`
+	PodIP          types.String `tfsdk:"pod_ip"`
+	Status         types.String `tfsdk:"status"`
+	Inventory      types.String `tfsdk:"inventory"`
+	RenderedPod    types.String `tfsdk:"rendered_pod"`
+}
+
+func (r *nodeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_node"
+}
+
+func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A held node: a pod of a container group, with a node label or the group's own pod, that " +
+			"lives from create to destroy, as a Nodepool node held for its user. Runs name it in `node` to run in it " +
+			"instead of a pod of their own; runs on one node take turns, each waiting for the one before it to end " +
+			"(a `flock` on `/tmp/kubeplay-node.lock` in the pod), and each run's files are removed when it ends. " +
+			"Ansible elsewhere reaches it with the `kubernetes.core.kubectl` connection: `inventory` is the line to " +
+			"put in an inventory.\n\n" +
+			"The pod is the group's run pod, with the label composed over it, named `name`, with the label " +
+			"`kubeplay.io/node=<name>`, without a deadline, and with a worker that does not end the pod when no run " +
+			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
+			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
+			"as `status = \"gone\"` after a refresh, and the next plan replaces the node.\n\n" +
+			"Only `pod` node labels can be held; a `namespace` label's namespace is made for each run.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "`<container_group>/<name>`, which `terraform import` takes.",
+				Computed:            true,
+				PlanModifiers:       keep,
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "The node's name, which is its pod's name in the group's namespace: a lowercase " +
+					"RFC 1123 label of at most 63 characters. Changing it replaces the node.",
+				Required:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: replace,
+			},
+			"container_group": schema.StringAttribute{
+				MarkdownDescription: "The container group whose pod, namespace and credential the node uses. Changing it " +
+					"replaces the node.",
+				Required:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: replace,
+			},
+			"node_label": schema.StringAttribute{
+				MarkdownDescription: "A `kubeplay_node_label` of type `pod` composed over the group's pod, as for a run. " +
+					"Unset, the node is the group's own run pod. Changing it replaces the node.",
+				Optional:      true,
+				Validators:    []validator.String{dnsLabel()},
+				PlanModifiers: replace,
+			},
+			"namespace":    schema.StringAttribute{MarkdownDescription: "The namespace of the node's pod: the group's.", Computed: true, PlanModifiers: keep},
+			"node_name":    schema.StringAttribute{MarkdownDescription: "The Kubernetes node the pod was scheduled on.", Computed: true, PlanModifiers: keep},
+			"pod_ip":       schema.StringAttribute{MarkdownDescription: "The pod's IP address.", Computed: true, PlanModifiers: keep},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The node's pod as it was created, as YAML.", Computed: true, PlanModifiers: keep},
+			"status": schema.StringAttribute{
+				MarkdownDescription: "`running` while the pod lives; `gone` once a refresh found it deleted or ended, " +
+					"which the next plan turns into a replacement.",
+				Computed: true,
+			},
+			"inventory": schema.StringAttribute{
+				MarkdownDescription: "An inventory line that reaches the node from another Ansible with the " +
+					"`kubernetes.core.kubectl` connection: `<name> ansible_connection=kubernetes.core.kubectl " +
+					"ansible_kubectl_namespace=<namespace> ansible_kubectl_pod=<name> ansible_kubectl_container=<container>`. " +
+					"The connection needs a kubeconfig that may exec into the pod, as the group's credential may.",
+				Computed:      true,
+				PlanModifiers: keep,
+			},
+		},
+	}
+}
+
+func (r *nodeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ModifyPlan replaces a node whose pod a refresh found gone.
+func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan nodeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if req.State.Raw.IsNull() {
+		plan.Status = types.StringValue(nodeRunning)
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	var state nodeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	plan.Status = types.StringValue(nodeRunning)
+	if state.Status.ValueString() == nodeGone {
+		resp.RequiresReplace = append(resp.RequiresReplace, path.Root("status"))
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// target is the node's group, label and engine.
+func (r *nodeResource) target(ctx context.Context, m nodeModel) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
+	g, err := readDefinition(ctx, r.data, (*catalog.Store).GetGroup, m.ContainerGroup.ValueString())
+	if err == nil && g == nil {
+		err = &missingGroupError{name: m.ContainerGroup.ValueString(), namespace: r.data.catalogNamespace}
+	}
+	if err != nil {
+		return runengine.Group{}, nil, nil, err
+	}
+	var l *podspec.Label
+	if name := m.NodeLabel.ValueString(); name != "" {
+		if l, err = readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name); err == nil && l == nil {
+			err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a kubeplay_node_label "+
+				"resource, and make the node depend on it", name, r.data.catalogNamespace)
+		}
+		if err != nil {
+			return runengine.Group{}, nil, nil, err
+		}
+	}
+	var c *kubeclient.Clients
+	if c, err = r.data.credentialClients(ctx, g.Credential); err != nil {
+		return runengine.Group{}, nil, nil, fmt.Errorf("container group %q: %w", g.Name, err)
+	}
+	return engineGroup(g), l, engineFor(ctx, r.data, c), nil
+}
+
+func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan nodeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	g, l, e, err := r.target(ctx, plan)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Node Target Unavailable", err.Error()+".")
+		return
+	}
+	pod, err := runengine.NodePod(g, l, plan.Name.ValueString())
+	if err != nil {
+		at := path.Root("container_group")
+		if l != nil {
+			at = path.Root("node_label")
+		}
+		addRenderError(err, at, &resp.Diagnostics)
+		return
+	}
+	started, err := e.Hold(ctx, g, pod)
+	if err != nil {
+		resp.Diagnostics.AddError("Node Not Started", fmt.Sprintf("The pod %s/%s of held node %q did not start: %v. "+
+			"Nothing is left behind. Check the group's image and quota, and the label's resources.", g.Namespace, pod.Name,
+			plan.Name.ValueString(), err))
+		return
+	}
+	fillNode(&plan, g, started)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// fillNode records the node's pod p in m.
+func fillNode(m *nodeModel, g runengine.Group, p *corev1.Pod) {
+	m.ID = types.StringValue(g.Name + "/" + p.Name)
+	m.Namespace = types.StringValue(p.Namespace)
+	m.NodeName = types.StringValue(p.Spec.NodeName)
+	m.PodIP = types.StringValue(p.Status.PodIP)
+	m.Status = types.StringValue(nodeRunning)
+	m.Inventory = types.StringValue(fmt.Sprintf("%s ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s "+
+		"ansible_kubectl_pod=%s ansible_kubectl_container=%s", p.Name, p.Namespace, p.Name, p.Spec.Containers[0].Name))
+	if l := p.Labels[managed.LabelNodeLabel]; l != "" {
+		m.NodeLabel = types.StringValue(l)
+	}
+	if y, err := podspec.ToYAML(runengine.CleanPod(p)); err == nil {
+		m.RenderedPod = types.StringValue(y)
+	}
+}
+
+func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state nodeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	g, _, e, err := r.target(ctx, nodeModel{ContainerGroup: state.ContainerGroup, Name: state.Name})
+	var missing *missingGroupError
+	switch {
+	case errors.As(err, &missing):
+		// The group went, and its namespace with it, most likely.
+		state.Status = types.StringValue(nodeGone)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		return
+	case err != nil:
+		resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Held node %q: %v. Its state is kept as it was.",
+			state.Name.ValueString(), err))
+		return
+	}
+	p, err := e.NodeState(ctx, g, state.Name.ValueString())
+	switch {
+	case err != nil:
+		resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading pod %s/%s of held node %q: %v. Its state "+
+			"is kept as it was.", g.Namespace, state.Name.ValueString(), state.Name.ValueString(), err))
+		return
+	case p == nil || !managed.Owns(p, managed.LabelNode, state.Name.ValueString()):
+		state.Status = types.StringValue(nodeGone)
+	default:
+		fillNode(&state, g, p)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *nodeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	// Every input replaces the node: only computed values reach here.
+	var plan nodeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state nodeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	g, _, e, err := r.target(ctx, nodeModel{ContainerGroup: state.ContainerGroup, Name: state.Name})
+	var missing *missingGroupError
+	if errors.As(err, &missing) {
+		resp.Diagnostics.AddWarning("Node's Container Group Not Found", fmt.Sprintf("%v. The pod %s/%s of held node %q "+
+			"was not deleted: delete it by hand if it still exists.", err, state.Namespace.ValueString(),
+			state.Name.ValueString(), state.Name.ValueString()))
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Node Target Unavailable", err.Error()+".")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeReleaseTimeout)
+	defer cancel()
+	p, err := e.NodeState(ctx, g, state.Name.ValueString())
+	if err == nil && p != nil && !managed.Owns(p, managed.LabelNode, state.Name.ValueString()) {
+		return // a pod of the name that is not this node's: not ours to delete
+	}
+	if err := e.Release(ctx, g, state.Name.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Deleting Node Failed", fmt.Sprintf("Deleting pod %s/%s of held node %q: %v. Check "+
+			"that the group's credential may delete pods, and destroy again.", g.Namespace, state.Name.ValueString(),
+			state.Name.ValueString(), err))
+	}
+}
+
+func (r *nodeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	group, name, ok := strings.Cut(req.ID, "/")
+	if !ok || group == "" || name == "" {
+		resp.Diagnostics.AddError("Invalid Import ID", fmt.Sprintf("Import a held node as <container_group>/<name>, "+
+			"for example main/debug-node; got %q.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("container_group"), group)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}

@@ -1,0 +1,109 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package runengine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
+)
+
+// warmRunInfo fills a node label's run placeholders in a warm pod's labels;
+// a claim replaces them with the run's.
+var warmRunInfo = RunInfo{ID: "warm", Name: "warm"}
+
+// refillTimeout bounds a fill after a claim or a run.
+const refillTimeout = 30 * time.Second
+
+// WarmTemplate renders the pool of the group's warm pods for node label l
+// (nil for the group's own pod). A namespace label has no pool: its runs
+// need a namespace made for them.
+func WarmTemplate(g Group, l *podspec.Label) (warmpool.Template, error) {
+	pod, err := RenderPod(g, l, warmRunInfo, warmpool.MaxAge)
+	if err != nil {
+		return warmpool.Template{}, err
+	}
+	return warmpool.Template{Group: g.Name, Namespace: g.Namespace, Label: labelName(l), Pod: pod}, nil
+}
+
+func labelName(l *podspec.Label) string {
+	if l == nil {
+		return ""
+	}
+	return l.Name
+}
+
+// warmSize is how many warm pods req's group keeps for req's pod; 0 when
+// it keeps none.
+func warmSize(req Request) int {
+	if namespaceLabel(req.Label) != nil {
+		return 0
+	}
+	return int(req.Group.Warm[labelName(req.Label)])
+}
+
+// takeWarm claims a warm pod for req's run pod, or returns nil for the
+// cold path: the group keeps no pool for it, the pool is empty, or the
+// pool failed (which is logged, not an error: a run does not need it).
+// A claim starts a refill at once.
+func (e *Engine) takeWarm(ctx context.Context, req Request, pod *corev1.Pod) *corev1.Pod {
+	n := warmSize(req)
+	if n == 0 {
+		return nil
+	}
+	t := warmpool.Template{Group: req.Group.Name, Namespace: req.Group.Namespace, Label: labelName(req.Label), Pod: pod}
+	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
+	defer cancel()
+	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: pod.Labels, Annotations: pod.Annotations, Timeout: req.Timeout})
+	if err != nil && ctx.Err() == nil {
+		e.log(slog.LevelWarn, "claiming a warm pod failed; the run starts a pod of its own", map[string]any{
+			"run": req.ID, "group": req.Group.Name, "error": err.Error()})
+	}
+	if got != nil {
+		e.refill(ctx, t, n, true)
+	}
+	return got
+}
+
+// refill tops t's pool up to n, in the background when async, with a
+// context of its own so that a canceled run still refills.
+func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int, async bool) {
+	fill := func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
+		defer cancel()
+		if _, err := warmpool.Fill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
+			e.log(slog.LevelWarn, "refilling the warm pool failed", map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
+		}
+	}
+	if !async {
+		fill()
+		return
+	}
+	active.enter() // a provider that is stopping waits for the refill
+	go func() {
+		defer active.leave()
+		fill()
+	}()
+}
+
+// afterWarmRun waits, in the background, until the run's warm pod is gone,
+// then tops the pool up. A provider that is stopping waits for it.
+func (e *Engine) afterWarmRun(ctx context.Context, t warmpool.Template, n int, pod string) {
+	active.enter()
+	go func() {
+		defer active.leave()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
+		defer cancel()
+		if err := runner.WaitPodGone(wctx, e.clients.Kube, t.Namespace, pod); err != nil {
+			e.log(slog.LevelWarn, "a warm run's pod was not gone in time", map[string]any{"pod": pod, "error": err.Error()})
+		}
+		e.refill(ctx, t, n, false)
+	}()
+}

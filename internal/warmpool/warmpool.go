@@ -1,0 +1,435 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package warmpool keeps a container group's warm pods, Nodepool's
+// min-ready nodes: pods of a run pod's template started ahead of the runs
+// that will use them. A run claims a ready warm pod with an update that
+// carries the pod's resourceVersion, so two runs, in one process or two,
+// never get the same pod; the claimed pod becomes a run pod (it gets the
+// run's labels and deadline) and is deleted after its run like any other.
+// Fill tops the pool up again.
+//
+// A warm pod's spec is the run pod's, with a deadline of MaxAge and a
+// worker that waits for its run without a start timeout: a pool
+// nobody fills or drains any more (its group was removed from a lost state)
+// ends by itself, and the group's next sweep deletes what is left.
+package warmpool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
+)
+
+const (
+	// LabelRevision marks a warm pod and names its template's revision.
+	LabelRevision = "kubeplay.io/warm-revision"
+	// MaxAge is a warm pod's activeDeadlineSeconds. A claim may only lower a
+	// deadline, so a run whose timeout reaches past what is left of it
+	// takes another pod.
+	MaxAge = 24 * time.Hour
+	// podNamePrefix is the generateName of warm pods; they keep their name
+	// when claimed.
+	podNamePrefix = "kubeplay-warm-"
+)
+
+// Template is one pool: the pods of one group, for its own pod or for one
+// node label.
+type Template struct {
+	Group, Namespace string
+	// Label names the node label; "" for the group's own pod.
+	Label string
+	// Pod is the run pod as the engine renders it, without a run id.
+	Pod *corev1.Pod
+}
+
+// Revision identifies the pod spec a pool keeps: warm pods of another
+// revision never serve a run. Metadata is left out, since a claim sets it,
+// and so is the deadline, which a claim lowers.
+func Revision(pod *corev1.Pod) string {
+	spec := pod.Spec.DeepCopy()
+	spec.ActiveDeadlineSeconds = nil
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// selector selects the warm pods of t's pool, of any revision, that no run
+// has claimed.
+func (t Template) selector() string {
+	return GroupSelector(t.Group) + "," + labelTerm(t.Label)
+}
+
+// GroupSelector selects the group's unclaimed warm pods, of every pool.
+func GroupSelector(group string) string {
+	return managed.Selector(managed.LabelContainerGroup, group, LabelRevision, "") + ",!" + managed.LabelRun
+}
+
+func labelTerm(label string) string {
+	if label == "" {
+		return "!" + managed.LabelNodeLabel
+	}
+	return managed.LabelNodeLabel + "=" + label
+}
+
+// warmPod is a fresh warm pod of t.
+func (t Template) warmPod(rev string) *corev1.Pod {
+	p := t.Pod.DeepCopy()
+	p.Name, p.GenerateName, p.Namespace = "", podNamePrefix, t.Namespace
+	p.ResourceVersion = ""
+	p.Labels = maps.Clone(p.Labels)
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	delete(p.Labels, managed.LabelRun)
+	p.Labels[managed.LabelManagedBy] = managed.ManagedByValue
+	p.Labels[managed.LabelContainerGroup] = t.Group
+	p.Labels[LabelRevision] = rev
+	if t.Label != "" {
+		p.Labels[managed.LabelNodeLabel] = t.Label
+	} else {
+		delete(p.Labels, managed.LabelNodeLabel)
+	}
+	p.Spec.ActiveDeadlineSeconds = ptr.To(int64(MaxAge / time.Second))
+	// The default worker ends a pod that no run used within 45 s; a warm
+	// pod waits for its run as long as its deadline lets it.
+	if c := &p.Spec.Containers[0]; slices.Equal(c.Args, podspec.WorkerArgs) {
+		c.Args = podspec.WarmWorkerArgs
+	}
+	return p
+}
+
+// Counts is a pool's state.
+type Counts struct {
+	// Ready pods can be claimed at once; Starting ones are on their way.
+	Ready, Starting int
+}
+
+// Ready reports a warm pod whose first container runs.
+func Ready(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == p.Spec.Containers[0].Name {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// usable reports a warm pod that is ready or may still become so.
+func usable(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||
+			w.Reason == "InvalidImageName" || w.Reason == "CreateContainerConfigError") {
+			return false
+		}
+	}
+	return true
+}
+
+// Count gives the state of the group's pools, all revisions and labels
+// together.
+func Count(ctx context.Context, kube kubernetes.Interface, namespace, group string) (Counts, error) {
+	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupSelector(group)})
+	if err != nil {
+		return Counts{}, err
+	}
+	return Tally(list.Items), nil
+}
+
+// Tally counts the warm pods among pods.
+func Tally(pods []corev1.Pod) Counts {
+	var c Counts
+	for i := range pods {
+		switch p := &pods[i]; {
+		case Ready(p):
+			c.Ready++
+		case usable(p):
+			c.Starting++
+		}
+	}
+	return c
+}
+
+// fills serializes the fills of one pool in this process, so that ten runs
+// ending together create its missing pods once, not ten times.
+var fills sync.Map // pool key -> *sync.Mutex
+
+// Fill makes t's pool hold n pods of its revision: it deletes pods of other
+// revisions and pods that ended or cannot start, creates the missing ones
+// without waiting for them to start, and deletes the surplus that another
+// process's fill may have made. It returns how many pods it created. A
+// quota that refuses a pod ends the fill without an error: the pool is
+// topped up by the next fill, when a run's pod is gone. (Waiting for the
+// quota instead was no faster: the node is busy starting pods then.)
+func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (int, error) {
+	mu, _ := fills.LoadOrStore(t.Namespace+"\x00"+t.selector(), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	pods := kube.CoreV1().Pods(t.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: t.selector()})
+	if err != nil {
+		return 0, err
+	}
+	rev := Revision(t.Pod)
+	var keep, drop []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		switch {
+		case p.DeletionTimestamp != nil:
+			drop = append(drop, p) // only waited for
+		case p.Labels[LabelRevision] == rev && usable(p):
+			keep = append(keep, p)
+		default:
+			drop = append(drop, p)
+		}
+	}
+	// Surplus: starting pods go first, ready ones are worth more.
+	for len(keep) > n {
+		i := len(keep) - 1
+		for j, p := range keep {
+			if !Ready(p) {
+				i = j
+				break
+			}
+		}
+		drop = append(drop, keep[i])
+		keep = append(keep[:i], keep[i+1:]...)
+	}
+	var errs []error
+	var gone []string
+	for _, p := range drop {
+		deleted := p.DeletionTimestamp != nil
+		if !deleted {
+			var err error
+			deleted, err = deletePod(ctx, kube, p)
+			errs = append(errs, err)
+		}
+		if deleted {
+			gone = append(gone, p.Name)
+		}
+	}
+	if len(keep) < n {
+		// The quota counts a deleted pod until it is gone: wait for that
+		// before creating its replacement.
+		errs = append(errs, waitGone(ctx, kube, t.Namespace, gone))
+	}
+	created := 0
+	for range n - len(keep) {
+		_, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+		if isQuota(err) {
+			break
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating a warm pod of container group %q: %w", t.Group, err))
+			break
+		}
+		created++
+	}
+	return created, errors.Join(errs...)
+}
+
+// isQuota reports the API server's ResourceQuota refusal.
+func isQuota(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// deletePod deletes an unclaimed warm pod. The delete is conditioned on
+// the resourceVersion read, so a pod that a run claimed meanwhile is left
+// to it; a conflict caused by anything else (the kubelet's status updates)
+// reads the pod again and retries.
+func deletePod(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (deleted bool, err error) {
+	pods := kube.CoreV1().Pods(p.Namespace)
+	for {
+		err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsConflict(err):
+			return false, fmt.Errorf("deleting warm pod %s: %w", p.Name, err)
+		}
+		q, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("deleting warm pod %s: %w", p.Name, err)
+		}
+		if _, claimed := q.Labels[managed.LabelRun]; claimed {
+			return false, nil
+		}
+		if q.DeletionTimestamp != nil {
+			return true, nil // deleted by someone else: gone soon
+		}
+		p = q
+	}
+}
+
+// Drain deletes all the group's unclaimed warm pods, of every pool.
+func Drain(ctx context.Context, kube kubernetes.Interface, namespace, group string) error {
+	return Retain(ctx, kube, namespace, group, nil)
+}
+
+// Claim is what a run sets on the warm pod it takes.
+type Claim struct {
+	// Labels and Annotations are the run pod's; they replace the warm
+	// pod's labels and are added to its annotations.
+	Labels, Annotations map[string]string
+	// Timeout is the run's: the pod's deadline becomes its age plus this.
+	Timeout time.Duration
+}
+
+// Take claims a ready pod of t's pool for a run. While none is ready and
+// some are starting it watches them, so a run that comes just after a
+// claim waits the rest of a pod's start, not the whole of it. It returns
+// nil, without an error, when the pool has no pod it can use: the run then
+// makes its own.
+func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (*corev1.Pod, error) {
+	pods := kube.CoreV1().Pods(t.Namespace)
+	rev := Revision(t.Pod)
+	sel := t.selector() + "," + LabelRevision + "=" + rev
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		var ready []*corev1.Pod
+		starting := false
+		for i := range list.Items {
+			p := &list.Items[i]
+			switch {
+			case Ready(p):
+				ready = append(ready, p)
+			case usable(p):
+				starting = true
+			}
+		}
+		// Runs that start together spread over the ready pods.
+		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+		for _, p := range ready {
+			claimed, err := claim(ctx, kube, p, c)
+			if err != nil {
+				return nil, err
+			}
+			if claimed != nil {
+				return claimed, nil
+			}
+		}
+		if !starting && len(ready) == 0 {
+			return nil, nil
+		}
+		if !starting {
+			continue // every ready pod went to another run: list again
+		}
+		if err := waitChange(ctx, kube, t.Namespace, sel, list.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// claim takes p for a run, or returns nil when another run took it first
+// or its deadline is too near.
+func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Claim) (*corev1.Pod, error) {
+	deadline := int64(c.Timeout/time.Second) + 1
+	if p.Status.StartTime != nil {
+		deadline += int64(time.Since(p.Status.StartTime.Time) / time.Second)
+	}
+	if cur := p.Spec.ActiveDeadlineSeconds; cur != nil && deadline > *cur {
+		return nil, nil
+	}
+	q := p.DeepCopy()
+	q.Labels = maps.Clone(c.Labels)
+	if q.Annotations == nil {
+		q.Annotations = map[string]string{}
+	}
+	maps.Copy(q.Annotations, c.Annotations)
+	q.Spec.ActiveDeadlineSeconds = &deadline
+	// The update carries p's resourceVersion: of two claims, one conflicts.
+	got, err := kube.CoreV1().Pods(p.Namespace).Update(ctx, q, metav1.UpdateOptions{FieldManager: managed.FieldManager})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("claiming warm pod %s: %w", p.Name, err)
+	}
+	if !Ready(got) {
+		// It stopped between the list and the claim: it is the run's now,
+		// so the run deletes it, and makes its own pod.
+		_ = kube.CoreV1().Pods(got.Namespace).Delete(context.WithoutCancel(ctx), got.Name, metav1.DeleteOptions{})
+		return nil, nil
+	}
+	return got, nil
+}
+
+// waitChange blocks until a pod of sel changes after rv.
+func waitChange(ctx context.Context, kube kubernetes.Interface, ns, sel, rv string) error {
+	w, err := kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	// Any event, an expired watch's error included, means: list again.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.ResultChan():
+		return nil
+	}
+}
+
+// Retain deletes the group's unclaimed warm pods of every pool but those of
+// labels ("" for the group's own pod), and waits until they are gone.
+func Retain(ctx context.Context, kube kubernetes.Interface, namespace, group string, labels []string) error {
+	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupSelector(group)})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var gone []string
+	for i := range list.Items {
+		if p := &list.Items[i]; !slices.Contains(labels, p.Labels[managed.LabelNodeLabel]) {
+			deleted, err := deletePod(ctx, kube, p)
+			errs = append(errs, err)
+			if deleted || p.DeletionTimestamp != nil {
+				gone = append(gone, p.Name)
+			}
+		}
+	}
+	return errors.Join(append(errs, waitGone(ctx, kube, namespace, gone))...)
+}
+
+// waitGone waits, watching, until the named pods are gone.
+func waitGone(ctx context.Context, kube kubernetes.Interface, namespace string, names []string) error {
+	var errs []error
+	for _, name := range names {
+		errs = append(errs, waitfor.Gone(ctx, waitfor.Named(kube.CoreV1().Pods(namespace), name), &corev1.Pod{}))
+	}
+	return errors.Join(errs...)
+}

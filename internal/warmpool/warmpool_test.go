@@ -1,0 +1,143 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package warmpool_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
+)
+
+func testEnv(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test against the test cluster: set TF_ACC=1")
+	}
+	kube, err := kubernetes.NewForConfig(acctest.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, acctest.Namespace(t, kube, "kp-warm")
+}
+
+func template(ns, image string) warmpool.Template {
+	p := podspec.DefaultPod(ns, image)
+	p.GenerateName = "kubeplay-run-"
+	p.Labels = managed.Labels(managed.LabelContainerGroup, "g")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	return warmpool.Template{Group: "g", Namespace: ns, Pod: p}
+}
+
+// TestAccTakeRace: of eight runs that claim one warm pod at once, exactly
+// one gets it; the others are told the pool is empty.
+func TestAccTakeRace(t *testing.T) {
+	kube, ns := testEnv(t)
+	tmpl := template(ns, acctest.TestImage())
+	ctx := context.Background()
+	if n, err := warmpool.Fill(ctx, kube, tmpl, 1); err != nil || n != 1 {
+		t.Fatalf("fill: %d, %v", n, err)
+	}
+	acctest.WaitWarmReady(t, kube, ns, "g", 1)
+	var (
+		mu  sync.Mutex
+		got []*corev1.Pod
+		wg  sync.WaitGroup
+	)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			labels := managed.Labels(managed.LabelContainerGroup, "g", managed.LabelRun, "run"+string(rune('a'+i)))
+			p, err := warmpool.Take(ctx, kube, tmpl, warmpool.Claim{Labels: labels, Annotations: map[string]string{"k": "v"}, Timeout: time.Minute})
+			if err != nil {
+				t.Errorf("take: %v", err)
+			}
+			if p != nil {
+				mu.Lock()
+				got = append(got, p)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(got) != 1 {
+		t.Fatalf("%d runs claimed the one warm pod", len(got))
+	}
+	p := got[0]
+	if _, ok := p.Labels[warmpool.LabelRevision]; ok || p.Labels[managed.LabelRun] == "" || p.Annotations["k"] != "v" {
+		t.Errorf("the claimed pod's metadata: labels %v, annotations %v", p.Labels, p.Annotations)
+	}
+	if d := *p.Spec.ActiveDeadlineSeconds; d < 60 || d > 120 {
+		t.Errorf("the claimed pod's deadline is %d s; the run's timeout is 60 s", d)
+	}
+	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c != (warmpool.Counts{}) {
+		t.Errorf("after the claim the pool holds %+v (%v)", c, err)
+	}
+}
+
+// TestAccFillReplacesAndDrains: a fill replaces pods of an old revision,
+// a claim waits for a starting pod, and a drain leaves nothing.
+func TestAccFillReplacesAndDrains(t *testing.T) {
+	kube, ns := testEnv(t)
+	ctx := context.Background()
+	old := template(ns, acctest.TestImage())
+	if _, err := warmpool.Fill(ctx, kube, old, 2); err != nil {
+		t.Fatal(err)
+	}
+	acctest.WaitWarmReady(t, kube, ns, "g", 2)
+	// A second fill of the same pool makes nothing more.
+	if n, err := warmpool.Fill(ctx, kube, old, 2); err != nil || n != 0 {
+		t.Fatalf("refill of a full pool: %d, %v", n, err)
+	}
+	changed := template(ns, acctest.TestImage())
+	changed.Pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", Value: "1"}}
+	if n, err := warmpool.Fill(ctx, kube, changed, 1); err != nil || n != 1 {
+		t.Fatalf("fill of a changed pool: %d, %v", n, err)
+	}
+	// The new pod is starting: a claim waits for it rather than going cold.
+	start := time.Now()
+	p, err := warmpool.Take(ctx, kube, changed, warmpool.Claim{Labels: managed.Labels(managed.LabelRun, "x"), Timeout: time.Minute})
+	if err != nil || p == nil {
+		t.Fatalf("take from a starting pool: %v, %v", p, err)
+	}
+	if p.Spec.Containers[0].Env[0].Name != "X" {
+		t.Errorf("claimed a pod of the old revision")
+	}
+	t.Logf("claimed a starting warm pod %s after %s", p.Name, time.Since(start).Round(time.Millisecond))
+	// The old revision's pods were deleted.
+	list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: warmpool.LabelRevision + "=" + warmpool.Revision(old.Pod)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range list.Items {
+		if q.DeletionTimestamp == nil {
+			t.Errorf("pod %s of the old revision is still live", q.Name)
+		}
+	}
+	if _, err := warmpool.Fill(ctx, kube, changed, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := warmpool.Drain(ctx, kube, ns, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c != (warmpool.Counts{}) {
+		t.Errorf("after a drain the pool holds %+v (%v)", c, err)
+	}
+	// The claimed pod is a run's now: the drain left it.
+	if q, err := kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || q.DeletionTimestamp != nil {
+		t.Errorf("the drain deleted the claimed pod: %v", err)
+	}
+}

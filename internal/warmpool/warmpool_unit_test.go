@@ -1,0 +1,119 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package warmpool
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+)
+
+func runPod() *corev1.Pod {
+	p := podspec.DefaultPod("ns", "img:1")
+	p.GenerateName = "kubeplay-run-"
+	p.Labels = map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: "g", managed.LabelRun: "abc"}
+	p.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
+	return p
+}
+
+func TestRevisionIgnoresMetadataAndDeadline(t *testing.T) {
+	a, b := runPod(), runPod()
+	b.Labels = map[string]string{"other": "x"}
+	b.Annotations = map[string]string{"a": "b"}
+	b.Spec.ActiveDeadlineSeconds = ptr.To[int64](5)
+	if Revision(a) != Revision(b) {
+		t.Errorf("revisions differ for pods that differ only in metadata and deadline")
+	}
+	b.Spec.Containers[0].Image = "img:2"
+	if Revision(a) == Revision(b) {
+		t.Errorf("revisions equal for pods of different images")
+	}
+	if got := Revision(a); len(got) != 16 || strings.Trim(got, "0123456789abcdef") != "" {
+		t.Errorf("revision %q is not 16 hex digits", got)
+	}
+}
+
+func TestWarmPod(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Label: "big", Pod: runPod()}
+	p := tmpl.warmPod("r1")
+	if p.GenerateName != podNamePrefix || p.Namespace != "ns" {
+		t.Errorf("name %q/%q", p.Namespace, p.GenerateName)
+	}
+	want := map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: "g",
+		LabelRevision: "r1", managed.LabelNodeLabel: "big"}
+	for k, v := range want {
+		if p.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, p.Labels[k], v)
+		}
+	}
+	if _, ok := p.Labels[managed.LabelRun]; ok {
+		t.Errorf("a warm pod carries a run label")
+	}
+	if got := *p.Spec.ActiveDeadlineSeconds; got != int64(MaxAge/time.Second) {
+		t.Errorf("deadline %d", got)
+	}
+	if !slices.Equal(p.Spec.Containers[0].Args, podspec.WarmWorkerArgs) {
+		t.Errorf("worker args %q", p.Spec.Containers[0].Args)
+	}
+	// The template is left as it was.
+	if tmpl.Pod.Labels[managed.LabelRun] != "abc" || !slices.Equal(tmpl.Pod.Spec.Containers[0].Args, podspec.WorkerArgs) {
+		t.Errorf("warmPod changed its template")
+	}
+	// A user's own worker command is kept.
+	tmpl.Pod.Spec.Containers[0].Args = []string{"my-agent"}
+	if got := tmpl.warmPod("r1").Spec.Containers[0].Args; !slices.Equal(got, []string{"my-agent"}) {
+		t.Errorf("args %q", got)
+	}
+	// The group's own pod has no node label.
+	tmpl.Label = ""
+	tmpl.Pod.Labels[managed.LabelNodeLabel] = "stale"
+	if _, ok := tmpl.warmPod("r1").Labels[managed.LabelNodeLabel]; ok {
+		t.Errorf("the group's own warm pod carries a node label")
+	}
+}
+
+func TestSelectors(t *testing.T) {
+	if got, want := (Template{Group: "g"}).selector(),
+		"app.kubernetes.io/managed-by=kubeplay,kubeplay.io/container-group=g,kubeplay.io/warm-revision,!kubeplay.io/run,!kubeplay.io/node-label"; got != want {
+		t.Errorf("selector %q, want %q", got, want)
+	}
+	if got := (Template{Group: "g", Label: "big"}).selector(); !strings.HasSuffix(got, ",kubeplay.io/node-label=big") {
+		t.Errorf("selector %q", got)
+	}
+}
+
+func TestReadyAndUsable(t *testing.T) {
+	p := runPod()
+	if Ready(p) || !usable(p) {
+		t.Errorf("a pending pod: ready %v, usable %v", Ready(p), usable(p))
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	if !Ready(p) {
+		t.Errorf("a running pod is not ready")
+	}
+	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if Ready(p) || usable(p) {
+		t.Errorf("a terminating pod: ready %v, usable %v", Ready(p), usable(p))
+	}
+	p.DeletionTimestamp = nil
+	p.Status.Phase = corev1.PodPending
+	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+	if usable(p) {
+		t.Errorf("a pod that cannot pull its image is usable")
+	}
+	p.Status.Phase = corev1.PodSucceeded
+	p.Status.ContainerStatuses = nil
+	if usable(p) {
+		t.Errorf("an ended pod is usable")
+	}
+}
