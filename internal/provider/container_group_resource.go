@@ -34,7 +34,6 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
@@ -365,9 +364,10 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				},
 			},
 			"warm_revision": schema.StringAttribute{
-				MarkdownDescription: "A hash of the pod spec the group's own warm pods are started from. When a change " +
-					"of the group changes the run pod, the plan shows this changing, and the apply deletes the warm pods and starts new ones. " +
-					"Empty without `warm_pods`.",
+				MarkdownDescription: "A hash of the pod specs the group's warm pods are started from, its own and its " +
+					"`warm_labels`'. When a change of the group or of one of those labels changes a warm pod, the plan shows " +
+					"this changing (for a label, when the group depends on it, as by naming `kubeplay_node_label.x.name` in " +
+					"`warm_labels`), and the apply deletes the pods of the old spec and starts new ones. Empty without warm pods.",
 				Computed: true,
 			},
 			"warm_pods_ready": schema.Int64Attribute{
@@ -526,23 +526,9 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 	m.RenderedPod = types.StringValue(rendered)
 	m.WarmPods = types.Int64Value(g.WarmPods)
 	m.WarmLabels = nullableInt64Map(ctx, g.WarmLabels, diags)
-	m.WarmRevision = types.StringValue(warmRevision(g))
 	if m.WarmPodsReady.IsUnknown() || m.WarmPodsReady.IsNull() {
 		m.WarmPodsReady, m.WarmPodsStarting = types.Int64Value(0), types.Int64Value(0)
 	}
-}
-
-// warmRevision is the revision of the group's own warm pods; "" without
-// any.
-func warmRevision(g catalog.Group) string {
-	if g.WarmPods == 0 {
-		return ""
-	}
-	t, err := runengine.WarmTemplate(engineGroup(&g), nil)
-	if err != nil {
-		return ""
-	}
-	return warmpool.Revision(t.Pod)
 }
 
 func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -576,8 +562,8 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
 	podKnown := podInputsKnown(plan)
 	plan.WarmRevision = types.StringUnknown()
-	if podKnown && !plan.WarmPods.IsUnknown() {
-		plan.WarmRevision = types.StringValue(warmRevision(spec))
+	if podKnown && !plan.WarmPods.IsUnknown() && !plan.WarmLabels.IsUnknown() {
+		plan.WarmRevision = r.warmRevision(ctx, spec, true)
 	}
 	if podKnown {
 		y, ok := renderGroupPod(spec, &resp.Diagnostics)
@@ -590,6 +576,12 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 		plan.RenderedPod = types.StringUnknown() // forces an update
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	if !req.State.Raw.IsNull() && !resp.Plan.Raw.Equal(req.State.Raw) {
+		// An update fills and counts the pools again; the framework leaves
+		// them known when only this function changed the plan.
+		plan.WarmPodsReady, plan.WarmPodsStarting = types.Int64Unknown(), types.Int64Unknown()
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	}
 	if r.data != nil && !plan.Name.IsUnknown() {
 		changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
 		switch {
@@ -774,6 +766,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 	}
 	fillWarm(ctx, gc.Kube, g, pools, diags)
 	fillGroup(ctx, e.Value, &plan, e.Rendered, diags)
+	plan.WarmRevision = r.warmRevision(ctx, g, false)
 	plan.WarmPodsReady, plan.WarmPodsStarting = warmCounts(ctx, gc.Kube, g)
 	diags.Append(state.Set(ctx, &plan)...)
 }
@@ -853,6 +846,7 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	}
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)
 	fillGroup(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
+	state.WarmRevision = r.warmRevision(ctx, e.Value, false)
 	if gc, err := r.data.credentialClients(ctx, e.Value.Credential); err == nil {
 		state.WarmPodsReady, state.WarmPodsStarting = warmCounts(ctx, gc.Kube, e.Value)
 	}

@@ -5,9 +5,12 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -105,4 +108,57 @@ func warmCounts(ctx context.Context, kube kubernetes.Interface, g catalog.Group)
 		tflog.Debug(ctx, "counting warm pods failed", map[string]any{"group": g.Name, "error": err.Error()})
 	}
 	return types.Int64Value(int64(c.Ready)), types.Int64Value(int64(c.Starting))
+}
+
+// warmRevision hashes the revisions of the group's pools in order: its own
+// pod's, then each label's. Planning, a label takes its value from this
+// plan when the plan changes it. Unknown while a label is known only at
+// apply; "" without warm pods.
+func (r *containerGroupResource) warmRevision(ctx context.Context, g catalog.Group, planning bool) types.String {
+	return warmRevision(ctx, r.data, g, planning)
+}
+
+func warmRevision(ctx context.Context, d *providerData, g catalog.Group, planning bool) types.String {
+	eg := engineGroup(&g)
+	var revs []string
+	if g.WarmPods > 0 {
+		t, err := runengine.WarmTemplate(eg, nil)
+		if err != nil {
+			return types.StringValue("")
+		}
+		revs = append(revs, "="+warmpool.Revision(t.Pod))
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.WarmLabels)) {
+		if g.WarmLabels[name] == 0 {
+			continue
+		}
+		if d == nil {
+			return types.StringUnknown() // not configured yet
+		}
+		var l *podspec.Label
+		if p, ok := d.plannedLabels.get(name); ok && planning {
+			if p.value == nil {
+				return types.StringUnknown()
+			}
+			l = p.value
+		} else {
+			l, _ = readDefinition(ctx, d, (*catalog.Store).GetLabel, name)
+		}
+		if l == nil {
+			return types.StringUnknown() // created in this apply, or missing: the apply says which
+		}
+		t, err := runengine.WarmTemplate(eg, l)
+		if err != nil {
+			return types.StringUnknown()
+		}
+		revs = append(revs, name+"="+warmpool.Revision(t.Pod))
+	}
+	if len(revs) == 0 {
+		return types.StringValue("")
+	}
+	if len(revs) == 1 && g.WarmPods > 0 {
+		return types.StringValue(revs[0][1:])
+	}
+	sum := sha256.Sum256([]byte(strings.Join(revs, "\n")))
+	return types.StringValue(hex.EncodeToString(sum[:8]))
 }

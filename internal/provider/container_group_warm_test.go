@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,10 +35,15 @@ const warmGroupAddr = "kubeplay_container_group.g"
 // warmConfig is a group that keeps warm pods of its own pod and of a label,
 // with extra in the group's block, and body after it.
 func (e *testEnv) warmConfig(group, label, ns, extra, body string) string {
+	return e.warmConfigMemory(group, label, ns, extra, body, 64)
+}
+
+// warmConfigMemory is warmConfig with the label's memory in MiB.
+func (e *testEnv) warmConfigMemory(group, label, ns, extra, body string, memory int) string {
 	return e.providerBlock() + fmt.Sprintf(`
 resource "kubeplay_node_label" "small" {
   name   = %q
-  memory = 64
+  memory = %d
 }
 
 resource "kubeplay_container_group" "g" {
@@ -49,31 +55,34 @@ resource "kubeplay_container_group" "g" {
   warm_labels         = { (kubeplay_node_label.small.name) = 1 }
   %s
 }
-`, label, group, ns, acctest.TestImage(), extra) + body
+`, label, memory, group, ns, acctest.TestImage(), extra) + body
 }
 
-// checkWarm waits until the group has n ready warm pods, and checks that
-// every live one is of the given revisions.
-func (e *testEnv) checkWarm(ns, group string, n int) resource.TestCheckFunc {
-	return func(s *terraform.State) error {
+// checkWarm waits until the group has n ready warm pods, and checks that the
+// live ones of the group's own pod are two, all of one revision, and that
+// env, when set, is in their worker's environment.
+func (e *testEnv) checkWarm(ns, group string, n int, env string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
 		acctest.WaitWarmReady(e.t, e.kube, ns, group, n)
-		rev := s.RootModule().Resources[warmGroupAddr].Primary.Attributes["warm_revision"]
-		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: warmpool.LabelRevision})
+		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
+			LabelSelector: warmpool.LabelRevision + ",!kubeplay.io/node-label"})
 		if err != nil {
 			return err
 		}
+		revs := map[string]bool{}
 		own := 0
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || p.Labels["kubeplay.io/node-label"] != "" {
+			if p.DeletionTimestamp != nil {
 				continue
 			}
 			own++
-			if p.Labels[warmpool.LabelRevision] != rev {
-				return fmt.Errorf("warm pod %s is of revision %s; the group's is %s", p.Name, p.Labels[warmpool.LabelRevision], rev)
+			revs[p.Labels[warmpool.LabelRevision]] = true
+			if env != "" && !slices.ContainsFunc(p.Spec.Containers[0].Env, func(v corev1.EnvVar) bool { return v.Name == env }) {
+				return fmt.Errorf("warm pod %s lacks %s: it is of the old spec", p.Name, env)
 			}
 		}
-		if own != 2 {
-			return fmt.Errorf("%d live warm pods of the group's own pod, want 2", own)
+		if own != 2 || len(revs) != 1 {
+			return fmt.Errorf("%d live warm pods of the group's own pod, of %d revisions; want 2 of one", own, len(revs))
 		}
 		return nil
 	}
@@ -133,7 +142,7 @@ resource "kubeplay_run" "label" {
 					same.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision")),
 				},
 				// The quota holds the 3 warm pods beside the 2 run slots.
-				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, 3),
+				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, 3, ""),
 					e.checkQuota(ns, group, map[corev1.ResourceName]string{corev1.ResourcePods: "5"})),
 			},
 			{
@@ -151,7 +160,7 @@ resource "kubeplay_run" "label" {
 						}
 						return nil
 					},
-					e.checkWarm(ns, group, 3)),
+					e.checkWarm(ns, group, 3, "")),
 			},
 			{
 				// A refresh counts the pools.
@@ -181,7 +190,30 @@ resource "kubeplay_run" "label" {
 					plancheck.ExpectKnownValue(warmGroupAddr, tfjsonpath.New("warm_revision"), knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{16}$`))),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{differ.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision"))},
-				Check:             e.checkWarm(ns, group, 3),
+				Check:             e.checkWarm(ns, group, 3, "X"),
+			},
+			{
+				// A change of a warm label shows in the group's plan, and
+				// replaces the label's warm pod.
+				Config: e.warmConfigMemory(group, label, ns, `labels = { team = "a" }
+  pod_spec_override = yamlencode({ spec = { containers = [{ name = "worker", env = [{ name = "X", value = "1" }] }] } })`, runs, 96),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(warmGroupAddr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(warmGroupAddr, tfjsonpath.New("warm_revision"), knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{16}$`))),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{differ.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision"))},
+				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, 3, "X"), func(*terraform.State) error {
+					pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/node-label=" + label + "," + warmpool.LabelRevision})
+					if err != nil {
+						return err
+					}
+					for _, p := range pods.Items {
+						if p.DeletionTimestamp == nil && p.Spec.Containers[0].Resources.Requests.Memory().String() != "96Mi" {
+							return fmt.Errorf("label warm pod %s requests %s memory, want the changed label's 96Mi", p.Name, p.Spec.Containers[0].Resources.Requests.Memory())
+						}
+					}
+					return nil
+				}),
 			},
 		},
 	})

@@ -259,6 +259,7 @@ func findGroups(ctx context.Context, d *providerData, _ catalogListModel, diags 
 	return findEntries(ctx, d, (*catalog.Store).ListGroups, func(e catalog.Entry[catalog.Group]) (string, filler) {
 		return e.Value.Name, fillFrom(func(ctx context.Context, _ resource.Resource, m *containerGroupModel, diags *diag.Diagnostics) {
 			fillGroup(ctx, e.Value, m, e.Rendered, diags)
+			m.WarmRevision = warmRevision(ctx, d, e.Value, false)
 		})
 	}, diags)
 }
