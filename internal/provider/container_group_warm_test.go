@@ -58,12 +58,12 @@ resource "kubeplay_container_group" "g" {
 `, label, memory, group, ns, acctest.TestImage(), extra) + body
 }
 
-// checkWarm waits until the group has n ready warm pods, and checks that the
+// checkWarm waits until the group has its 3 ready warm pods, and checks that the
 // live ones of the group's own pod are two, all of one revision, and that
 // env, when set, is in their worker's environment.
-func (e *testEnv) checkWarm(ns, group string, n int, env string) resource.TestCheckFunc {
+func (e *testEnv) checkWarm(ns, group, env string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		acctest.WaitWarmReady(e.t, e.kube, ns, group, n)
+		acctest.WaitWarmReady(e.t, e.kube, ns, group, 3)
 		pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
 			LabelSelector: warmpool.LabelRevision + ",!kubeplay.io/node-label"})
 		if err != nil {
@@ -96,7 +96,7 @@ func (e *testEnv) checkWarm(ns, group string, n int, env string) resource.TestCh
 func TestAccContainerGroup_warmPods(t *testing.T) {
 	e := newTestEnv(t)
 	group, label, ns := randName("warm"), randName("small"), e.namespace("kp-warm")
-	runs := fmt.Sprintf(`
+	runs := `
 resource "kubeplay_run" "test" {
   container_group = kubeplay_container_group.g.name
   command         = ["hostname"]
@@ -107,7 +107,7 @@ resource "kubeplay_run" "label" {
   node_label      = kubeplay_node_label.small.name
   command         = ["hostname"]
 }
-`)
+`
 	// The revision stays through a change of labels, then changes with the pod spec.
 	same, differ := statecheck.CompareValue(compare.ValuesSame()), statecheck.CompareValue(compare.ValuesDiffer())
 	warmName := regexp.MustCompile(`^kubeplay-warm-`)
@@ -142,7 +142,7 @@ resource "kubeplay_run" "label" {
 					same.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision")),
 				},
 				// The quota holds the 3 warm pods beside the 2 run slots.
-				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, 3, ""),
+				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, ""),
 					e.checkQuota(ns, group, map[corev1.ResourceName]string{corev1.ResourcePods: "5"})),
 			},
 			{
@@ -160,7 +160,7 @@ resource "kubeplay_run" "label" {
 						}
 						return nil
 					},
-					e.checkWarm(ns, group, 3, "")),
+					e.checkWarm(ns, group, "")),
 			},
 			{
 				// A refresh counts the pools.
@@ -190,7 +190,7 @@ resource "kubeplay_run" "label" {
 					plancheck.ExpectKnownValue(warmGroupAddr, tfjsonpath.New("warm_revision"), knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{16}$`))),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{differ.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision"))},
-				Check:             e.checkWarm(ns, group, 3, "X"),
+				Check:             e.checkWarm(ns, group, "X"),
 			},
 			{
 				// A change of a warm label shows in the group's plan, and
@@ -202,7 +202,7 @@ resource "kubeplay_run" "label" {
 					plancheck.ExpectKnownValue(warmGroupAddr, tfjsonpath.New("warm_revision"), knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{16}$`))),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{differ.AddStateValue(warmGroupAddr, tfjsonpath.New("warm_revision"))},
-				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, 3, "X"), func(*terraform.State) error {
+				Check: resource.ComposeAggregateTestCheckFunc(e.checkWarm(ns, group, "X"), func(*terraform.State) error {
 					pods, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubeplay.io/node-label=" + label + "," + warmpool.LabelRevision})
 					if err != nil {
 						return err
@@ -287,10 +287,12 @@ func TestAccRun_warmPodRace(t *testing.T) {
 				t.Fatalf("round %d, process %d: %d runs in the state", round, i, len(runs))
 			}
 			a := runs[0]
-			if a["status"] != "successful" || strings.TrimSpace(a["output"].(string)) != a["pod_name"] {
+			output, _ := a["output"].(string)
+			pod, _ := a["pod_name"].(string)
+			if a["status"] != "successful" || strings.TrimSpace(output) != pod {
 				t.Fatalf("round %d, process %d: status %v, ran in %q, pod_name %v", round, i, a["status"], a["output"], a["pod_name"])
 			}
-			pods[i] = a["pod_name"].(string)
+			pods[i] = pod
 			if strings.HasPrefix(pods[i], "kubeplay-warm-") {
 				warm++
 			}

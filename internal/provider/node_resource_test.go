@@ -27,9 +27,9 @@ import (
 
 const nodeAddr = "kubeplay_node.n"
 
-// nodeConfig is a group, a held node, and runs runs in it that log their
+// nodeConfig is a group, a held node, and three runs in it that log their
 // start and end in the pod and print their hostname.
-func (e *testEnv) nodeConfig(group, node, ns string, runs int, round string) string {
+func (e *testEnv) nodeConfig(group, node, ns, round string) string {
 	return e.runGroup(group, ns) + fmt.Sprintf(`
 resource "kubeplay_node" "n" {
   name            = %q
@@ -37,13 +37,13 @@ resource "kubeplay_node" "n" {
 }
 
 resource "kubeplay_run" "r" {
-  count           = %d
+  count           = 3
   container_group = kubeplay_container_group.g.name
   node            = kubeplay_node.n.name
   command         = ["sh", "-c", "echo start >> /tmp/turns; sleep 1; echo end >> /tmp/turns; hostname"]
   triggers        = { round = %q }
 }
-`, node, runs, round)
+`, node, round)
 }
 
 // TestAccNode_heldAcrossRuns: a held node's pod outlives two rounds of three
@@ -103,7 +103,7 @@ func TestAccNode_heldAcrossRuns(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: e.nodeConfig(group, node, ns, 3, "1"),
+				Config: e.nodeConfig(group, node, ns, "1"),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(nodeAddr, tfjsonpath.New("status"), knownvalue.StringExact("running")),
 					statecheck.ExpectKnownValue(nodeAddr, tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
@@ -116,7 +116,7 @@ func TestAccNode_heldAcrossRuns(t *testing.T) {
 			},
 			{
 				// Three more runs: the same pod.
-				Config: e.nodeConfig(group, node, ns, 3, "2"),
+				Config: e.nodeConfig(group, node, ns, "2"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(nodeAddr, plancheck.ResourceActionNoop),
 				}},
@@ -135,7 +135,7 @@ func TestAccNode_heldAcrossRuns(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: e.nodeConfig(group, node, ns, 3, "2"),
+				Config: e.nodeConfig(group, node, ns, "2"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(nodeAddr, plancheck.ResourceActionReplace),
 				}},
@@ -144,7 +144,7 @@ func TestAccNode_heldAcrossRuns(t *testing.T) {
 				},
 			},
 			{
-				Config: e.nodeConfig(group, node, ns, 3, "2") + `
+				Config: e.nodeConfig(group, node, ns, "2") + `
 resource "kubeplay_run" "missing" {
   container_group = kubeplay_container_group.g.name
   node            = "no-such-node"

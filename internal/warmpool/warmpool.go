@@ -187,9 +187,11 @@ var fills sync.Map // pool key -> *sync.Mutex
 // topped up by the next fill, when a run's pod is gone. (Waiting for the
 // quota instead was no faster: the node is busy starting pods then.)
 func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (int, error) {
-	mu, _ := fills.LoadOrStore(t.Namespace+"\x00"+t.selector(), &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	v, _ := fills.LoadOrStore(t.Namespace+"\x00"+t.selector(), &sync.Mutex{})
+	if mu, ok := v.(*sync.Mutex); ok {
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	pods := kube.CoreV1().Pods(t.Namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: t.selector()})
 	if err != nil {
