@@ -57,7 +57,8 @@ func BenchmarkWarmRun(b *testing.B) {
 		Warm: map[string]int64{"": 1}, PendingTimeout: time.Minute}
 	cold := group
 	cold.Warm = nil
-	e := runengine.New(c, runengine.Options{})
+	// As the provider does: one orphan sweep per group and process.
+	e := runengine.New(c, runengine.Options{Sweeps: (&runengine.Once{}).Do, DryRuns: (&runengine.Once{}).Do})
 	run := func(g runengine.Group) (time.Duration, runner.Result) {
 		req := runengine.Request{RunInfo: runengine.RunInfo{ID: runengine.NewID(), Name: "bench"}, Operation: runengine.OperationCreate,
 			Group: g, Bundle: bundle.Bundle{Playbook: twoTasks}, OutputLimit: 64 << 10, Timeout: 2 * time.Minute}
