@@ -883,13 +883,17 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 		resp.Diagnostics.AddWarning("Container Group Cluster Unavailable",
 			fmt.Sprintf("Container group %q: %v. Its quota and ledger in namespace %q were not removed; delete them by hand "+
 				"if the cluster still exists.", g.Name, err, g.Namespace))
-	} else if err := warmpool.Drain(ctx, gc.Kube, g.Namespace, g.Name); err != nil {
-		resp.Diagnostics.AddError("Deleting Warm Pods Failed", fmt.Sprintf("Container group %q: %v. Check that the "+
-			"credential may delete pods in namespace %q, and destroy again.", g.Name, err, g.Namespace))
-		return
-	} else if err := groupside.Remove(ctx, gc.Kube, sideSpec(g)); err != nil {
-		addGroupSideError(&resp.Diagnostics, g, gc.Config.Host, err)
-		return
+	} else {
+		if err := drainWarm(ctx, gc.Kube, g); err != nil {
+			// As with an unreachable cluster: the destroy goes on, and says what is left.
+			resp.Diagnostics.AddWarning("Warm Pods Not Deleted", fmt.Sprintf("Container group %q: deleting its warm "+
+				"pods failed: %v. They end by themselves within 24 hours (their activeDeadlineSeconds); to delete them "+
+				"now: kubectl delete pods -n %s -l '%s'", g.Name, err, g.Namespace, warmpool.GroupSelector(g.Name)))
+		}
+		if err := groupside.Remove(ctx, gc.Kube, sideSpec(g)); err != nil {
+			addGroupSideError(&resp.Diagnostics, g, gc.Config.Host, err)
+			return
+		}
 	}
 	store := r.data.catalogReader(&resp.Diagnostics)
 	if store == nil {

@@ -162,3 +162,13 @@ func warmRevision(ctx context.Context, d *providerData, g catalog.Group, plannin
 	sum := sha256.Sum256([]byte(strings.Join(revs, "\n")))
 	return types.StringValue(hex.EncodeToString(sum[:8]))
 }
+
+// drainWarm deletes the group's warm pods when it keeps any: a group without
+// them asks its cluster nothing, so that its destroy does not need a
+// credential that still works.
+func drainWarm(ctx context.Context, kube kubernetes.Interface, g catalog.Group) error {
+	if g.WarmTotal() == 0 {
+		return nil
+	}
+	return warmpool.Drain(ctx, kube, g.Namespace, g.Name)
+}
