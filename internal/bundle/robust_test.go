@@ -165,6 +165,8 @@ func FuzzWrite(f *testing.F) {
 			Playbook: "- hosts: all\n", Files: map[string]string{p1: c1, p2: c2}, Inventory: inventory,
 			ExtraVars: vars, Env: map[string]string{envK: envV}, SecretEnv: map[string]string{"SECRET": secret},
 			Marker: "\x1ekubeplay-fuzz ",
+			// A held node's script too, for half the inputs.
+			Held: len(secret)%2 == 1,
 		}
 		var buf bytes.Buffer
 		if err := b.Write(&buf); err != nil {
@@ -211,6 +213,13 @@ func FuzzWrite(f *testing.F) {
 		b.SecretEnv["SECRET"] = "other-" + strings.Repeat("x", len(secret))
 		if got := b.script(invNameOf(b.Inventory)); got != string(script) {
 			t.Fatalf("the script depends on a secret's value:\n%s\n---\n%s", script, got)
+		}
+		// A held node's run takes turns and spares the worker; any other ends it.
+		if takesTurns := strings.Contains(string(script), "flock 9"); takesTurns != b.Held {
+			t.Fatalf("held %v, but the script takes the node's lock: %v", b.Held, takesTurns)
+		}
+		if endsWorker := strings.Contains(string(script), `kill -TERM "$w"`); endsWorker == b.Held {
+			t.Fatalf("held %v, but the script ends the worker: %v", b.Held, endsWorker)
 		}
 	})
 }

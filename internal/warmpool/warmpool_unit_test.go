@@ -117,3 +117,44 @@ func TestReadyAndUsable(t *testing.T) {
 		t.Errorf("an ended pod is usable")
 	}
 }
+
+// FuzzWarmPod: whatever pod a group's override renders, its warm pod is of
+// the pool (group, label, revision; no run label), keeps the spec but for
+// its deadline and idle worker, and leaves the template as it was.
+func FuzzWarmPod(f *testing.F) {
+	f.Add("spec:\n  containers:\n  - name: worker\n    env:\n    - {name: X, value: '1'}\n", "big", "g")
+	f.Add("metadata:\n  labels: {kubeplay.io/run: x, kubeplay.io/node-label: y}\nspec: {activeDeadlineSeconds: 5}\n", "", "g")
+	f.Add("spec:\n  containers:\n  - name: worker\n    args: [my-agent]\n", "l", "grp-1")
+	f.Fuzz(func(t *testing.T, override, label, group string) {
+		pod, err := podspec.RenderGroup(podspec.Group{Name: group, Namespace: "ns", Image: "img:1", Override: override})
+		if err != nil || len(pod.Spec.Containers) == 0 {
+			return
+		}
+		before := Revision(pod)
+		tmpl := Template{Group: group, Namespace: "ns", Label: label, Pod: pod}
+		w := tmpl.warmPod(before)
+		if Revision(pod) != before {
+			t.Fatalf("warmPod changed its template's spec")
+		}
+		if w.Labels[LabelRevision] != before || w.Labels[managed.LabelContainerGroup] != group || w.Namespace != "ns" {
+			t.Fatalf("warm pod labels %v", w.Labels)
+		}
+		if _, ok := w.Labels[managed.LabelRun]; ok {
+			t.Fatalf("a warm pod carries a run label")
+		}
+		if got := w.Labels[managed.LabelNodeLabel]; got != label {
+			t.Fatalf("node label %q, want %q", got, label)
+		}
+		if w.Spec.ActiveDeadlineSeconds == nil || *w.Spec.ActiveDeadlineSeconds != int64(MaxAge/time.Second) {
+			t.Fatalf("deadline %v", w.Spec.ActiveDeadlineSeconds)
+		}
+		// Only the deadline and the idle worker's args set a warm pod apart.
+		back := w.DeepCopy()
+		if slices.Equal(back.Spec.Containers[0].Args, podspec.WarmWorkerArgs) && slices.Equal(pod.Spec.Containers[0].Args, podspec.WorkerArgs) {
+			back.Spec.Containers[0].Args = podspec.WorkerArgs
+		}
+		if Revision(back) != before {
+			t.Fatalf("the warm pod's spec differs from its template's beyond deadline and worker args")
+		}
+	})
+}
