@@ -8,40 +8,52 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
-// WaitWarmReady waits, watching the namespace's pods, until the group's
-// warm pools hold at least n ready pods and none starting.
-func WaitWarmReady(t testing.TB, kube kubernetes.Interface, ns, group string, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// WaitPods lists the pods of ns that selector selects until done says so
+// of the list, watching between lists from the list's resourceVersion, so
+// that no change is missed; it gives the last list, with ctx's error when
+// ctx ended first.
+func WaitPods(ctx context.Context, kube kubernetes.Interface, ns, selector string, done func([]corev1.Pod) bool) ([]corev1.Pod, error) {
 	pods := kube.CoreV1().Pods(ns)
-	sel := metav1.ListOptions{LabelSelector: warmpool.GroupSelector(group)}
 	for {
-		// The watch starts at the list that was counted: no change is missed.
-		list, err := pods.List(ctx, sel)
+		list, err := pods.List(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		c := warmpool.Tally(list.Items)
-		if c.Ready >= n && c.Starting == 0 {
-			return
+		if done(list.Items) {
+			return list.Items, nil
 		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: list.ResourceVersion})
+		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
 		if err != nil {
-			t.Fatalf("watching the warm pool: %v", err)
+			return list.Items, err
 		}
 		select {
 		case <-w.ResultChan():
 			w.Stop()
 		case <-ctx.Done():
 			w.Stop()
-			t.Fatalf("group %s did not get %d ready warm pods: %+v", group, n, c)
+			return list.Items, ctx.Err()
 		}
+	}
+}
+
+// WaitWarmReady waits until the group's warm pools hold at least n ready
+// pods and none starting.
+func WaitWarmReady(t testing.TB, kube kubernetes.Interface, ns, group string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pods, err := WaitPods(ctx, kube, ns, warmpool.GroupSelector(group), func(pods []corev1.Pod) bool {
+		c := warmpool.Tally(pods)
+		return c.Ready >= n && c.Starting == 0
+	})
+	if err != nil {
+		t.Fatalf("group %s did not get %d ready warm pods: %+v (%v)", group, n, warmpool.Tally(pods), err)
 	}
 }

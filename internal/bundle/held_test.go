@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,14 +81,7 @@ func TestHeldRunSparesTheWorker(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var child int
-	for end := time.Now().Add(10 * time.Second); child == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		c, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
-		child, _ = strconv.Atoi(strings.TrimSpace(string(c)))
-	}
-	if child == 0 {
-		t.Fatal("the command did not start")
-	}
+	child := childPID(t, dir)
 	closeStdin()
 	_ = cmd.Wait()
 	if !gone(child) {

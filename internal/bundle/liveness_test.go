@@ -35,6 +35,20 @@ func fakeWorker(t *testing.T) (*exec.Cmd, <-chan error) {
 	return w, done
 }
 
+// childPID waits up to 10 s for the command to write its child's pid to
+// child.pid in dir, and returns it.
+func childPID(t *testing.T, dir string) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		c, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
+		if child, _ := strconv.Atoi(strings.TrimSpace(string(c))); child != 0 {
+			return child
+		}
+	}
+	t.Fatal("the command did not start")
+	return 0
+}
+
 // gone waits up to 5 s for pid to be no more.
 func gone(pid int) bool {
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -65,14 +79,7 @@ func TestScriptEndsTheRunWhenStdinEnds(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var child int
-	for end := time.Now().Add(10 * time.Second); child == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		c, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
-		child, _ = strconv.Atoi(strings.TrimSpace(string(c)))
-	}
-	if child == 0 {
-		t.Fatal("the command did not start")
-	}
+	child := childPID(t, dir)
 	start := time.Now()
 	closeStdin()
 	err := cmd.Wait()

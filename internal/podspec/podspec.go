@@ -45,16 +45,25 @@ const (
 // between creating the pod and the exec), it exits.
 //
 // No "$$": the kubelet would expand it to "$" (see $(VAR) references).
-var WorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.pid; trap 'exit 0' TERM; " +
+var WorkerArgs = []string{"sh", "-c", workerPrelude +
 	"sleep " + strconv.Itoa(int(WorkerStartTimeout/time.Second)) + " & wait; " +
 	"set -- /tmp/kubeplay.*; [ -e \"$1\" ] || { echo 'kubeplay: no run started in this pod in time; ending it' >&2; exit 0; }; " +
 	"sleep infinity & wait"}
 
-// WarmWorkerArgs keep a warm pod's worker alive until a run claims it,
-// without WorkerArgs' start timeout: the pod's deadline bounds its life,
-// and a run's claim lowers that to the run's timeout.
-var WarmWorkerArgs = []string{"sh", "-c", "sh -c 'echo $PPID' >/tmp/kubeplay-worker.pid; trap 'exit 0' TERM; " +
-	"sleep infinity & wait"}
+// workerPrelude records the worker's pid and ends it on SIGTERM.
+const workerPrelude = "sh -c 'echo $PPID' >/tmp/kubeplay-worker.pid; trap 'exit 0' TERM; "
+
+// WarmWorkerArgs keep the worker of a pod started ahead of its runs (a
+// warm pod, a held node) alive without WorkerArgs' start timeout.
+var WarmWorkerArgs = []string{"sh", "-c", workerPrelude + "sleep infinity & wait"}
+
+// WaitForRuns gives pod's first container WarmWorkerArgs when it has the
+// default WorkerArgs; a user's own command is left alone.
+func WaitForRuns(pod *corev1.Pod) {
+	if c := &pod.Spec.Containers[0]; slices.Equal(c.Args, WorkerArgs) {
+		c.Args = WarmWorkerArgs
+	}
+}
 
 // WorkerStartTimeout bounds the wait of a worker for its run: the runner
 // execs as soon as it sees the container run, a second or two later, so

@@ -58,9 +58,7 @@ func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.Read
 	}
 	fillGroup(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
 	m.WarmRevision = warmRevision(ctx, d.data, e.Value, false)
-	if gc, err := d.data.credentialClients(ctx, e.Value.Credential); err == nil {
-		m.WarmPodsReady, m.WarmPodsStarting = warmCounts(ctx, gc.Kube, e.Value)
-	}
+	m.WarmPodsReady, m.WarmPodsStarting = warmCounts(ctx, d.data, e.Value)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 

@@ -767,7 +767,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 	fillWarm(ctx, gc.Kube, g, pools, diags)
 	fillGroup(ctx, e.Value, &plan, e.Rendered, diags)
 	plan.WarmRevision = r.warmRevision(ctx, g, false)
-	plan.WarmPodsReady, plan.WarmPodsStarting = warmCounts(ctx, gc.Kube, g)
+	plan.WarmPodsReady, plan.WarmPodsStarting = warmCounts(ctx, r.data, g)
 	diags.Append(state.Set(ctx, &plan)...)
 }
 
@@ -847,9 +847,7 @@ func (r *containerGroupResource) Read(ctx context.Context, req resource.ReadRequ
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private, e.Drift, r.runSideDrift(ctx, e.Value))...)
 	fillGroup(ctx, e.Value, &state, e.Rendered, &resp.Diagnostics)
 	state.WarmRevision = r.warmRevision(ctx, e.Value, false)
-	if gc, err := r.data.credentialClients(ctx, e.Value.Credential); err == nil {
-		state.WarmPodsReady, state.WarmPodsStarting = warmCounts(ctx, gc.Kube, e.Value)
-	}
+	state.WarmPodsReady, state.WarmPodsStarting = warmCounts(ctx, r.data, e.Value)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 

@@ -24,53 +24,86 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
-// warmTemplates renders the group's warm pools: its own pod's, then each
-// node label's, by name. A label that is missing or of type namespace is
-// an error at warm_labels.
+// warmTemplates renders the group's warm pools for an apply; a label that
+// is missing, unreadable, of type namespace or not renderable is an error
+// at its key of warm_labels.
 func (r *containerGroupResource) warmTemplates(ctx context.Context, g catalog.Group, diags *diag.Diagnostics) []warmPool {
+	pools, errs := warmPools(ctx, r.data, g, false)
+	for _, e := range errs {
+		diags.AddAttributeError(e.at, e.summary, e.detail)
+	}
+	return pools
+}
+
+// warmPoolError is why a pool cannot be rendered; unknown when its label is
+// known only at apply.
+type warmPoolError struct {
+	at              path.Path
+	summary, detail string
+	unknown         bool
+}
+
+// warmPools renders the group's pools: its own pod's, then each node
+// label's, by name. Planning, a label comes from this plan when the plan
+// changes it.
+func warmPools(ctx context.Context, d *providerData, g catalog.Group, planning bool) ([]warmPool, []warmPoolError) {
 	eg := engineGroup(&g)
 	var pools []warmPool
+	var errs []warmPoolError
 	if g.WarmPods > 0 {
 		t, err := runengine.WarmTemplate(eg, nil)
 		if err != nil {
-			diags.AddAttributeError(path.Root("warm_pods"), "Warm Pod Not Renderable",
-				fmt.Sprintf("The run pod of container group %q cannot be rendered: %v.", g.Name, err))
-			return nil
+			return nil, []warmPoolError{{at: path.Root("warm_pods"), summary: "Warm Pod Not Renderable",
+				detail: fmt.Sprintf("The run pod of container group %q cannot be rendered: %v. Fix the group's "+
+					"pod_spec_override or image.", g.Name, err)}}
 		}
 		pools = append(pools, warmPool{t, int(g.WarmPods)})
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.WarmLabels)) {
-		n := g.WarmLabels[name]
 		at := path.Root("warm_labels").AtMapKey(name)
-		l, err := readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name)
+		fail := func(summary, detail string) {
+			errs = append(errs, warmPoolError{at: at, summary: summary, detail: detail})
+		}
+		if d == nil {
+			return nil, []warmPoolError{{at: at, unknown: true}} // not configured yet
+		}
+		var l *podspec.Label
+		var err error
+		if p, ok := d.plannedLabels.get(name); ok && planning {
+			if p.value == nil {
+				errs = append(errs, warmPoolError{at: at, unknown: true})
+				continue
+			}
+			l = p.value
+		} else {
+			l, err = readDefinition(ctx, d, (*catalog.Store).GetLabel, name)
+		}
 		switch {
 		case err != nil:
-			diags.AddAttributeError(at, "Node Label Unreadable", fmt.Sprintf("Reading node label %q from the catalog: %v.", name, err))
+			fail("Node Label Unreadable", fmt.Sprintf("Reading node label %q from the catalog: %v. Check that "+
+				"catalog namespace %q is reachable with the provider's connection.", name, err, d.catalogNamespace))
 			continue
 		case l == nil:
-			diags.AddAttributeError(at, "Node Label Not Found",
-				fmt.Sprintf("Node label %q does not exist in catalog namespace %q, so the group cannot keep warm pods of it. "+
-					"Create it with a kubeplay_node_label resource and make the group depend on it, or remove it from "+
-					"warm_labels.", name, r.data.catalogNamespace))
+			fail("Node Label Not Found", fmt.Sprintf("Node label %q does not exist in catalog namespace %q, so the "+
+				"group cannot keep warm pods of it. Create it with a kubeplay_node_label resource and make the group "+
+				"depend on it, or remove it from warm_labels.", name, d.catalogNamespace))
 			continue
 		case l.Type == podspec.TypeNamespace:
-			diags.AddAttributeError(at, "Namespace Label Cannot Be Warm",
-				fmt.Sprintf("Node label %q is of type namespace: each of its runs gets a namespace made for it, so no pod "+
-					"can be started ahead of the run. Remove it from warm_labels.", name))
+			fail("Namespace Label Cannot Be Warm", fmt.Sprintf("Node label %q is of type namespace: each of its runs "+
+				"gets a namespace made for it, so no pod can be started ahead of the run. Remove it from warm_labels.", name))
 			continue
-		}
-		if n == 0 {
+		case g.WarmLabels[name] == 0:
 			continue
 		}
 		t, err := runengine.WarmTemplate(eg, l)
 		if err != nil {
-			diags.AddAttributeError(at, "Warm Pod Not Renderable",
-				fmt.Sprintf("The run pod of container group %q with node label %q cannot be rendered: %v.", g.Name, name, err))
+			fail("Warm Pod Not Renderable", fmt.Sprintf("The run pod of container group %q with node label %q cannot "+
+				"be rendered: %v. Fix the label, or remove it from warm_labels.", g.Name, name, err))
 			continue
 		}
-		pools = append(pools, warmPool{t, int(n)})
+		pools = append(pools, warmPool{t, int(g.WarmLabels[name])})
 	}
-	return pools
+	return pools, errs
 }
 
 type warmPool struct {
@@ -97,67 +130,44 @@ func fillWarm(ctx context.Context, kube kubernetes.Interface, g catalog.Group, p
 	}
 }
 
-// warmCounts counts the group's warm pods; zeros when it keeps none or they
-// cannot be listed.
-func warmCounts(ctx context.Context, kube kubernetes.Interface, g catalog.Group) (types.Int64, types.Int64) {
+// warmCounts counts the group's warm pods; zeros when it keeps none (its
+// cluster is not asked) or they cannot be listed.
+func warmCounts(ctx context.Context, d *providerData, g catalog.Group) (types.Int64, types.Int64) {
 	if g.WarmTotal() == 0 {
 		return types.Int64Value(0), types.Int64Value(0)
 	}
-	c, err := warmpool.Count(ctx, kube, g.Namespace, g.Name)
+	var c warmpool.Counts
+	gc, err := d.credentialClients(ctx, g.Credential)
+	if err == nil {
+		c, err = warmpool.Count(ctx, gc.Kube, g.Namespace, g.Name)
+	}
 	if err != nil {
 		tflog.Debug(ctx, "counting warm pods failed", map[string]any{"group": g.Name, "error": err.Error()})
 	}
 	return types.Int64Value(int64(c.Ready)), types.Int64Value(int64(c.Starting))
 }
 
-// warmRevision hashes the revisions of the group's pools in order: its own
-// pod's, then each label's. Planning, a label takes its value from this
-// plan when the plan changes it. Unknown while a label is known only at
-// apply; "" without warm pods.
+// warmRevision hashes the revisions of the group's pools. Planning, a
+// label takes its value from this plan when the plan changes it. Unknown
+// at plan while a pool is known only at apply or cannot be rendered (the
+// apply says why); "" without warm pods.
 func (r *containerGroupResource) warmRevision(ctx context.Context, g catalog.Group, planning bool) types.String {
 	return warmRevision(ctx, r.data, g, planning)
 }
 
 func warmRevision(ctx context.Context, d *providerData, g catalog.Group, planning bool) types.String {
-	eg := engineGroup(&g)
-	var revs []string
-	if g.WarmPods > 0 {
-		t, err := runengine.WarmTemplate(eg, nil)
-		if err != nil {
-			return types.StringValue("")
-		}
-		revs = append(revs, "="+warmpool.Revision(t.Pod))
-	}
-	for _, name := range slices.Sorted(maps.Keys(g.WarmLabels)) {
-		if g.WarmLabels[name] == 0 {
-			continue
-		}
-		if d == nil {
-			return types.StringUnknown() // not configured yet
-		}
-		var l *podspec.Label
-		if p, ok := d.plannedLabels.get(name); ok && planning {
-			if p.value == nil {
-				return types.StringUnknown()
-			}
-			l = p.value
-		} else {
-			l, _ = readDefinition(ctx, d, (*catalog.Store).GetLabel, name)
-		}
-		if l == nil {
-			return types.StringUnknown() // created in this apply, or missing: the apply says which
-		}
-		t, err := runengine.WarmTemplate(eg, l)
-		if err != nil {
-			return types.StringUnknown()
-		}
-		revs = append(revs, name+"="+warmpool.Revision(t.Pod))
-	}
-	if len(revs) == 0 {
+	pools, errs := warmPools(ctx, d, g, planning)
+	switch {
+	case len(errs) > 0 && planning:
+		return types.StringUnknown()
+	case len(errs) > 0:
+		return types.StringValue("") // state holds no unknown: a label went, and the next plan says so
+	case len(pools) == 0:
 		return types.StringValue("")
 	}
-	if len(revs) == 1 && g.WarmPods > 0 {
-		return types.StringValue(revs[0][1:])
+	revs := make([]string, len(pools))
+	for i, p := range pools {
+		revs[i] = p.t.Label + "=" + warmpool.Revision(p.t.Pod)
 	}
 	sum := sha256.Sum256([]byte(strings.Join(revs, "\n")))
 	return types.StringValue(hex.EncodeToString(sum[:8]))

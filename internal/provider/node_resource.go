@@ -157,20 +157,21 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
-// target is the node's group, label and engine.
-func (r *nodeResource) target(ctx context.Context, m nodeModel) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
-	g, err := readDefinition(ctx, r.data, (*catalog.Store).GetGroup, m.ContainerGroup.ValueString())
+// target is the group's and node label's definitions ("" for no label),
+// and an engine of the group's cluster.
+func (r *nodeResource) target(ctx context.Context, group, label string) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
+	g, err := readDefinition(ctx, r.data, (*catalog.Store).GetGroup, group)
 	if err == nil && g == nil {
-		err = &missingGroupError{name: m.ContainerGroup.ValueString(), namespace: r.data.catalogNamespace}
+		err = &missingGroupError{name: group, namespace: r.data.catalogNamespace}
 	}
 	if err != nil {
 		return runengine.Group{}, nil, nil, err
 	}
 	var l *podspec.Label
-	if name := m.NodeLabel.ValueString(); name != "" {
-		if l, err = readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name); err == nil && l == nil {
+	if label != "" {
+		if l, err = readDefinition(ctx, r.data, (*catalog.Store).GetLabel, label); err == nil && l == nil {
 			err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a kubeplay_node_label "+
-				"resource, and make the node depend on it", name, r.data.catalogNamespace)
+				"resource, and make the node depend on it", label, r.data.catalogNamespace)
 		}
 		if err != nil {
 			return runengine.Group{}, nil, nil, err
@@ -189,9 +190,10 @@ func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	g, l, e, err := r.target(ctx, plan)
+	g, l, e, err := r.target(ctx, plan.ContainerGroup.ValueString(), plan.NodeLabel.ValueString())
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Node Target Unavailable", err.Error()+".")
+		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Node Target Unavailable", err.Error()+
+			". Make the node depend on its kubeplay_container_group (and kubeplay_node_label), and check the group's credential.")
 		return
 	}
 	pod, err := runengine.NodePod(g, l, plan.Name.ValueString())
@@ -237,7 +239,7 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	g, _, e, err := r.target(ctx, nodeModel{ContainerGroup: state.ContainerGroup, Name: state.Name})
+	g, _, e, err := r.target(ctx, state.ContainerGroup.ValueString(), "")
 	var missing *missingGroupError
 	switch {
 	case errors.As(err, &missing):
@@ -277,7 +279,7 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	g, _, e, err := r.target(ctx, nodeModel{ContainerGroup: state.ContainerGroup, Name: state.Name})
+	g, _, e, err := r.target(ctx, state.ContainerGroup.ValueString(), "")
 	var missing *missingGroupError
 	if errors.As(err, &missing) {
 		resp.Diagnostics.AddWarning("Node's Container Group Not Found", fmt.Sprintf("%v. The pod %s/%s of held node %q "+
@@ -286,7 +288,8 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("Node Target Unavailable", err.Error()+".")
+		resp.Diagnostics.AddError("Node Target Unavailable", err.Error()+". Check that the group's credential still "+
+			"reaches its cluster, and destroy again.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, nodeReleaseTimeout)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -174,34 +175,14 @@ resource "kubeplay_run" "r" {
 	}
 }
 
-// runPodsGone waits, watching, up to limit for ns to hold no run pod; it
-// gives how many are left and how long it waited.
+// runPodsGone waits up to limit for ns to hold no run pod; it gives how
+// many are left and how long it waited.
 func (e *testEnv) runPodsGone(ns string, limit time.Duration) (int, time.Duration) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	pods := e.kube.CoreV1().Pods(ns)
-	sel := metav1.ListOptions{LabelSelector: "kubeplay.io/run"}
-	for {
-		list, err := pods.List(context.Background(), sel)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if len(list.Items) == 0 {
-			return 0, time.Since(start)
-		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			return len(list.Items), time.Since(start)
-		}
-		select {
-		case <-w.ResultChan():
-			w.Stop()
-		case <-ctx.Done():
-			w.Stop()
-			return len(list.Items), time.Since(start)
-		}
-	}
+	left, _ := acctest.WaitPods(ctx, e.kube, ns, "kubeplay.io/run", func(pods []corev1.Pod) bool { return len(pods) == 0 })
+	return len(left), time.Since(start)
 }
 
 // warmRuns counts the runs in dir's state that ran in a warm pod.

@@ -26,7 +26,6 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // The operations a run executes; a destroy gets claims and a namespace of
@@ -195,19 +194,9 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 		}
 		claimed, b.Held = held, true
 		out.Rendered, _ = podspec.ToYAML(CleanPod(held))
-	} else if n := warmSize(req); n > 0 {
-		claimed = e.takeWarm(ctx, req, pod)
-		t := warmpool.Template{Group: req.Group.Name, Namespace: req.Group.Namespace, Label: labelName(req.Label), Pod: pod}
-		defer func() {
-			if out.Deleting {
-				// The run ends when its warm pod's deletion is accepted, and
-				// gives its slot back: the pod's share of the quota is the
-				// pool's headroom. Its going, and the refill, happen behind.
-				e.afterWarmRun(ctx, t, n, out.PodName)
-				return
-			}
-			e.refill(ctx, t, n, false)
-		}()
+	} else if t, n := warmPool(req, pod); n > 0 {
+		claimed = e.takeWarm(ctx, req, t, n)
+		defer func() { e.afterWarm(ctx, t, n, out.Result) }()
 	}
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.

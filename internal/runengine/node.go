@@ -6,7 +6,6 @@ package runengine
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,9 +43,7 @@ func NodePod(g Group, l *podspec.Label, name string) (*corev1.Pod, error) {
 	pod.Name, pod.GenerateName = name, ""
 	pod.Labels[managed.LabelNode] = name
 	pod.Spec.ActiveDeadlineSeconds = nil
-	if c := &pod.Spec.Containers[0]; slices.Equal(c.Args, podspec.WorkerArgs) {
-		c.Args = podspec.WarmWorkerArgs
-	}
+	podspec.WaitForRuns(pod)
 	return pod, nil
 }
 

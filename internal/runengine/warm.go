@@ -40,28 +40,23 @@ func labelName(l *podspec.Label) string {
 	return l.Name
 }
 
-// warmSize is how many warm pods req's group keeps for req's pod; 0 when
-// it keeps none.
-func warmSize(req Request) int {
+// warmPool is the pool of req's run pod and its size; size 0 when the
+// group keeps none for it.
+func warmPool(req Request, pod *corev1.Pod) (warmpool.Template, int) {
+	t := warmpool.Template{Group: req.Group.Name, Namespace: req.Group.Namespace, Label: labelName(req.Label), Pod: pod}
 	if namespaceLabel(req.Label) != nil {
-		return 0
+		return t, 0
 	}
-	return int(req.Group.Warm[labelName(req.Label)])
+	return t, int(req.Group.Warm[t.Label])
 }
 
-// takeWarm claims a warm pod for req's run pod, or returns nil for the
-// cold path: the group keeps no pool for it, the pool is empty, or the
-// pool failed (which is logged, not an error: a run does not need it).
-// A claim starts a refill at once.
-func (e *Engine) takeWarm(ctx context.Context, req Request, pod *corev1.Pod) *corev1.Pod {
-	n := warmSize(req)
-	if n == 0 {
-		return nil
-	}
-	t := warmpool.Template{Group: req.Group.Name, Namespace: req.Group.Namespace, Label: labelName(req.Label), Pod: pod}
+// takeWarm claims a pod of pool t (of size n) for req's run, or returns nil
+// for the cold path: the pool is empty, or it failed (which is logged, not
+// an error: a run does not need it). A claim starts a refill at once.
+func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) *corev1.Pod {
 	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
 	defer cancel()
-	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: pod.Labels, Annotations: pod.Annotations, Timeout: req.Timeout})
+	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: req.Timeout})
 	if err != nil && ctx.Err() == nil {
 		e.log(slog.LevelWarn, "claiming a warm pod failed; the run starts a pod of its own", map[string]any{
 			"run": req.ID, "group": req.Group.Name, "error": err.Error()})
@@ -70,6 +65,27 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, pod *corev1.Pod) *co
 		e.refill(ctx, t, n, true)
 	}
 	return got
+}
+
+// afterWarm tops pool t up after a run of its group. A run in a warm pod
+// ended once its pod's deletion was accepted, and gave its slot back: the
+// pod's share of the quota is the pool's headroom. Its going, and then the
+// refill, happen in the background.
+func (e *Engine) afterWarm(ctx context.Context, t warmpool.Template, n int, res runner.Result) {
+	if !res.Deleting {
+		e.refill(ctx, t, n, false)
+		return
+	}
+	active.enter()
+	go func() {
+		defer active.leave()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
+		defer cancel()
+		if err := runner.WaitPodGone(wctx, e.clients.Kube, t.Namespace, res.PodName); err != nil {
+			e.log(slog.LevelWarn, "a warm run's pod was not gone in time", map[string]any{"pod": res.PodName, "error": err.Error()})
+		}
+		e.refill(ctx, t, n, false)
+	}()
 }
 
 // refill tops t's pool up to n, in the background when async, with a
@@ -90,20 +106,5 @@ func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int, async b
 	go func() {
 		defer active.leave()
 		fill()
-	}()
-}
-
-// afterWarmRun waits, in the background, until the run's warm pod is gone,
-// then tops the pool up. A provider that is stopping waits for it.
-func (e *Engine) afterWarmRun(ctx context.Context, t warmpool.Template, n int, pod string) {
-	active.enter()
-	go func() {
-		defer active.leave()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
-		defer cancel()
-		if err := runner.WaitPodGone(wctx, e.clients.Kube, t.Namespace, pod); err != nil {
-			e.log(slog.LevelWarn, "a warm run's pod was not gone in time", map[string]any{"pod": pod, "error": err.Error()})
-		}
-		e.refill(ctx, t, n, false)
 	}()
 }

@@ -112,9 +112,7 @@ func (t Template) warmPod(rev string) *corev1.Pod {
 	p.Spec.ActiveDeadlineSeconds = ptr.To(int64(MaxAge / time.Second))
 	// The default worker ends a pod that no run used within 45 s; a warm
 	// pod waits for its run as long as its deadline lets it.
-	if c := &p.Spec.Containers[0]; slices.Equal(c.Args, podspec.WorkerArgs) {
-		c.Args = podspec.WarmWorkerArgs
-	}
+	podspec.WaitForRuns(p)
 	return p
 }
 
