@@ -42,8 +42,8 @@ resource "kubeplay_container_group" "quickstart" {
 resource "kubeplay_node_label" "small" {
   name   = "quickstart-small"
   image  = var.image
-  cpu    = "100m"
-  memory = 128
+  cpu    = "500m"
+  memory = 256
   labels = { purpose = "quickstart" }
 }
 

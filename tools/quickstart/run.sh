@@ -6,8 +6,12 @@
 #   tools/quickstart/run.sh apply     (make quickstart; the cluster must be up)
 #   tools/quickstart/run.sh destroy   (make quickstart-destroy)
 #
-# Everything it writes lives under <cache>/quickstart; the state too, so the
-# example directory stays clean. It touches no other Terraform configuration.
+# The provider build and the CLI configuration live under <cache>/quickstart.
+# The state lives beside the cluster's own (etcd data, PKI), which is
+# machine-wide: another clone of the repository, or CI on this machine, finds
+# the record of what the quickstart made in that cluster. Objects a lost state
+# left behind are imported before the apply (adopt), so a rerun never stops at
+# "Already Exists". It touches no other Terraform configuration.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${KUBEPLAY_CACHE_DIR:-$root/.cache}
@@ -30,11 +34,38 @@ provider_installation {
 RC
 export TF_CLI_CONFIG_FILE=$work/terraformrc TF_IN_AUTOMATION=1
 tf=(terraform -chdir="$root/examples/quickstart")
-state=(-state="$work/terraform.tfstate")
+cluster_state=${KUBEPLAY_CLUSTER_DIR:-/var/lib/kubeplay-testcluster}
+statefile=${cluster_state%/}/quickstart.tfstate
+# A state an earlier version kept in the cache moves beside the cluster.
+if [ ! -e "$statefile" ] && [ -s "$work/terraform.tfstate" ]; then
+  mv "$work/terraform.tfstate" "$statefile"
+fi
+state=(-state="$statefile")
 vars=(-var "kubeconfig=$kubeconfig")
+
+# adopt imports each of the quickstart's catalog objects that the state does not
+# hold but the cluster does (a state lost with a clone, or an apply killed
+# before it wrote the state). An object that does not exist is left to create.
+adopt() {
+  local held addr id out
+  held=$("${tf[@]}" state list "${state[@]}" 2>/dev/null || true)
+  for pair in kubeplay_credential.local=quickstart kubeplay_container_group.quickstart=quickstart \
+              kubeplay_node_label.small=quickstart-small; do
+    addr=${pair%%=*} id=${pair#*=}
+    grep -qxF "$addr" <<<"$held" && continue
+    if out=$("${tf[@]}" import -input=false "${state[@]}" "${vars[@]}" "$addr" "$id" 2>&1); then
+      echo "quickstart: adopted $addr ($id), left by an earlier apply whose state is gone"
+    elif ! grep -q "non-existent remote object" <<<"$out"; then
+      printf '%s\n' "$out" >&2
+      echo "quickstart: cannot adopt $addr ($id); see above" >&2
+      return 1
+    fi
+  done
+}
 
 case "$action" in
 apply)
+  adopt
   "${tf[@]}" apply -auto-approve -input=false "${state[@]}" "${vars[@]}" -compact-warnings
   echo
   echo "== the run's record in the state =="
@@ -46,7 +77,7 @@ apply)
   "${tf[@]}" output "${state[@]}" -raw output | sed 's/^/  | /'
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   printf '\nquickstart: built and applied in %d.%01d s. The pod is gone; the run is a record in %s.\n' \
-    $((ms / 1000)) $((ms % 1000 / 100)) "$work/terraform.tfstate"
+    $((ms / 1000)) $((ms % 1000 / 100)) "$statefile"
   echo "Run it again with: make quickstart        Remove everything it made with: make quickstart-destroy"
   ;;
 destroy)

@@ -19,6 +19,7 @@
 #     run/            pid files, containerd state + socket, runc root
 #     logs/           one log per component (previous run's log kept as *.log.1)
 #     kubeconfig      admin kubeconfig (client certificate in group system:masters)
+#     quickstart.tfstate  the state of make quickstart (its objects live in this cluster)
 #
 # Host paths the tools hard-code (down.sh --purge removes only our entries, and the
 # directories only when up.sh created them and they are empty):
