@@ -76,6 +76,7 @@ func TestAccExamples(t *testing.T) {
 	run("resources/kubeplay_node", testExampleNode)
 	run("resources/kubeplay_phase", testExamplePhase)
 	run("resources/kubeplay_run", testExampleRun)
+	run("ephemeral-resources/kubeplay_node_kubeconfig", testExampleNodeKubeconfig)
 	run("data-sources/kubeplay_credential", func(t *testing.T, dir string) { testExampleCredentialData(t, dir, cli) })
 	run("data-sources/kubeplay_container_group", func(t *testing.T, dir string) { testExampleContainerGroupData(t, dir, cli) })
 	run("data-sources/kubeplay_node_label", func(t *testing.T, dir string) { testExampleNodeLabelData(t, dir, cli) })
@@ -267,13 +268,26 @@ func testExampleContainerGroup(t *testing.T, dir string) {
 }
 
 func testExampleNode(t *testing.T, dir string) {
-	x := newExampleEnv(t, dir, []string{"ci-nodes"}, nil)
+	x := newExampleEnv(t, dir, []string{"ci-nodes", "ci-sandbox"}, nil)
 	step := x.step(nil,
+		statecheck.ExpectKnownValue("kubeplay_node.sandbox", tfjsonpath.New("kind"), knownvalue.StringExact("namespace")),
+		statecheck.ExpectKnownValue("kubeplay_run.in_sandbox", tfjsonpath.New("output"), knownvalue.StringExact("working in namespace ci-sandbox\n")),
 		statecheck.ExpectKnownValue("kubeplay_node.debug", tfjsonpath.New("status"), knownvalue.StringExact("running")),
 		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("pod_name"), knownvalue.StringExact("debug")),
 		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 		// The second run read what the first wrote: the same pod.
 		statecheck.ExpectKnownValue("kubeplay_run.check", tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`UTC 20\d\d`))),
+	)
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+// testExampleNodeKubeconfig: the node's kubeconfig reaches a run of
+// another group through a write-only attribute.
+func testExampleNodeKubeconfig(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, []string{"staging-runs", "team-sandbox"}, nil)
+	step := x.step(nil,
+		statecheck.ExpectKnownValue("kubeplay_run.handoff", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+		statecheck.ExpectKnownValue("kubeplay_run.handoff", tfjsonpath.New("output"), knownvalue.StringExact("got a kubeconfig for team-sandbox\n")),
 	)
 	resource.Test(t, x.testCase(x.checkGone, step))
 }

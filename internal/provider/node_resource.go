@@ -39,6 +39,12 @@ const (
 	nodeGone    = "gone"
 )
 
+// The kinds of held node: a pod, or a namespace label's namespace.
+const (
+	nodeKindPod       = "pod"
+	nodeKindNamespace = "namespace"
+)
+
 // nodeReleaseTimeout bounds a node's destroy.
 const nodeReleaseTimeout = 2 * time.Minute
 
@@ -53,6 +59,7 @@ type nodeModel struct {
 	Name           types.String `tfsdk:"name"`
 	ContainerGroup types.String `tfsdk:"container_group"`
 	NodeLabel      types.String `tfsdk:"node_label"`
+	Kind           types.String `tfsdk:"kind"`
 	Namespace      types.String `tfsdk:"namespace"`
 	NodeName       types.String `tfsdk:"node_name"`
 	PodIP          types.String `tfsdk:"pod_ip"`
@@ -70,9 +77,11 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A held node: a pod of a container group, with a node label or the group's own pod, that " +
-			"lives from create to destroy, as a Nodepool node held for its user. Runs name it in `node` to run in it " +
-			"instead of a pod of their own; runs on one node take turns, each waiting for the one before it to end " +
-			"(a `flock` on `/tmp/kubeplay-node.lock` in the pod), and each run's files are removed when it ends. " +
+			"lives from create to destroy, as a Nodepool node held for its user; or, for a node label of " +
+			"`type = \"namespace\"`, a namespace with its service account. Runs name it in `node`; runs on one node " +
+			"take turns, each waiting for the one before it to end.\n\n" +
+			"**Pod nodes.** A run execs into the node's pod instead of a pod of its own (the turn is a `flock` on " +
+			"`/tmp/kubeplay-node.lock` in the pod), and each run's files are removed when it ends. " +
 			"Ansible elsewhere reaches it with the `kubernetes.core.kubectl` connection: `inventory` is the line to " +
 			"put in an inventory.\n\n" +
 			"The pod is the group's run pod, with the label composed over it, named `name`, with the label " +
@@ -80,7 +89,17 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
 			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
 			"as `status = \"gone\"` after a refresh, and the next plan replaces the node.\n\n" +
-			"Only `pod` node labels can be held; a `namespace` label's namespace is made for each run.",
+			"**Namespace nodes.** The namespace is named `name`, with the label's labels and annotations, and holds a " +
+			"ServiceAccount `kubeplay` with a Role over common workloads, as a run of a namespace label gets (Nodepool's " +
+			"namespace node). A run naming it gets a pod of its own in the group with a kubeconfig for that account " +
+			"(`KUBECONFIG`, `K8S_AUTH_KUBECONFIG`, `KUBEPLAY_NAMESPACE`; a token valid for the run's timeout, redacted " +
+			"from its output) and records the namespace in `run_namespace`; its turn is an annotation " +
+			"`kubeplay.io/held-by` on the namespace that names the run and its deadline, so a killed run's turn ends at " +
+			"its deadline. For access from outside Terraform's runs, the ephemeral resource " +
+			"`kubeplay_node_kubeconfig` issues a kubeconfig with a short-lived token; no kubeconfig or token is ever " +
+			"kept in this resource's state. A namespace deleted out of band shows as `status = \"gone\"` and the " +
+			"next plan replaces the node. Making one needs a credential that may create namespaces and RBAC objects, " +
+			"as namespace labels do.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<container_group>/<name>`, which `terraform import` takes.",
@@ -102,16 +121,25 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				PlanModifiers: replace,
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "A `kubeplay_node_label` of type `pod` composed over the group's pod, as for a run. " +
-					"Unset, the node is the group's own run pod. Changing it replaces the node.",
+				MarkdownDescription: "A `kubeplay_node_label`: of type `pod`, composed over the group's pod as for a run; " +
+					"of type `namespace`, the node is a namespace. Unset, the node is the group's own run pod. Changing it " +
+					"replaces the node.",
 				Optional:      true,
 				Validators:    []validator.String{dnsLabel()},
 				PlanModifiers: replace,
 			},
-			"namespace":    schema.StringAttribute{MarkdownDescription: "The namespace of the node's pod: the group's.", Computed: true, PlanModifiers: keep},
-			"node_name":    schema.StringAttribute{MarkdownDescription: "The Kubernetes node the pod was scheduled on.", Computed: true, PlanModifiers: keep},
-			"pod_ip":       schema.StringAttribute{MarkdownDescription: "The pod's IP address.", Computed: true, PlanModifiers: keep},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The node's pod as it was created, as YAML.", Computed: true, PlanModifiers: keep},
+			"kind": schema.StringAttribute{
+				MarkdownDescription: "`pod`, or `namespace` for a node of a namespace label.",
+				Computed:            true, PlanModifiers: keep,
+			},
+			"namespace": schema.StringAttribute{
+				MarkdownDescription: "For a pod node, the namespace of its pod: the group's. For a namespace node, the " +
+					"node's namespace: `name`.",
+				Computed: true, PlanModifiers: keep,
+			},
+			"node_name":    schema.StringAttribute{MarkdownDescription: "The Kubernetes node the pod was scheduled on; null for a namespace node.", Computed: true, PlanModifiers: keep},
+			"pod_ip":       schema.StringAttribute{MarkdownDescription: "The pod's IP address; null for a namespace node.", Computed: true, PlanModifiers: keep},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The node's pod as it was created, as YAML; null for a namespace node.", Computed: true, PlanModifiers: keep},
 			"status": schema.StringAttribute{
 				MarkdownDescription: "`running` while the pod lives; `gone` once a refresh found it deleted or ended, " +
 					"which the next plan turns into a replacement.",
@@ -121,7 +149,8 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				MarkdownDescription: "An inventory line that reaches the node from another Ansible with the " +
 					"`kubernetes.core.kubectl` connection: `<name> ansible_connection=kubernetes.core.kubectl " +
 					"ansible_kubectl_namespace=<namespace> ansible_kubectl_pod=<name> ansible_kubectl_container=<container>`. " +
-					"The connection needs a kubeconfig that may exec into the pod, as the group's credential may.",
+					"The connection needs a kubeconfig that may exec into the pod, as the group's credential may. Null for " +
+					"a namespace node.",
 				Computed:      true,
 				PlanModifiers: keep,
 			},
@@ -160,28 +189,34 @@ func (r *nodeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 // target is the group's and node label's definitions ("" for no label),
 // and an engine of the group's cluster.
 func (r *nodeResource) target(ctx context.Context, group, label string) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
-	g, err := readDefinition(ctx, r.data, (*catalog.Store).GetGroup, group)
+	return nodeTarget(ctx, r.data, group, label)
+}
+
+// nodeTarget is what a held node needs from the catalog and the cluster:
+// the group and label ("" for none) and an engine of the group's cluster.
+func nodeTarget(ctx context.Context, d *providerData, group, label string) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
+	g, err := readDefinition(ctx, d, (*catalog.Store).GetGroup, group)
 	if err == nil && g == nil {
-		err = &missingGroupError{name: group, namespace: r.data.catalogNamespace}
+		err = &missingGroupError{name: group, namespace: d.catalogNamespace}
 	}
 	if err != nil {
 		return runengine.Group{}, nil, nil, err
 	}
 	var l *podspec.Label
 	if label != "" {
-		if l, err = readDefinition(ctx, r.data, (*catalog.Store).GetLabel, label); err == nil && l == nil {
+		if l, err = readDefinition(ctx, d, (*catalog.Store).GetLabel, label); err == nil && l == nil {
 			err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a kubeplay_node_label "+
-				"resource, and make the node depend on it", label, r.data.catalogNamespace)
+				"resource, and make the node depend on it", label, d.catalogNamespace)
 		}
 		if err != nil {
 			return runengine.Group{}, nil, nil, err
 		}
 	}
 	var c *kubeclient.Clients
-	if c, err = r.data.credentialClients(ctx, g.Credential); err != nil {
+	if c, err = d.credentialClients(ctx, g.Credential); err != nil {
 		return runengine.Group{}, nil, nil, fmt.Errorf("container group %q: %w", g.Name, err)
 	}
-	return engineGroup(g), l, engineFor(ctx, r.data, c), nil
+	return engineGroup(g), l, engineFor(ctx, d, c), nil
 }
 
 func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -194,6 +229,18 @@ func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Node Target Unavailable", err.Error()+
 			". Make the node depend on its kubeplay_container_group (and kubeplay_node_label), and check the group's credential.")
+		return
+	}
+	if l != nil && l.Type == podspec.TypeNamespace {
+		ns, err := e.HoldNamespace(ctx, g, runengine.NodeNamespace(g, l, plan.Name.ValueString()))
+		if err != nil {
+			resp.Diagnostics.AddError("Node Not Created", fmt.Sprintf("The namespace %s of held node %q was not made: %v. "+
+				"Nothing is left behind. Check that no namespace of that name exists, and that the group's credential may "+
+				"create namespaces, service accounts, roles and role bindings.", plan.Name.ValueString(), plan.Name.ValueString(), err))
+			return
+		}
+		fillNamespaceNode(&plan, g, ns)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
 	pod, err := runengine.NodePod(g, l, plan.Name.ValueString())
@@ -216,9 +263,22 @@ func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, r
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
+// fillNamespaceNode records the node's namespace ns in m.
+func fillNamespaceNode(m *nodeModel, g runengine.Group, ns *corev1.Namespace) {
+	m.ID = types.StringValue(g.Name + "/" + ns.Name)
+	m.Kind = types.StringValue(nodeKindNamespace)
+	m.Namespace = types.StringValue(ns.Name)
+	m.Status = types.StringValue(nodeRunning)
+	m.NodeName, m.PodIP, m.RenderedPod, m.Inventory = types.StringNull(), types.StringNull(), types.StringNull(), types.StringNull()
+	if l := ns.Labels[managed.LabelNodeLabel]; l != "" {
+		m.NodeLabel = types.StringValue(l)
+	}
+}
+
 // fillNode records the node's pod p in m.
 func fillNode(m *nodeModel, g runengine.Group, p *corev1.Pod) {
 	m.ID = types.StringValue(g.Name + "/" + p.Name)
+	m.Kind = types.StringValue(nodeKindPod)
 	m.Namespace = types.StringValue(p.Namespace)
 	m.NodeName = types.StringValue(p.Spec.NodeName)
 	m.PodIP = types.StringValue(p.Status.PodIP)
@@ -252,16 +312,38 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 			state.Name.ValueString(), err))
 		return
 	}
-	p, err := e.NodeState(ctx, g, state.Name.ValueString())
+	name := state.Name.ValueString()
+	var p *corev1.Pod
+	if state.Kind.ValueString() != nodeKindNamespace {
+		if p, err = e.NodeState(ctx, g, name); err != nil {
+			resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading pod %s/%s of held node %q: %v. Its state "+
+				"is kept as it was.", g.Namespace, name, name, err))
+			return
+		}
+	}
 	switch {
-	case err != nil:
-		resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading pod %s/%s of held node %q: %v. Its state "+
-			"is kept as it was.", g.Namespace, state.Name.ValueString(), state.Name.ValueString(), err))
-		return
-	case p == nil || !managed.Owns(p, managed.LabelNode, state.Name.ValueString()):
+	case p != nil && managed.Owns(p, managed.LabelNode, name):
+		fillNode(&state, g, p)
+	case state.Kind.ValueString() == nodeKindPod:
 		state.Status = types.StringValue(nodeGone)
 	default:
-		fillNode(&state, g, p)
+		// A namespace node, or an import that found no pod of the name.
+		ns, err := e.NamespaceState(ctx, g, name)
+		switch {
+		case err != nil:
+			resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading namespace %s of held node %q: %v. Its "+
+				"state is kept as it was.", name, name, err))
+			return
+		case ns != nil:
+			fillNamespaceNode(&state, g, ns)
+		case state.Status.IsNull(): // an import
+			resp.Diagnostics.AddError("Node Not Found", fmt.Sprintf("Container group %q has no held node %q: no pod "+
+				"%s/%s and no namespace %s of the group carry the label kubeplay.io/node=%s. Check the import id "+
+				"(<container_group>/<name>).", g.Name, name, g.Namespace, name, name, name))
+			return
+		default:
+			state.Status = types.StringValue(nodeGone)
+		}
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
@@ -282,9 +364,12 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	g, _, e, err := r.target(ctx, state.ContainerGroup.ValueString(), "")
 	var missing *missingGroupError
 	if errors.As(err, &missing) {
-		resp.Diagnostics.AddWarning("Node's Container Group Not Found", fmt.Sprintf("%v. The pod %s/%s of held node %q "+
-			"was not deleted: delete it by hand if it still exists.", err, state.Namespace.ValueString(),
-			state.Name.ValueString(), state.Name.ValueString()))
+		what := "pod " + state.Namespace.ValueString() + "/" + state.Name.ValueString()
+		if state.Kind.ValueString() == nodeKindNamespace {
+			what = "namespace " + state.Name.ValueString()
+		}
+		resp.Diagnostics.AddWarning("Node's Container Group Not Found", fmt.Sprintf("%v. The %s of held node %q "+
+			"was not deleted: delete it by hand if it still exists.", err, what, state.Name.ValueString()))
 		return
 	}
 	if err != nil {
@@ -294,6 +379,14 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	}
 	ctx, cancel := context.WithTimeout(ctx, nodeReleaseTimeout)
 	defer cancel()
+	if state.Kind.ValueString() == nodeKindNamespace {
+		if err := e.ReleaseNamespace(ctx, g, state.Name.ValueString()); err != nil {
+			resp.Diagnostics.AddError("Deleting Node Failed", fmt.Sprintf("Deleting namespace %s of held node %q: %v. "+
+				"Check that the group's credential may delete namespaces, and destroy again.", state.Name.ValueString(),
+				state.Name.ValueString(), err))
+		}
+		return
+	}
 	p, err := e.NodeState(ctx, g, state.Name.ValueString())
 	if err == nil && p != nil && !managed.Owns(p, managed.LabelNode, state.Name.ValueString()) {
 		return // a pod of the name that is not this node's: not ours to delete

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -28,10 +29,11 @@ import (
 )
 
 var (
-	_ provider.Provider                   = (*kubeplayProvider)(nil)
-	_ provider.ProviderWithValidateConfig = (*kubeplayProvider)(nil)
-	_ provider.ProviderWithListResources  = (*kubeplayProvider)(nil)
-	_ provider.ProviderWithActions        = (*kubeplayProvider)(nil)
+	_ provider.Provider                       = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithValidateConfig     = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithListResources      = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithActions            = (*kubeplayProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*kubeplayProvider)(nil)
 )
 
 // DefaultCatalogNamespace holds the Secrets, ConfigMaps and PodTemplates that
@@ -267,6 +269,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 	resp.ResourceData = data
 	resp.ListResourceData = data
 	resp.ActionData = data
+	resp.EphemeralResourceData = data
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {
 		data.catalogNamespace = m.CatalogNamespace.ValueString()
 	}
@@ -364,6 +367,10 @@ func (p *kubeplayProvider) ListResources(context.Context) []func() list.ListReso
 
 func (p *kubeplayProvider) Actions(context.Context) []func() action.Action {
 	return []func() action.Action{newRunAction}
+}
+
+func (p *kubeplayProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newNodeKubeconfigEphemeral}
 }
 
 func (p *kubeplayProvider) DataSources(context.Context) []func() datasource.DataSource {

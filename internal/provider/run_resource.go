@@ -219,11 +219,13 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node": schema.StringAttribute{
-				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run in, instead of a pod of " +
-					"the run's own: the run execs into the held node's pod, which stays when the run ends, and its files are " +
-					"removed. Runs on one node take turns: a run that finds the node busy prints so and waits for the run " +
-					"before it to end. The run still takes a run slot and its forks in the group. Conflicts with " +
-					"`container_groups` and `node_label` (the node has its label). `rendered_pod` is the node's pod, known " +
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on. A pod node: the run " +
+					"execs into the held node's pod instead of a pod of its own; the pod stays when the run ends, and the " +
+					"run's files are removed. A namespace node: the run gets a pod of its own with a kubeconfig for the " +
+					"node's namespace and service account (as a namespace label's run does), and `run_namespace` is the " +
+					"node's namespace, which stays. Runs on one node take turns: a run that finds the node busy says so " +
+					"and waits for the run before it to end. The run still takes a run slot and its forks in the group. " +
+					"Conflicts with `container_groups` and `node_label` (the node has its label). `rendered_pod` is known " +
 					"after apply.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
@@ -356,7 +358,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"run_namespace": schema.StringAttribute{
 				MarkdownDescription: "With a `node_label` of type `namespace`: the namespace the run got, named after the " +
 					"label and the run's id, and deleted when the run ended (kept with its pod under " +
-					"`keep_pod_on_failure`). Null otherwise.",
+					"`keep_pod_on_failure`). With a `node` that is a namespace node: the node's namespace, which stays. " +
+					"Null otherwise.",
 				Computed: true,
 			},
 			"launch_attempts": schema.Int64Attribute{

@@ -188,13 +188,25 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 	}
 	var claimed *corev1.Pod
 	if req.Node != "" {
-		held, err := e.heldPod(ctx, req.Group, req.Node)
+		held, heldNS, err := e.heldNode(ctx, req.Group, req.Node)
 		if err != nil {
 			return out, err
 		}
-		claimed, b.Held = held, true
-		out.Rendered, _ = podspec.ToYAML(CleanPod(held))
-	} else if t, n := warmPool(req, pod); n > 0 {
+		if heldNS != nil {
+			// A namespace node: the run's own pod, with the node's kubeconfig.
+			release, token, err := e.takeTurn(ctx, req, heldNS.Name, &b)
+			if err != nil {
+				return out, err
+			}
+			defer func() { out.Warnings = appendErr(out.Warnings, release()) }()
+			out.Namespace = heldNS.Name
+			secrets = append(secrets, token)
+		} else {
+			claimed, b.Held = held, true
+			out.Rendered, _ = podspec.ToYAML(CleanPod(held))
+		}
+	}
+	if t, n := warmPool(req, pod); claimed == nil && n > 0 {
 		claimed = e.takeWarm(ctx, req, t, n)
 		defer func() { e.afterWarm(ctx, t, n, out.Result) }()
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,13 +66,5 @@ func (e *Engine) clusterCA(ctx context.Context, namespace string) []byte {
 	if err == nil && cm.Data["ca.crt"] != "" {
 		return []byte(cm.Data["ca.crt"])
 	}
-	if len(e.clients.Config.CAData) > 0 {
-		return e.clients.Config.CAData
-	}
-	if f := e.clients.Config.CAFile; f != "" {
-		if b, err := os.ReadFile(f); err == nil {
-			return b
-		}
-	}
-	return nil
+	return e.caData()
 }

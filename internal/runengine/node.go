@@ -5,27 +5,129 @@ package runengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // NodeError: a run names a held node that is not there to run in.
 type NodeError struct {
-	Node, Group, Namespace string
+	Node, Group string
+	// Object is what the node is: "pod <namespace>/<name>" or "namespace <name>".
+	Object string
 	// Reason says what is wrong with it.
 	Reason string
 }
 
 func (e *NodeError) Error() string {
-	return fmt.Sprintf("held node %q of container group %q (pod %s/%s) %s", e.Node, e.Group, e.Namespace, e.Node, e.Reason)
+	return fmt.Sprintf("held node %q of container group %q (%s) %s", e.Node, e.Group, e.Object, e.Reason)
+}
+
+// NodeNamespace is a held node's namespace, for namespace label l: named
+// name, with the label's labels and annotations, the LabelNode label and
+// no deadline.
+func NodeNamespace(g Group, l *podspec.Label, name string) runnamespace.Spec {
+	return runnamespace.Spec{Label: l.Name, Group: g.Name, Node: name, Labels: l.Labels, Annotations: l.Annotations}
+}
+
+// HoldNamespace makes a held node's namespace s with its service account,
+// Role and RoleBinding; what was made is deleted again on error.
+func (e *Engine) HoldNamespace(ctx context.Context, g Group, s runnamespace.Spec) (*corev1.Namespace, error) {
+	// The node's namespace of before, deleted out of band and replaced by
+	// this create, may still be terminating: wait until it is gone.
+	nss := e.clients.Kube.CoreV1().Namespaces()
+	if old, err := nss.Get(ctx, s.Node, metav1.GetOptions{}); err == nil && old.DeletionTimestamp != nil &&
+		managed.Owns(old, managed.LabelContainerGroup, g.Name, managed.LabelNode, s.Node) {
+		if err := waitfor.Gone(ctx, waitfor.Named(nss, s.Node), &corev1.Namespace{}); err != nil {
+			return nil, fmt.Errorf("%w: waiting for the node's terminating namespace %s to go: %w", runnamespace.ErrNotCreated, s.Node, err)
+		}
+	}
+	if err := runnamespace.Make(ctx, e.clients.Kube, s); err != nil {
+		if !errors.Is(err, runnamespace.ErrNotCreated) {
+			err = errors.Join(err, e.ReleaseNamespace(ctx, g, s.Node))
+		}
+		return nil, err
+	}
+	return e.clients.Kube.CoreV1().Namespaces().Get(ctx, s.Node, metav1.GetOptions{})
+}
+
+// ReleaseNamespace deletes a held node's namespace, if it is the group's
+// node of that name, and waits until it is gone.
+func (e *Engine) ReleaseNamespace(ctx context.Context, g Group, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return runnamespace.Delete(ctx, e.clients.Kube, name, managed.LabelContainerGroup, g.Name, managed.LabelNode, name)
+}
+
+// NamespaceState is a held node's namespace as it is now: nil, with a nil
+// error, when it is gone or terminating, or is not the group's node.
+func (e *Engine) NamespaceState(ctx context.Context, g Group, name string) (*corev1.Namespace, error) {
+	ns, err := e.clients.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case ns.DeletionTimestamp != nil || !managed.Owns(ns, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
+		return nil, nil
+	}
+	return ns, nil
+}
+
+// NodeAccess is a kubeconfig for a held node's namespace that reaches the
+// group's cluster from outside it (the credential's server and CA) with a
+// token of the node's service account valid for ttl, and the token.
+func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.Duration) ([]byte, string, error) {
+	ns, err := e.NamespaceState(ctx, g, name)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case ns == nil:
+		return nil, "", &NodeError{Node: name, Group: g.Name, Object: "namespace " + name, Reason: "is not a namespace node of the group, or is gone"}
+	}
+	raw, token, err := runnamespace.Access(ctx, e.clients.Kube, name, e.clients.Config.Host, e.caData(), ttl)
+	if err != nil || !e.clients.Config.Insecure {
+		return raw, token, err
+	}
+	// A credential that does not verify the server (verify_ssl = false) has
+	// no CA to give: the kubeconfig does not verify either.
+	kc, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, c := range kc.Clusters {
+		c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+	}
+	raw, err = clientcmd.Write(*kc)
+	return raw, token, err
+}
+
+// caData is the credential's CA: what verifies the API server from outside.
+func (e *Engine) caData() []byte {
+	if len(e.clients.Config.CAData) > 0 {
+		return e.clients.Config.CAData
+	}
+	if f := e.clients.Config.CAFile; f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // NodePod renders a held node's pod: the run pod of g and l (nil for none),
@@ -34,7 +136,7 @@ func (e *NodeError) Error() string {
 // its destroy.
 func NodePod(g Group, l *podspec.Label, name string) (*corev1.Pod, error) {
 	if namespaceLabel(l) != nil {
-		return nil, unavailable{fmt.Errorf("node label %q is of type namespace: a held node is a pod", l.Name)}
+		return nil, unavailable{fmt.Errorf("node label %q is of type namespace: its held node is a namespace (NodeNamespace)", l.Name)}
 	}
 	pod, err := RenderPod(g, l, RunInfo{ID: name, Name: name}, 0)
 	if err != nil {
@@ -74,24 +176,79 @@ func (e *Engine) NodeState(ctx context.Context, g Group, name string) (*corev1.P
 	return p, nil
 }
 
-// heldPod is the held node's pod, checked: kubeplay's, of the group, and
-// running.
-func (e *Engine) heldPod(ctx context.Context, g Group, name string) (*corev1.Pod, error) {
-	fail := func(reason string) error {
-		return &NodeError{Node: name, Group: g.Name, Namespace: g.Namespace, Reason: reason}
+// heldNode is the held node: its pod, checked (kubeplay's, of the group,
+// and running), or, when there is no such pod, its namespace. Only a group
+// with no pod of the name is asked for namespaces, which a pods-only
+// credential may not read.
+func (e *Engine) heldNode(ctx context.Context, g Group, name string) (*corev1.Pod, *corev1.Namespace, error) {
+	fail := func(object, reason string) error {
+		return &NodeError{Node: name, Group: g.Name, Object: object, Reason: reason}
 	}
+	pod := "pod " + g.Namespace + "/" + name
 	p, err := e.NodeState(ctx, g, name)
 	switch {
 	case err != nil:
-		return nil, fail("cannot be read: " + err.Error())
+		return nil, nil, fail(pod, "cannot be read: "+err.Error())
 	case p == nil:
-		return nil, fail("is gone, or its pod ended")
+		ns, err := e.NamespaceState(ctx, g, name)
+		if err == nil && ns != nil {
+			return nil, ns, nil
+		}
+		return nil, nil, fail(pod+" or namespace "+name, "is gone, or its pod ended")
+	}
+	p, err = checkHeld(p, g, name)
+	if err != nil {
+		return nil, nil, fail(pod, err.Error())
+	}
+	return p, nil, nil
+}
+
+// checkHeld checks that p is the group's running held node name.
+func checkHeld(p *corev1.Pod, g Group, name string) (*corev1.Pod, error) {
+	fail := errors.New
+	switch {
 	case !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
 		return nil, fail("is not a kubeplay_node of the group")
 	case !warmpool.Ready(p):
 		return nil, fail("is not running (phase " + string(p.Status.Phase) + ")")
 	}
 	return p, nil
+}
+
+// takeTurn waits for the run's turn on held namespace node ns, saying so
+// when another run holds it, and gives a kubeconfig for the node's account
+// valid for the run (in-cluster server and CA) into b.
+func (e *Engine) takeTurn(ctx context.Context, req Request, ns string, b *bundle.Bundle) (release func() error, token string, err error) {
+	fail := func(reason string) error {
+		return &NodeError{Node: req.Node, Group: req.Group.Name, Object: "namespace " + ns, Reason: reason}
+	}
+	give, err := runnamespace.TakeTurn(ctx, e.clients.Kube, ns, req.ID, time.Now().Add(req.Timeout), func(holder string) {
+		msg := fmt.Sprintf("held node %s is busy with run %s; waiting for its turn", req.Node, holder)
+		e.log(slog.LevelInfo, msg, map[string]any{"run": req.ID})
+		if req.OnEvent != nil {
+			req.OnEvent(msg)
+		}
+	})
+	switch {
+	case errors.Is(err, runnamespace.ErrNodeGone):
+		return nil, "", fail("went while the run waited for its turn")
+	case err != nil:
+		return nil, "", fail("gave no turn: " + err.Error())
+	}
+	release = func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := give(ctx); err != nil {
+			return fmt.Errorf("giving back the turn on held node %s: %w; the next run takes it at this run's deadline", req.Node, err)
+		}
+		return nil
+	}
+	kubeconfig, token, err := runnamespace.Access(ctx, e.clients.Kube, ns, runnamespace.InClusterServer, e.clusterCA(ctx, req.Group.Namespace), req.Timeout)
+	if err != nil {
+		return nil, "", errors.Join(fail("gave no token: "+err.Error()), release())
+	}
+	b.Kubeconfig, b.Env["KUBEPLAY_NAMESPACE"] = kubeconfig, ns
+	return release, token, nil
 }
 
 // CleanPod is p as a spec: without status and server-set metadata.

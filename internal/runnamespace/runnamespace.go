@@ -42,9 +42,13 @@ const (
 // nothing of the run's to delete (a namespace of that name is not ours).
 var ErrNotCreated = errors.New("the run's namespace was not created")
 
-// Spec describes one run's namespace.
+// Spec describes one run's namespace, or a held node's (Node set).
 type Spec struct {
 	Label, Group, RunID string
+	// Node, when set, makes the namespace a held node's (kubeplay_node):
+	// named Node, labelled LabelNode instead of LabelRun, and without a
+	// deadline, since it lives until the node is destroyed.
+	Node string
 	// Labels and Annotations come from the node label.
 	Labels, Annotations map[string]string
 	// Deadline is when the run's pod is killed by the cluster at the latest.
@@ -66,9 +70,18 @@ func Name(label, runID string) string {
 	return label + "-" + runID
 }
 
-// Objects returns the namespace and what goes in it, labelled for the run.
+// Namespace is the name of s's namespace.
+func (s Spec) Namespace() string {
+	if s.Node != "" {
+		return s.Node
+	}
+	return Name(s.Label, s.RunID)
+}
+
+// Objects returns the namespace and what goes in it, labelled for the run
+// or the held node.
 func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
-	ns, sa, role, rb := podspec.NamespaceObjects(Name(s.Label, s.RunID), s.Label)
+	ns, sa, role, rb := podspec.NamespaceObjects(s.Namespace(), s.Label)
 	own := ns.Labels
 	ns.Labels = maps.Clone(s.Labels)
 	if ns.Labels == nil {
@@ -76,11 +89,21 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 	}
 	maps.Copy(ns.Labels, own)
 	ns.Labels[managed.LabelContainerGroup] = s.Group
-	ns.Labels[managed.LabelRun] = s.RunID
 	ns.Annotations = maps.Clone(s.Annotations)
 	if ns.Annotations == nil {
 		ns.Annotations = map[string]string{}
 	}
+	// A label may not make a run's namespace look like a node's, or the
+	// reverse: each is found, and reclaimed, by these.
+	delete(ns.Labels, managed.LabelRun)
+	delete(ns.Labels, managed.LabelNode)
+	delete(ns.Annotations, managed.AnnotationDeadline)
+	delete(ns.Annotations, AnnotationHolder)
+	if s.Node != "" {
+		ns.Labels[managed.LabelNode] = s.Node
+		return ns, []runtime.Object{sa, role, rb}
+	}
+	ns.Labels[managed.LabelRun] = s.RunID
 	ns.Annotations[managed.AnnotationDeadline] = s.Deadline.UTC().Format(time.RFC3339)
 	return ns, []runtime.Object{sa, role, rb}
 }
@@ -90,16 +113,25 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 // On error whatever was made is left for the caller's Delete, unless the
 // error is ErrNotCreated.
 func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig []byte, token string, err error) {
+	if err := Make(ctx, kube, s); err != nil {
+		return nil, "", err
+	}
+	return Access(ctx, kube, s.Namespace(), InClusterServer, s.CAData, time.Until(s.Deadline))
+}
+
+// Make creates s's namespace, its service account, Role and RoleBinding.
+// On error whatever was made is left for the caller's Delete, unless the
+// error is ErrNotCreated.
+func Make(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 	ns, objs := s.Objects()
 	opts := metav1.CreateOptions{FieldManager: managed.ManagedByValue}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
-		return nil, "", fmt.Errorf("%w: creating namespace %s: %w", ErrNotCreated, ns.Name, err)
+		return fmt.Errorf("%w: creating namespace %s: %w", ErrNotCreated, ns.Name, err)
 	}
-	var saName string
 	for _, o := range objs {
+		var err error
 		switch x := o.(type) {
 		case *corev1.ServiceAccount:
-			saName = x.Name
 			_, err = kube.CoreV1().ServiceAccounts(ns.Name).Create(ctx, x, opts)
 		case *rbacv1.Role:
 			_, err = kube.RbacV1().Roles(ns.Name).Create(ctx, x, opts)
@@ -107,21 +139,29 @@ func Create(ctx context.Context, kube kubernetes.Interface, s Spec) (kubeconfig 
 			_, err = kube.RbacV1().RoleBindings(ns.Name).Create(ctx, x, opts)
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("creating %s in namespace %s: %w", o.GetObjectKind().GroupVersionKind().Kind, ns.Name, err)
+			return fmt.Errorf("creating %s in namespace %s: %w", o.GetObjectKind().GroupVersionKind().Kind, ns.Name, err)
 		}
 	}
-	ttl := max(time.Until(s.Deadline), minTokenTTL)
-	tr, err := kube.CoreV1().ServiceAccounts(ns.Name).CreateToken(ctx, saName, &authv1.TokenRequest{
+	return nil
+}
+
+// Access requests a token of namespace's service account valid for ttl (at
+// least the 10 minutes the TokenRequest API issues) and returns a
+// kubeconfig that reaches server with it, in namespace, and the token.
+func Access(ctx context.Context, kube kubernetes.Interface, namespace, server string, ca []byte, ttl time.Duration) (kubeconfig []byte, token string, err error) {
+	_, sa, _, _ := podspec.NamespaceObjects(namespace, "")
+	ttl = max(ttl, minTokenTTL)
+	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa.Name, &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl / time.Second))},
-	}, opts)
+	}, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 	if err != nil {
-		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", ns.Name, saName, err)
+		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, sa.Name, err)
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["run"] = &clientcmdapi.Cluster{Server: InClusterServer, CertificateAuthorityData: s.CAData}
-	cfg.AuthInfos["run"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["run"] = &clientcmdapi.Context{Cluster: "run", AuthInfo: "run", Namespace: ns.Name}
-	cfg.CurrentContext = "run"
+	cfg.Clusters["kubeplay"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["kubeplay"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["kubeplay"] = &clientcmdapi.Context{Cluster: "kubeplay", AuthInfo: "kubeplay", Namespace: namespace}
+	cfg.CurrentContext = "kubeplay"
 	kubeconfig, err = clientcmd.Write(*cfg)
 	return kubeconfig, tr.Status.Token, err
 }

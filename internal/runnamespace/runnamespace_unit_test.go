@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/kubernetes/fake"
@@ -333,4 +334,41 @@ func TestDelete(t *testing.T) {
 	if err := Delete(ctx, kube, "x"); !apierrors.IsForbidden(err) {
 		t.Fatalf("Delete = %v, want the Forbidden error", err)
 	}
+}
+
+// FuzzObjects: whatever labels and annotations a node label brings, a run's
+// namespace is found as the run's (its run label, a deadline) and never as
+// a held node's, and a held node's namespace as the node's, without a run
+// label, deadline or turn; both are named validly and carry the group.
+func FuzzObjects(f *testing.F) {
+	f.Add("nsl", "0123456789abcdef", "", "team", "qa", managed.LabelRun, "x")
+	f.Add("nsl", "", "ci-sandbox", managed.LabelNode, "forged", AnnotationHolder, "run 2099-01-01T00:00:00Z")
+	f.Add("nsl", "r1", "n1", managed.AnnotationDeadline, "2000-01-01T00:00:00Z", managed.LabelContainerGroup, "other")
+	f.Fuzz(func(t *testing.T, label, run, node, k1, v1, k2, v2 string) {
+		if len(validation.IsDNS1123Label(label)) > 0 || (node != "" && len(validation.IsDNS1123Label(node)) > 0) ||
+			(node == "" && len(validation.IsDNS1123Label(Name(label, run))) > 0) {
+			t.Skip("names the schema refuses")
+		}
+		s := Spec{Label: label, Group: "grp", RunID: run, Node: node, Deadline: time.Unix(4102444800, 0),
+			Labels: map[string]string{k1: v1, k2: v2}, Annotations: map[string]string{k1: v1, k2: v2}}
+		ns, objs := s.Objects()
+		if len(objs) != 3 || ns.Labels[managed.LabelContainerGroup] != "grp" || ns.Labels[managed.LabelManagedBy] != managed.ManagedByValue {
+			t.Fatalf("namespace %v with %d objects", ns.Labels, len(objs))
+		}
+		if _, ok := ns.Annotations[AnnotationHolder]; ok {
+			t.Fatalf("a new namespace carries a turn: %v", ns.Annotations)
+		}
+		if node != "" {
+			_, run := ns.Labels[managed.LabelRun]
+			_, deadline := ns.Annotations[managed.AnnotationDeadline]
+			if ns.Name != node || ns.Labels[managed.LabelNode] != node || run || deadline || Expired(ns, time.Now().Add(1e6*time.Hour)) {
+				t.Fatalf("held node %q: namespace %s, labels %v, annotations %v", node, ns.Name, ns.Labels, ns.Annotations)
+			}
+			return
+		}
+		if _, ok := ns.Labels[managed.LabelNode]; ok || ns.Name != Name(label, run) || ns.Labels[managed.LabelRun] != run ||
+			ns.Annotations[managed.AnnotationDeadline] != "2100-01-01T00:00:00Z" {
+			t.Fatalf("run %q: namespace %s, labels %v, annotations %v", run, ns.Name, ns.Labels, ns.Annotations)
+		}
+	})
 }

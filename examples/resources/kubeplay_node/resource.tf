@@ -31,3 +31,23 @@ resource "kubeplay_run" "check" {
 output "debug_node_inventory" {
   value = kubeplay_node.debug.inventory
 }
+
+# A namespace node, as Nodepool's namespace labels give Zuul: a namespace
+# with a service account that lives until it is destroyed. Runs on it get a
+# pod of their own with a kubeconfig for that namespace, and take turns.
+resource "kubeplay_node_label" "sandbox" {
+  name = "sandbox"
+  type = "namespace"
+}
+
+resource "kubeplay_node" "sandbox" {
+  name            = "ci-sandbox"
+  container_group = kubeplay_container_group.ci.name
+  node_label      = kubeplay_node_label.sandbox.name
+}
+
+resource "kubeplay_run" "in_sandbox" {
+  container_group = kubeplay_container_group.ci.name
+  node            = kubeplay_node.sandbox.name
+  command         = ["sh", "-c", "echo \"working in namespace $KUBEPLAY_NAMESPACE\""]
+}

@@ -1,0 +1,37 @@
+resource "kubeplay_container_group" "staging" {
+  name             = "staging"
+  namespace        = "staging-runs"
+  manage_namespace = true
+  image            = var.image
+}
+
+resource "kubeplay_node_label" "sandbox" {
+  name = "sandbox"
+  type = "namespace"
+}
+
+# A namespace held for a team: it stays until destroyed.
+resource "kubeplay_node" "team" {
+  name            = "team-sandbox"
+  container_group = kubeplay_container_group.staging.name
+  node_label      = kubeplay_node_label.sandbox.name
+}
+
+# A kubeconfig for the node's service account with a token for 30 minutes,
+# issued afresh for each plan and apply, and kept in neither.
+ephemeral "kubeplay_node_kubeconfig" "team" {
+  node_id = kubeplay_node.team.id
+  ttl     = "30m"
+}
+
+# Handed on through a write-only attribute: a run of another group gets it
+# as a secret environment variable (redacted from its output).
+resource "kubeplay_run" "handoff" {
+  container_group = kubeplay_container_group.staging.name
+  command = ["sh", "-c", <<-EOT
+    printf '%s\n' "$NODE_KUBECONFIG" > /tmp/node.kubeconfig
+    grep -q 'namespace: team-sandbox' /tmp/node.kubeconfig && echo "got a kubeconfig for team-sandbox"
+  EOT
+  ]
+  env_wo = { NODE_KUBECONFIG = ephemeral.kubeplay_node_kubeconfig.team.kubeconfig }
+}

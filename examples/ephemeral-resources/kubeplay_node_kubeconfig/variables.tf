@@ -1,0 +1,16 @@
+variable "kubeconfig" {
+  description = "The path of a kubeconfig file for the cluster to use, for example the local test cluster's .cache/testcluster/kubeconfig."
+  type        = string
+}
+
+variable "catalog_namespace" {
+  description = "The namespace that stores kubeplay's definitions (credentials, container groups, node labels, phase inventories)."
+  type        = string
+  default     = "kubeplay-system"
+}
+
+variable "image" {
+  description = "An image with python3 and ansible-core that the cluster's nodes have. The local test cluster has kubeplay.test/ee:v1; AWX users would use quay.io/ansible/awx-ee."
+  type        = string
+  default     = "kubeplay.test/ee:v1"
+}
