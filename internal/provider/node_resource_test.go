@@ -167,7 +167,7 @@ ephemeral "kubeplay_node_kubeconfig" "k" {
   node_id = kubeplay_node.n.id
 }
 `,
-				ExpectError: regexp.MustCompile(`(?s)Node Kubeconfig Not Issued.*is not a namespace node of the group`),
+				ExpectError: regexp.MustCompile(`(?s)Node Kubeconfig Not Issued.*not\s+a\s+namespace\s+node\s+of\s+the\s+group`),
 			},
 		},
 	})
