@@ -99,7 +99,8 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"`kubeplay_node_kubeconfig` issues a kubeconfig with a short-lived token; no kubeconfig or token is ever " +
 			"kept in this resource's state. A namespace deleted out of band shows as `status = \"gone\"` and the " +
 			"next plan replaces the node. Making one needs a credential that may create namespaces and RBAC objects, " +
-			"as namespace labels do.",
+			"as namespace labels do; runs on it also get and update the namespace (their turn) and request tokens " +
+			"for its service account.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<container_group>/<name>`, which `terraform import` takes.",

@@ -869,6 +869,10 @@ func notStarted(err error, group path.Path, diags *diag.Diagnostics) {
 	var pe *runengine.PlacementError
 	var node *runengine.NodeError
 	switch {
+	case errors.As(err, &node) && node.Busy:
+		diags.AddAttributeError(path.Root("node"), "Held Node Busy", err.Error()+". Nothing of the run is left, and "+
+			"the turns of the runs still on the node are theirs. Apply again, or lengthen the run's create timeout when "+
+			"it waits behind long runs.")
 	case errors.As(err, &node):
 		diags.AddAttributeError(path.Root("node"), "Held Node Unavailable", err.Error()+". Apply the kubeplay_node "+
 			"again (a node whose pod went is replaced by the next plan), or run without node.")

@@ -32,6 +32,9 @@ type NodeError struct {
 	Object string
 	// Reason says what is wrong with it.
 	Reason string
+	// Busy: the node was there, but the run ended (canceled or timed out)
+	// while it waited for its turn.
+	Busy bool
 }
 
 func (e *NodeError) Error() string {
@@ -232,6 +235,13 @@ func (e *Engine) takeTurn(ctx context.Context, req Request, ns string, b *bundle
 	switch {
 	case errors.Is(err, runnamespace.ErrNodeGone):
 		return nil, "", fail("went while the run waited for its turn")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		how := "was canceled"
+		if errors.Is(err, context.DeadlineExceeded) {
+			how = "reached its timeout"
+		}
+		return nil, "", &NodeError{Node: req.Node, Group: req.Group.Name, Object: "namespace " + ns, Busy: true,
+			Reason: "was busy with other runs, and the run " + how + " while it waited for its turn"}
 	case err != nil:
 		return nil, "", fail("gave no turn: " + err.Error())
 	}
