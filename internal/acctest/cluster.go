@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -112,6 +113,20 @@ func RESTConfig(t testing.TB) *rest.Config {
 	cfg.QPS = 50
 	cfg.Burst = 100
 	return cfg
+}
+
+// Kube skips t unless TF_ACC is set, and returns a clientset for the
+// cluster of Kubeconfig: the start of a package's acceptance test.
+func Kube(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test against the test cluster: set TF_ACC=1")
+	}
+	kube, err := kubernetes.NewForConfig(RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
 }
 
 // TestImage returns the container image acceptance tests run: the value of

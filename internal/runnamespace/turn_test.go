@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,13 +28,7 @@ import (
 // heldNamespace makes a held node's namespace, deleted when the test ends.
 func heldNamespace(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test against the test cluster: set TF_ACC=1")
-	}
-	kube, err := kubernetes.NewForConfig(acctest.RESTConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := acctest.Kube(t)
 	name := "kp-node-" + runengine.NewID()
 	s := runnamespace.Spec{Label: "nsl", Group: "g", Node: name}
 	if err := runnamespace.Make(context.Background(), kube, s); err != nil {

@@ -5,7 +5,6 @@ package warmpool_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,13 +22,7 @@ import (
 
 func testEnv(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test against the test cluster: set TF_ACC=1")
-	}
-	kube, err := kubernetes.NewForConfig(acctest.RESTConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := acctest.Kube(t)
 	return kube, acctest.Namespace(t, kube, "kp-warm")
 }
 
