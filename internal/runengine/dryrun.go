@@ -17,7 +17,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // dryRunID is the run id of a dry run's pod and namespace, which are never created.
@@ -67,7 +67,7 @@ func (e *Engine) dryRun(ctx context.Context, g Group, nsLabel *podspec.Label, po
 func Classify(err error, namespace, host string) *RefusedError {
 	r := &RefusedError{Namespace: namespace, Host: host, Err: err}
 	switch {
-	case runner.IsQuotaExceeded(err):
+	case waitfor.QuotaExceeded(err):
 		r.Reason = RefusedQuota
 		return r
 	case apierrors.IsNotFound(err):

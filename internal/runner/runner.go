@@ -41,12 +41,6 @@ const (
 	StatusCanceled   = "canceled"
 )
 
-// failFastReasons end a run at once: waiting longer cannot fix them.
-var failFastReasons = []string{
-	"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-	"CreateContainerConfigError", "CreateContainerError",
-}
-
 // Runner runs bundles with one cluster's clients.
 type Runner struct {
 	Config *rest.Config
@@ -419,11 +413,6 @@ func sandboxFailed(ctx context.Context, kube kubernetes.Interface, pod *corev1.P
 	return false
 }
 
-// IsQuotaExceeded reports the API server's ResourceQuota refusal.
-func IsQuotaExceeded(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
-}
-
 // create creates the pod; while the namespace's quota refuses it, it waits
 // for a change of the quotas, watching, up to the pending timeout.
 func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
@@ -438,7 +427,7 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 		if webhookTimeout(err) {
 			return nil, passing{fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err)}
 		}
-		if !IsQuotaExceeded(err) {
+		if !waitfor.QuotaExceeded(err) {
 			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
@@ -516,7 +505,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && slices.Contains(failFastReasons, w.Reason) {
+		if w := cs.State.Waiting; w != nil && slices.Contains(waitfor.StartFailures, w.Reason) {
 			return false, fmt.Errorf("container %s of pod %s cannot start: %s: %s", cs.Name, p.Name, w.Reason, w.Message)
 		}
 		if t := cs.State.Terminated; t != nil && cs.Name == container {

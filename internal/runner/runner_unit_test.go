@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 func TestMain(m *testing.M) {
@@ -84,7 +85,7 @@ func TestRunningOrFailed(t *testing.T) {
 			}
 		})
 	}
-	for _, reason := range failFastReasons {
+	for _, reason := range waitfor.StartFailures {
 		_, err := runningOrFailed(withStatus(testPod("p"), waiting("init", reason)), "worker")
 		if err == nil || !strings.Contains(err.Error(), "container init of pod p cannot start: "+reason+": why") {
 			t.Errorf("%s: %v", reason, err)
@@ -117,11 +118,6 @@ func TestTransientAndQuota(t *testing.T) {
 		if got := transient(c.err); got != c.transient {
 			t.Errorf("transient(%v) = %v", c.err, got)
 		}
-	}
-	if !IsQuotaExceeded(apierrors.NewForbidden(podsResource, "p", errors.New("exceeded quota: q"))) ||
-		IsQuotaExceeded(apierrors.NewForbidden(podsResource, "p", errors.New("no"))) ||
-		IsQuotaExceeded(errors.New("exceeded quota")) {
-		t.Error("IsQuotaExceeded")
 	}
 }
 

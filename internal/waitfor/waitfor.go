@@ -8,6 +8,7 @@ package waitfor
 
 import (
 	"context"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,20 @@ func Delete[L runtime.Object](ctx context.Context, c Deleter[L], name string, op
 		return err
 	}
 	return Gone(ctx, Named(c, name), example)
+}
+
+// StartFailures are the reasons a container waits that waiting longer
+// cannot fix: a run whose pod shows one ends at once, and a warm pod that
+// shows one is replaced.
+var StartFailures = []string{
+	"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+	"CreateContainerConfigError", "CreateContainerError",
+}
+
+// QuotaExceeded reports the API server's ResourceQuota refusal, which
+// QuotaChange waits out.
+func QuotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
 // QuotaChange blocks until a ResourceQuota of ns changes its status.

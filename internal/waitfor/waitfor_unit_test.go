@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
@@ -341,5 +342,14 @@ func TestUntilPresent(t *testing.T) {
 	}
 	if got, ok := ev.Object.(*corev1.Pod); !ok || got.Name != "a" {
 		t.Fatalf("a running pod: event %v", ev)
+	}
+}
+
+func TestQuotaExceeded(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	if !QuotaExceeded(apierrors.NewForbidden(pods, "p", errors.New("exceeded quota: q"))) ||
+		QuotaExceeded(apierrors.NewForbidden(pods, "p", errors.New("no"))) ||
+		QuotaExceeded(errors.New("exceeded quota")) {
+		t.Error("QuotaExceeded does not tell the quota's refusal from other errors")
 	}
 }

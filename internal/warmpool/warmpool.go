@@ -25,7 +25,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -141,8 +140,7 @@ func usable(p *corev1.Pod) bool {
 		return false
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||
-			w.Reason == "InvalidImageName" || w.Reason == "CreateContainerConfigError") {
+		if w := cs.State.Waiting; w != nil && slices.Contains(waitfor.StartFailures, w.Reason) {
 			return false
 		}
 	}
@@ -241,7 +239,7 @@ func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (in
 	created := 0
 	for range n - len(keep) {
 		_, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
-		if isQuota(err) {
+		if waitfor.QuotaExceeded(err) {
 			break
 		}
 		if err != nil {
@@ -251,11 +249,6 @@ func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (in
 		created++
 	}
 	return created, errors.Join(errs...)
-}
-
-// isQuota reports the API server's ResourceQuota refusal.
-func isQuota(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
 // deletePod deletes an unclaimed warm pod. The delete is conditioned on
