@@ -225,7 +225,12 @@ func (e *Engine) takeTurn(ctx context.Context, req Request, ns string, b *bundle
 	fail := func(reason string) error {
 		return &NodeError{Node: req.Node, Group: req.Group.Name, Object: "namespace " + ns, Reason: reason}
 	}
-	give, err := runnamespace.TakeTurn(ctx, e.clients.Kube, ns, req.ID, time.Now().Add(req.Timeout), func(holder string) {
+	// The turn lasts until the run's deadline at the latest.
+	until, ok := ctx.Deadline()
+	if !ok {
+		until = time.Now().Add(req.Timeout)
+	}
+	give, err := runnamespace.TakeTurn(ctx, e.clients.Kube, ns, req.ID, until, func(holder string) {
 		msg := fmt.Sprintf("held node %s is busy with run %s; waiting for its turn", req.Node, holder)
 		e.log(slog.LevelInfo, msg, map[string]any{"run": req.ID})
 		if req.OnEvent != nil {
@@ -253,7 +258,7 @@ func (e *Engine) takeTurn(ctx context.Context, req Request, ns string, b *bundle
 		}
 		return nil
 	}
-	kubeconfig, token, err := runnamespace.Access(ctx, e.clients.Kube, ns, runnamespace.InClusterServer, e.clusterCA(ctx, req.Group.Namespace), req.Timeout)
+	kubeconfig, token, err := runnamespace.Access(ctx, e.clients.Kube, ns, runnamespace.InClusterServer, e.clusterCA(ctx, req.Group.Namespace), time.Until(until))
 	if err != nil {
 		return nil, "", errors.Join(fail("gave no token: "+err.Error()), release())
 	}
