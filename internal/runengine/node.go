@@ -199,23 +199,13 @@ func (e *Engine) heldNode(ctx context.Context, g Group, name string) (*corev1.Po
 		}
 		return nil, nil, fail(pod+" or namespace "+name, "is gone, or its pod ended")
 	}
-	p, err = checkHeld(p, g, name)
-	if err != nil {
-		return nil, nil, fail(pod, err.Error())
-	}
-	return p, nil, nil
-}
-
-// checkHeld checks that p is the group's running held node name.
-func checkHeld(p *corev1.Pod, g Group, name string) (*corev1.Pod, error) {
-	fail := errors.New
 	switch {
 	case !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
-		return nil, fail("is not a kubeplay_node of the group")
+		return nil, nil, fail(pod, "is not a kubeplay_node of the group")
 	case !warmpool.Ready(p):
-		return nil, fail("is not running (phase " + string(p.Status.Phase) + ")")
+		return nil, nil, fail(pod, "is not running (phase "+string(p.Status.Phase)+")")
 	}
-	return p, nil
+	return p, nil, nil
 }
 
 // takeTurn waits for the run's turn on held namespace node ns, saying so
