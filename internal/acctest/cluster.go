@@ -115,17 +115,26 @@ func RESTConfig(t testing.TB) *rest.Config {
 	return cfg
 }
 
-// Kube skips t unless TF_ACC is set, and returns a clientset for the
-// cluster of Kubeconfig: the start of a package's acceptance test.
-func Kube(t testing.TB) kubernetes.Interface {
+// Clients skips t unless TF_ACC is set, and returns a client configuration
+// and a clientset for the cluster of Kubeconfig: the start of a package's
+// acceptance test.
+func Clients(t testing.TB) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
 	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test against the test cluster: set TF_ACC=1")
+		t.Skip("acceptance test against the test cluster: set TF_ACC=1 (the cluster is tools/testcluster's, or KUBEPLAY_TEST_KUBECONFIG's)")
 	}
-	kube, err := kubernetes.NewForConfig(RESTConfig(t))
+	cfg := RESTConfig(t)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, kube
+}
+
+// Kube is Clients without the configuration.
+func Kube(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	_, kube := Clients(t)
 	return kube
 }
 

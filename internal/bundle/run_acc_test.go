@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -25,14 +22,7 @@ const marker = "\x1ekubeplay-test-7f3a "
 // read from the stats callback, secrets delivered only through the stream and
 // redacted from the output.
 func TestAccBundleRunsInPod(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a Kubernetes cluster")
-	}
-	cfg := acctest.RESTConfig(t)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kube := acctest.Clients(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns := acctest.Namespace(t, kube, "kp-bundle")

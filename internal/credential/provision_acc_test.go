@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -29,14 +28,7 @@ import (
 
 func accKube(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a real cluster")
-	}
-	cfg := acctest.RESTConfig(t)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kube := acctest.Clients(t)
 	return cfg, kube
 }
 

@@ -12,7 +12,6 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
@@ -22,14 +21,7 @@ import (
 // again when the token expires, instead of keeping the token of configure
 // time: after expiry the same client authenticates with the new token.
 func TestAccExecTokenRefresh(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a Kubernetes cluster")
-	}
-	admin := acctest.RESTConfig(t)
-	kube, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, kube := acctest.Clients(t)
 	ctx := context.Background()
 	ns := fmt.Sprintf("kp-exec-%d", time.Now().UnixNano()%1_000_000)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

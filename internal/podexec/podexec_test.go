@@ -148,14 +148,7 @@ func TestMissingImageAcc(t *testing.T) {
 // the acceptance test cluster.
 func accClient(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a real cluster (tools/testcluster/up.sh, or KUBEPLAY_TEST_KUBECONFIG)")
-	}
-	cfg := acctest.RESTConfig(t)
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, client := acctest.Clients(t)
 	return cfg, client
 }
 

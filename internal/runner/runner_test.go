@@ -45,14 +45,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a Kubernetes cluster")
-	}
-	cfg := acctest.RESTConfig(t)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kube := acctest.Clients(t)
 	return &env{t: t, r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: acctest.Namespace(t, kube, "kp-runner")}
 }
 
