@@ -314,37 +314,23 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	name := state.Name.ValueString()
-	var p *corev1.Pod
-	if state.Kind.ValueString() != nodeKindNamespace {
-		if p, err = e.NodeState(ctx, g, name); err != nil {
-			resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading pod %s/%s of held node %q: %v. Its state "+
-				"is kept as it was.", g.Namespace, name, name, err))
-			return
-		}
-	}
+	p, ns, err := e.FindNode(ctx, g, name, state.Kind.ValueString())
 	switch {
-	case p != nil && managed.Owns(p, managed.LabelNode, name):
+	case err != nil && !errors.Is(err, runengine.ErrNotNode):
+		resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading held node %q (pod %s/%s or namespace %s): "+
+			"%v. Its state is kept as it was.", name, g.Namespace, name, name, err))
+		return
+	case p != nil:
 		fillNode(&state, g, p)
-	case state.Kind.ValueString() == nodeKindPod:
-		state.Status = types.StringValue(nodeGone)
+	case ns != nil:
+		fillNamespaceNode(&state, g, ns)
+	case state.Status.IsNull(): // an import
+		resp.Diagnostics.AddError("Node Not Found", fmt.Sprintf("Container group %q has no held node %q: no pod "+
+			"%s/%s and no namespace %s of the group carry the label kubeplay.io/node=%s. Check the import id "+
+			"(<container_group>/<name>).", g.Name, name, g.Namespace, name, name, name))
+		return
 	default:
-		// A namespace node, or an import that found no pod of the name.
-		ns, err := e.NamespaceState(ctx, g, name)
-		switch {
-		case err != nil:
-			resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading namespace %s of held node %q: %v. Its "+
-				"state is kept as it was.", name, name, err))
-			return
-		case ns != nil:
-			fillNamespaceNode(&state, g, ns)
-		case state.Status.IsNull(): // an import
-			resp.Diagnostics.AddError("Node Not Found", fmt.Sprintf("Container group %q has no held node %q: no pod "+
-				"%s/%s and no namespace %s of the group carry the label kubeplay.io/node=%s. Check the import id "+
-				"(<container_group>/<name>).", g.Name, name, g.Namespace, name, name, name))
-			return
-		default:
-			state.Status = types.StringValue(nodeGone)
-		}
+		state.Status = types.StringValue(nodeGone)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }

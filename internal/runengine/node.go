@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -122,15 +122,11 @@ func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.
 
 // caData is the credential's CA: what verifies the API server from outside.
 func (e *Engine) caData() []byte {
-	if len(e.clients.Config.CAData) > 0 {
-		return e.clients.Config.CAData
+	cfg := rest.CopyConfig(e.clients.Config)
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil
 	}
-	if f := e.clients.Config.CAFile; f != "" {
-		if b, err := os.ReadFile(f); err == nil {
-			return b
-		}
-	}
-	return nil
+	return cfg.CAData
 }
 
 // NodePod renders a held node's pod: the run pod of g and l (nil for none),
@@ -179,29 +175,51 @@ func (e *Engine) NodeState(ctx context.Context, g Group, name string) (*corev1.P
 	return p, nil
 }
 
-// heldNode is the held node: its pod, checked (kubeplay's, of the group,
-// and running), or, when there is no such pod, its namespace. Only a group
-// with no pod of the name is asked for namespaces, which a pods-only
-// credential may not read.
+// ErrNotNode: a live pod has the node's name in the group's namespace but
+// is not the group's kubeplay_node.
+var ErrNotNode = errors.New("is not a kubeplay_node of the group")
+
+// FindNode finds the group's held node name as it is now: its live pod, or
+// its namespace, or neither (a node gone, terminating or ended). kind,
+// "pod" or "namespace", says which to look for; "" looks for a pod, then a
+// namespace, and then a namespace that cannot be read counts as none,
+// since a credential that may not read namespaces holds no namespace nodes.
+func (e *Engine) FindNode(ctx context.Context, g Group, name, kind string) (*corev1.Pod, *corev1.Namespace, error) {
+	if kind != "namespace" {
+		p, err := e.NodeState(ctx, g, name)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case p != nil && !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
+			return nil, nil, ErrNotNode
+		case p != nil || kind == "pod":
+			return p, nil, nil
+		}
+	}
+	ns, err := e.NamespaceState(ctx, g, name)
+	if err != nil && kind == "" {
+		return nil, nil, nil
+	}
+	return nil, ns, err
+}
+
+// heldNode is the held node a run names: its pod, running, or its
+// namespace.
 func (e *Engine) heldNode(ctx context.Context, g Group, name string) (*corev1.Pod, *corev1.Namespace, error) {
 	fail := func(object, reason string) error {
 		return &NodeError{Node: name, Group: g.Name, Object: object, Reason: reason}
 	}
 	pod := "pod " + g.Namespace + "/" + name
-	p, err := e.NodeState(ctx, g, name)
+	p, ns, err := e.FindNode(ctx, g, name, "")
 	switch {
+	case errors.Is(err, ErrNotNode):
+		return nil, nil, fail(pod, err.Error())
 	case err != nil:
 		return nil, nil, fail(pod, "cannot be read: "+err.Error())
+	case ns != nil:
+		return nil, ns, nil
 	case p == nil:
-		ns, err := e.NamespaceState(ctx, g, name)
-		if err == nil && ns != nil {
-			return nil, ns, nil
-		}
 		return nil, nil, fail(pod+" or namespace "+name, "is gone, or its pod ended")
-	}
-	switch {
-	case !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
-		return nil, nil, fail(pod, "is not a kubeplay_node of the group")
 	case !warmpool.Ready(p):
 		return nil, nil, fail(pod, "is not running (phase "+string(p.Status.Phase)+")")
 	}

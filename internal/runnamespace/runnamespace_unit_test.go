@@ -372,3 +372,28 @@ func FuzzObjects(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHolder: whatever a held node's turn annotation says, reading it does
+// not panic, and a turn is held only by a named run until a time to come,
+// as TakeTurn wrote it.
+func FuzzHolder(f *testing.F) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	f.Add("0123456789abcdef 2026-11-25T12:30:00Z")
+	f.Add("run 2026-11-25T11:00:00Z")
+	f.Add(" 2099-01-01T00:00:00Z")
+	f.Add("run not-a-time")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, v string) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationHolder: v}}}
+		run, until, held := holder(ns, now)
+		if !held {
+			if run != "" || !until.IsZero() {
+				t.Fatalf("%q: no turn, yet run %q until %v", v, run, until)
+			}
+			return
+		}
+		if !until.After(now) || !strings.HasPrefix(v, run+" ") {
+			t.Fatalf("%q: held by %q until %v at %v", v, run, until, now)
+		}
+	})
+}

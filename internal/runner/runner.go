@@ -307,19 +307,18 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 			res.PodKept = true
 		} else if lost := (*NodeLostError)(nil); errors.As(err, &lost) {
 			r.deleteOnLostNode(cleanup, &res, pod, lost)
-		} else if s.DeleteAsync {
-			if derr := requestDelete(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+		} else {
+			del := DeletePod
+			if s.DeleteAsync {
+				del = requestDelete
+			}
+			if derr := del(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
 				res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
 				if res.Status == StatusSuccessful || res.Status == StatusFailed {
 					res.Status = StatusError
 				}
 			} else {
-				res.Deleting = true
-			}
-		} else if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
-			res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
-			if res.Status == StatusSuccessful || res.Status == StatusFailed {
-				res.Status = StatusError
+				res.Deleting = s.DeleteAsync
 			}
 		}
 	}

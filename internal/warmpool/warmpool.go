@@ -218,19 +218,8 @@ func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (in
 		drop = append(drop, keep[i])
 		keep = append(keep[:i], keep[i+1:]...)
 	}
-	var errs []error
-	var gone []string
-	for _, p := range drop {
-		deleted := p.DeletionTimestamp != nil
-		if !deleted {
-			var err error
-			deleted, err = deletePod(ctx, kube, p)
-			errs = append(errs, err)
-		}
-		if deleted {
-			gone = append(gone, p.Name)
-		}
-	}
+	gone, err := deleteUnclaimed(ctx, kube, drop)
+	errs := []error{err}
 	if len(keep) < n {
 		// The quota counts a deleted pod until it is gone: wait for that
 		// before creating its replacement.
@@ -404,18 +393,31 @@ func Retain(ctx context.Context, kube kubernetes.Interface, namespace, group str
 	if err != nil {
 		return err
 	}
-	var errs []error
-	var gone []string
+	var drop []*corev1.Pod
 	for i := range list.Items {
 		if p := &list.Items[i]; !slices.Contains(labels, p.Labels[managed.LabelNodeLabel]) {
-			deleted, err := deletePod(ctx, kube, p)
-			errs = append(errs, err)
-			if deleted || p.DeletionTimestamp != nil {
-				gone = append(gone, p.Name)
-			}
+			drop = append(drop, p)
 		}
 	}
-	return errors.Join(append(errs, waitGone(ctx, kube, namespace, gone))...)
+	gone, err := deleteUnclaimed(ctx, kube, drop)
+	return errors.Join(err, waitGone(ctx, kube, namespace, gone))
+}
+
+// deleteUnclaimed deletes the pods that no run claimed meanwhile (see
+// deletePod) and names those that are going: deleted now, or before.
+func deleteUnclaimed(ctx context.Context, kube kubernetes.Interface, pods []*corev1.Pod) (gone []string, err error) {
+	var errs []error
+	for _, p := range pods {
+		deleted := p.DeletionTimestamp != nil
+		if !deleted {
+			deleted, err = deletePod(ctx, kube, p)
+			errs = append(errs, err)
+		}
+		if deleted {
+			gone = append(gone, p.Name)
+		}
+	}
+	return gone, errors.Join(errs...)
 }
 
 // waitGone waits, watching, until the named pods are gone.
