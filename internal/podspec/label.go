@@ -268,6 +268,10 @@ func ValidateTemplate(tmpl string) error {
 	return err
 }
 
+// NamespaceAccount is the ServiceAccount, Role and RoleBinding of a
+// namespace label's namespace.
+const NamespaceAccount = "kubeplay"
+
 // NamespaceObjects are what a namespace label gives a run: a fresh
 // namespace with a ServiceAccount whose Role lets it manage common workloads
 // there. Every rule names a real API group; logs are "pods/log".
@@ -279,10 +283,10 @@ func NamespaceObjects(namespace, labelName string) (*corev1.Namespace, *corev1.S
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: maps.Clone(labels)}}
-	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta("kubeplay")}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(NamespaceAccount)}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: meta("kubeplay"),
+		ObjectMeta: meta(NamespaceAccount),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods", "services", "configmaps", "secrets",
 				"persistentvolumeclaims", "serviceaccounts", "endpoints", "events"}, Verbs: all},
@@ -295,7 +299,7 @@ func NamespaceObjects(namespace, labelName string) (*corev1.Namespace, *corev1.S
 	}
 	rb := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: meta("kubeplay"),
+		ObjectMeta: meta(NamespaceAccount),
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: namespace}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 	}

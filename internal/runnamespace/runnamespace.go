@@ -149,13 +149,12 @@ func Make(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 // least the 10 minutes the TokenRequest API issues) and returns a
 // kubeconfig that reaches server with it, in namespace, and the token.
 func Access(ctx context.Context, kube kubernetes.Interface, namespace, server string, ca []byte, ttl time.Duration) (kubeconfig []byte, token string, err error) {
-	_, sa, _, _ := podspec.NamespaceObjects(namespace, "")
 	ttl = max(ttl, minTokenTTL)
-	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa.Name, &authv1.TokenRequest{
+	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, podspec.NamespaceAccount, &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl / time.Second))},
 	}, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 	if err != nil {
-		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, sa.Name, err)
+		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, podspec.NamespaceAccount, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kubeplay"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
