@@ -413,11 +413,14 @@ func sandboxFailed(ctx context.Context, kube kubernetes.Interface, pod *corev1.P
 }
 
 // create creates the pod; while the namespace's quota refuses it, it waits
-// for a change of the quotas, watching, up to the pending timeout.
+// for a change of the quotas, watching, up to the pending timeout. Between
+// changes it tries again after a recheck that doubles from 1 s to 16 s, for
+// a refusal the admission's lagging quota cache made after the change.
 func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	ns := s.Pod.Namespace
 	pending, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
+	recheck := quotaRecheck
 	for {
 		pod, err := r.Kube.CoreV1().Pods(ns).Create(ctx, s.Pod, metav1.CreateOptions{})
 		if err == nil {
@@ -430,14 +433,22 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
-		if werr := waitfor.QuotaChange(pending, r.Kube, ns); werr != nil {
+		changed, werr := waitfor.QuotaChange(pending, r.Kube, ns, recheck)
+		if werr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err)
 		}
+		if changed {
+			recheck = quotaRecheck
+		} else {
+			recheck = min(2*recheck, 16*quotaRecheck)
+		}
 	}
 }
+
+const quotaRecheck = time.Second
 
 func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatcher {
 	return waitfor.Named(kube.CoreV1().Pods(ns), name)

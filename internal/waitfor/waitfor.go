@@ -9,6 +9,7 @@ package waitfor
 import (
 	"context"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,27 +104,35 @@ func QuotaExceeded(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
-// QuotaChange blocks until a ResourceQuota of ns changes its status.
-func QuotaChange(ctx context.Context, kube kubernetes.Interface, ns string) error {
+// QuotaChange blocks until a ResourceQuota of ns changes its status, and
+// reports true, or until recheck has passed, and reports false. The API
+// server's quota admission reads quotas from its own cache, which can lag
+// the watch: a create refused just after the change that freed room would
+// otherwise wait for a change that has already come.
+func QuotaChange(ctx context.Context, kube kubernetes.Interface, ns string, recheck time.Duration) (bool, error) {
 	list, err := kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return false, err
 	}
 	w, err := kube.CoreV1().ResourceQuotas(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer w.Stop()
+	timer := time.NewTimer(recheck)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
+		case <-timer.C:
+			return false, nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil // the watch ended: try again, which re-lists
+				return false, nil // the watch ended: try again, which re-lists
 			}
 			if ev.Type == watch.Modified || ev.Type == watch.Deleted {
-				return nil
+				return true, nil
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -351,5 +352,45 @@ func TestQuotaExceeded(t *testing.T) {
 		QuotaExceeded(apierrors.NewForbidden(pods, "p", errors.New("no"))) ||
 		QuotaExceeded(errors.New("exceeded quota")) {
 		t.Error("QuotaExceeded does not tell the quota's refusal from other errors")
+	}
+}
+
+func TestQuotaChange(t *testing.T) {
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runs", Namespace: ns}}
+	kube := fake.NewClientset(quota)
+	opened := make(chan struct{}, 8)
+	kube.PrependWatchReactor("resourcequotas", func(k8stesting.Action) (bool, watch.Interface, error) {
+		opened <- struct{}{}
+		return false, nil, nil
+	})
+
+	start := time.Now()
+	changed, err := QuotaChange(limit(t), kube, ns, 100*time.Millisecond)
+	if err != nil || changed || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("without a change QuotaChange must return unchanged after the recheck: changed %v, %v after %s", changed, err, time.Since(start))
+	}
+	<-opened
+
+	done := make(chan bool, 1)
+	go func() {
+		changed, err := QuotaChange(limit(t), kube, ns, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- changed
+	}()
+	<-opened
+	quota.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	if _, err := kube.CoreV1().ResourceQuotas(ns).UpdateStatus(context.Background(), quota, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !<-done {
+		t.Fatal("QuotaChange did not report the quota's change")
+	}
+
+	ctx, cancel := context.WithCancel(limit(t))
+	cancel()
+	if _, err := QuotaChange(ctx, kube, ns, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("QuotaChange with a canceled context: %v", err)
 	}
 }
