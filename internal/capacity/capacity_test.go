@@ -62,10 +62,8 @@ func TestQuota(t *testing.T) {
 
 func accConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1 to run it against a real cluster")
-	}
-	return acctest.RESTConfig(t)
+	cfg, _ := acctest.Clients(t)
+	return cfg
 }
 
 // ownClient returns a client with its own connections: a custom dialer keeps

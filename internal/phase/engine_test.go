@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +23,8 @@ import (
 
 func testClients(t *testing.T) *kubeclient.Clients {
 	t.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("needs the test cluster: set TF_ACC=1")
-	}
-	c, err := kubeclient.NewClients(acctest.RESTConfig(t))
+	cfg, _ := acctest.Clients(t)
+	c, err := kubeclient.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,9 +83,6 @@ func benchDocs(t testing.TB, dir string, namespaces []string) []string {
 //
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench Phase500 -benchtime 1x -timeout 30m
 func BenchmarkPhase500(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
 	e := benchTestEnv(b)
 	terraformBin, cliConfig, err := providerCLI(b)
 	if err != nil {

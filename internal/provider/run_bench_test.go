@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 )
@@ -42,9 +41,6 @@ func BenchmarkRun100(b *testing.B) { run100(b, 0) }
 func BenchmarkRun100Warm(b *testing.B) { run100(b, 10) }
 
 func run100(b *testing.B, warm int) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
 	e := benchTestEnv(b)
 	ns := acctest.Namespace(b, e.kube, "kp-scale")
 	terraformBin, cliConfig, err := providerCLI(b)
@@ -199,11 +195,7 @@ func warmRuns(b *testing.B, dir string) int {
 // benchTestEnv is newTestEnv for benchmarks.
 func benchTestEnv(b *testing.B) *testEnv {
 	b.Helper()
-	e := &testEnv{t: b, kubeconfig: acctest.Kubeconfig(b), catalog: randName("kp-catalog")}
-	var err error
-	if e.kube, err = kubernetes.NewForConfig(acctest.RESTConfig(b)); err != nil {
-		b.Fatal(err)
-	}
+	e := &testEnv{t: b, kube: acctest.Kube(b), kubeconfig: acctest.Kubeconfig(b), catalog: randName("kp-catalog")}
 	b.Cleanup(func() {
 		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.catalog, metav1.DeleteOptions{})
 	})

@@ -27,9 +27,6 @@ const benchPlaybook = `- hosts: all
 //
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench RunVsKubectl -benchtime 3x -timeout 30m
 func BenchmarkRunVsKubectl(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
 	e := benchTestEnv(b)
 	ns := acctest.Namespace(b, e.kube, "kp-vs")
 	terraformBin, cliConfig, err := providerCLI(b)

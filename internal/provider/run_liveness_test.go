@@ -213,9 +213,6 @@ func TestAccRun_killedProviderFreesCapacity(t *testing.T) {
 //
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench KilledProviderLiveness -benchtime 1x -timeout 30m
 func BenchmarkKilledProviderLiveness(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
 	e := benchTestEnv(b)
 	var ended, next time.Duration
 	for i := 0; i < b.N; i++ {

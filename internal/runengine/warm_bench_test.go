@@ -6,7 +6,6 @@ package runengine_test
 import (
 	"context"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +42,7 @@ const twoTasks = `- hosts: all
 //
 //	TF_ACC=1 go test ./internal/runengine -run '^$' -bench WarmRun -benchtime 10x
 func BenchmarkWarmRun(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
-	cfg := acctest.RESTConfig(b)
+	cfg, _ := acctest.Clients(b)
 	c, err := kubeclient.NewClients(cfg)
 	if err != nil {
 		b.Fatal(err)

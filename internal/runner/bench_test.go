@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,14 +31,7 @@ import (
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench 'RunPath' -benchtime 10x -count 3
 func benchEnv(b *testing.B) (*rest.Config, kubernetes.Interface, string) {
 	b.Helper()
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
-	cfg := acctest.RESTConfig(b)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg, kube := acctest.Clients(b)
 	return cfg, kube, acctest.Namespace(b, kube, "kp-bench")
 }
 

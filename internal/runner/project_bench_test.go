@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
@@ -34,14 +32,7 @@ import (
 //
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench ProjectShip50MB -benchtime 5x -timeout 30m
 func BenchmarkProjectShip50MB(b *testing.B) {
-	if os.Getenv("TF_ACC") == "" {
-		b.Skip("benchmark against the test cluster: set TF_ACC=1")
-	}
-	cfg := acctest.RESTConfig(b)
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg, kube := acctest.Clients(b)
 	ns := acctest.Namespace(b, kube, "kp-bench-project")
 	ctx := context.Background()
 	pod, err := acctest.StartPod(ctx, kube, ns, "ship", acctest.TestImage())
