@@ -12,35 +12,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // WaitPods lists the pods of ns that selector selects until done says so
-// of the list, watching between lists from the list's resourceVersion, so
-// that no change is missed; it gives the last list, with ctx's error when
-// ctx ended first.
+// of the list (see waitfor.Lists).
 func WaitPods(ctx context.Context, kube kubernetes.Interface, ns, selector string, done func([]corev1.Pod) bool) ([]corev1.Pod, error) {
-	pods := kube.CoreV1().Pods(ns)
-	for {
-		list, err := pods.List(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return nil, err
-		}
-		if done(list.Items) {
-			return list.Items, nil
-		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			return list.Items, err
-		}
-		select {
-		case <-w.ResultChan():
-			w.Stop()
-		case <-ctx.Done():
-			w.Stop()
-			return list.Items, ctx.Err()
-		}
+	list, err := waitfor.Lists(ctx, kube.CoreV1().Pods(ns), metav1.ListOptions{LabelSelector: selector},
+		func(l *corev1.PodList) (bool, error) { return done(l.Items), nil })
+	if list == nil {
+		return nil, err
 	}
+	return list.Items, err
 }
 
 // WaitWarmReady waits until the group's warm pools hold at least n ready

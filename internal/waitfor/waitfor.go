@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,6 +47,40 @@ func Named[L runtime.Object](c ListWatcher[L], name string) cache.ListerWatcher 
 			o.FieldSelector = sel
 			return c.Watch(ctx, o)
 		},
+	}
+}
+
+// Lists lists with opts until done holds of a list, watching from each
+// list's resourceVersion between lists so that no change is missed: any
+// event, an expired watch's error included, means list again. It returns
+// the last list, with ctx's error when ctx ended first.
+func Lists[L runtime.Object](ctx context.Context, c ListWatcher[L], opts metav1.ListOptions, done func(L) (bool, error)) (L, error) {
+	var last L
+	for {
+		list, err := c.List(ctx, opts)
+		if err != nil {
+			return last, err
+		}
+		last = list
+		if ok, err := done(list); ok || err != nil {
+			return list, err
+		}
+		m, err := meta.ListAccessor(list)
+		if err != nil {
+			return list, err
+		}
+		w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector,
+			ResourceVersion: m.GetResourceVersion()})
+		if err != nil {
+			return list, err
+		}
+		select {
+		case <-w.ResultChan():
+			w.Stop()
+		case <-ctx.Done():
+			w.Stop()
+			return list, ctx.Err()
+		}
 	}
 }
 

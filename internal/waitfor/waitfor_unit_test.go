@@ -394,3 +394,31 @@ func TestQuotaChange(t *testing.T) {
 		t.Fatalf("QuotaChange with a canceled context: %v", err)
 	}
 }
+
+func TestListsWatchesBetweenLists(t *testing.T) {
+	kube := fake.NewClientset()
+	pods := newWatched(kube.CoreV1().Pods(ns))
+	lists := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := Lists(limit(t), pods, metav1.ListOptions{}, func(l *corev1.PodList) (bool, error) {
+			lists++
+			return len(l.Items) == 1, nil
+		})
+		done <- err
+	}()
+	pods.wait(t)
+	if _, err := kube.CoreV1().Pods(ns).Create(context.Background(), podA(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || lists != 2 {
+		t.Fatalf("Lists: %v after %d lists, want the pod on the second list", err, lists)
+	}
+
+	ctx, cancel := context.WithCancel(limit(t))
+	cancel()
+	got, err := Lists(ctx, kube.CoreV1().Pods(ns), metav1.ListOptions{}, func(*corev1.PodList) (bool, error) { return false, nil })
+	if !errors.Is(err, context.Canceled) || got == nil || len(got.Items) != 1 {
+		t.Fatalf("Lists with a canceled context: %v, %v", got, err)
+	}
+}

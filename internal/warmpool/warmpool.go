@@ -297,16 +297,15 @@ func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (
 	pods := kube.CoreV1().Pods(t.Namespace)
 	rev := Revision(t.Pod)
 	sel := t.selector() + "," + LabelRevision + "=" + rev
-	for {
-		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return nil, err
-		}
+	var got *corev1.Pod
+	_, err := waitfor.Lists(ctx, pods, metav1.ListOptions{LabelSelector: sel}, func(list *corev1.PodList) (bool, error) {
 		var ready []*corev1.Pod
 		starting := false
 		for i := range list.Items {
 			p := &list.Items[i]
 			switch {
+			case !outlives(p, c.Timeout):
+				// Its deadline comes before the run's would: never this run's.
 			case Ready(p):
 				ready = append(ready, p)
 			case usable(p):
@@ -317,35 +316,42 @@ func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (
 		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
 		for _, p := range ready {
 			claimed, err := claim(ctx, kube, p, c)
-			if err != nil {
-				return nil, err
-			}
-			if claimed != nil {
-				return claimed, nil
+			if claimed != nil || err != nil {
+				got = claimed
+				return true, err
 			}
 		}
-		if !starting && len(ready) == 0 {
-			return nil, nil
-		}
-		if !starting {
-			continue // every ready pod went to another run: list again
-		}
-		if err := waitChange(ctx, kube, t.Namespace, sel, list.ResourceVersion); err != nil {
-			return nil, err
-		}
+		// Every ready pod went to another run, whose claims the watch sees,
+		// or some are starting; with neither, the run makes its own pod.
+		return len(ready) == 0 && !starting, nil
+	})
+	return got, err
+}
+
+// claimDeadline is the activeDeadlineSeconds p gets when a run with timeout
+// claims it: its age plus the timeout.
+func claimDeadline(p *corev1.Pod, timeout time.Duration) int64 {
+	deadline := int64(timeout/time.Second) + 1
+	if p.Status.StartTime != nil {
+		deadline += int64(time.Since(p.Status.StartTime.Time) / time.Second)
 	}
+	return deadline
+}
+
+// outlives reports whether p's deadline leaves room for a run of timeout:
+// a claim may only lower a deadline.
+func outlives(p *corev1.Pod, timeout time.Duration) bool {
+	cur := p.Spec.ActiveDeadlineSeconds
+	return cur == nil || claimDeadline(p, timeout) <= *cur
 }
 
 // claim takes p for a run, or returns nil when another run took it first
 // or its deadline is too near.
 func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Claim) (*corev1.Pod, error) {
-	deadline := int64(c.Timeout/time.Second) + 1
-	if p.Status.StartTime != nil {
-		deadline += int64(time.Since(p.Status.StartTime.Time) / time.Second)
-	}
-	if cur := p.Spec.ActiveDeadlineSeconds; cur != nil && deadline > *cur {
+	if !outlives(p, c.Timeout) {
 		return nil, nil
 	}
+	deadline := claimDeadline(p, c.Timeout)
 	q := p.DeepCopy()
 	q.Labels = maps.Clone(c.Labels)
 	if q.Annotations == nil {
@@ -368,22 +374,6 @@ func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Clai
 		return nil, nil
 	}
 	return got, nil
-}
-
-// waitChange blocks until a pod of sel changes after rv.
-func waitChange(ctx context.Context, kube kubernetes.Interface, ns, sel, rv string) error {
-	w, err := kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	// Any event, an expired watch's error included, means: list again.
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-w.ResultChan():
-		return nil
-	}
 }
 
 // Retain deletes the group's unclaimed warm pods of every pool but those of

@@ -4,6 +4,7 @@
 package warmpool
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
@@ -157,4 +159,38 @@ func FuzzWarmPod(f *testing.F) {
 			t.Fatalf("the warm pod's spec differs from its template's beyond deadline and worker args")
 		}
 	})
+}
+
+// A run takes only a warm pod whose deadline leaves room for its timeout;
+// with none such the run goes cold at once instead of listing again and
+// again until the pool's pods end.
+func TestTakeOnlyPodsThatOutliveTheRun(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod()}
+	warm := func(name string, age time.Duration) *corev1.Pod {
+		p := tmpl.warmPod(Revision(tmpl.Pod))
+		p.Name = name
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &metav1.Time{Time: time.Now().Add(-age)}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		return p
+	}
+	kube := fake.NewClientset(warm("old", MaxAge-30*time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	claim := Claim{Labels: map[string]string{managed.LabelRun: "r"}, Timeout: time.Hour}
+	got, err := Take(ctx, kube, tmpl, claim)
+	if err != nil || got != nil {
+		t.Fatalf("a pod with 30 min left taken for a run of 1 h: %v, %v", got, err)
+	}
+	if _, err := kube.CoreV1().Pods("ns").Create(ctx, warm("young", time.Minute), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = Take(ctx, kube, tmpl, claim)
+	if err != nil || got == nil || got.Name != "young" {
+		t.Fatalf("the pod that outlives the run was not taken: %v, %v", got, err)
+	}
+	if d := *got.Spec.ActiveDeadlineSeconds; d < 3600+60 || d > 3600+62 {
+		t.Errorf("claimed pod's deadline %d s, want its age (60 s) plus the run's timeout and a second", d)
+	}
 }
