@@ -132,7 +132,8 @@ func TestReportSaysEachThingOnce(t *testing.T) {
 		summary string
 		detail  string
 	}{
-		{runner.Result{Status: runner.StatusCanceled, Message: "context canceled"}, "Run Canceled", "The run was canceled: context canceled."},
+		{runner.Result{Status: runner.StatusCanceled, Message: "context canceled"}, "Run Canceled", "The run was canceled: context canceled. Terraform was interrupted (Ctrl-C) or a timeout ended its operation; " +
+			"the run is not recorded as done, so the next apply (or destroy) runs it again."},
 		{runner.Result{Status: runner.StatusFailed, PodName: "p", ExitCode: 2, PodKept: true, Output: "a\nb\n"}, "Run Failed",
 			"The playbook in pod p exited with code 2. The pod p was kept (keep_pod_on_failure); delete it when done. " +
 				"So was the run's namespace sandbox-1.\n\nThe output's last lines:\na\nb"},

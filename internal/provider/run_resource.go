@@ -1004,7 +1004,8 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	case runner.StatusFailed:
 		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d.", res.PodName, res.ExitCode)
 	case runner.StatusCanceled:
-		fmt.Fprintf(&detail, "The run was canceled: %s.", res.Message)
+		fmt.Fprintf(&detail, "The run was canceled: %s. Terraform was interrupted (Ctrl-C) or a timeout ended its operation; "+
+			"the run is not recorded as done, so the next apply (or destroy) runs it again.", res.Message)
 	default:
 		fmt.Fprintf(&detail, "The run could not complete: %s.", res.Message)
 	}
