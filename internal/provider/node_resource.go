@@ -39,10 +39,10 @@ const (
 	nodeGone    = "gone"
 )
 
-// The kinds of held node: a pod, or a namespace label's namespace.
+// The kinds of held node.
 const (
-	nodeKindPod       = "pod"
-	nodeKindNamespace = "namespace"
+	nodeKindPod       = runengine.NodeKindPod
+	nodeKindNamespace = runengine.NodeKindNamespace
 )
 
 // nodeReleaseTimeout bounds a node's destroy.

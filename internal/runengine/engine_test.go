@@ -400,6 +400,11 @@ func TestClusterCA(t *testing.T) {
 	if ca := string(f.e.clusterCA(t.Context(), "elsewhere")); ca != "own" {
 		t.Errorf("fallback ca %q", ca)
 	}
+	f.e.clients.Config.CAData, f.e.clients.Config.CAFile = nil, "/nonexistent/ca.crt"
+	if _, err := f.e.caData(); err == nil ||
+		!strings.Contains(err.Error(), "/nonexistent/ca.crt") || !strings.Contains(err.Error(), "check that the file") {
+		t.Errorf("an unreadable CA file: %v", err)
+	}
 }
 
 func TestLog(t *testing.T) {

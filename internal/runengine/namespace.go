@@ -66,5 +66,7 @@ func (e *Engine) clusterCA(ctx context.Context, namespace string) []byte {
 	if err == nil && cm.Data["ca.crt"] != "" {
 		return []byte(cm.Data["ca.crt"])
 	}
-	return e.caData()
+	// A fallback only: an unreadable CA file fails the provider's own client first.
+	ca, _ := e.caData()
+	return ca
 }

@@ -103,7 +103,11 @@ func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.
 	case ns == nil:
 		return nil, "", &NodeError{Node: name, Group: g.Name, Object: "namespace " + name, Reason: "is not a namespace node of the group, or is gone"}
 	}
-	raw, token, err := runnamespace.Access(ctx, e.clients.Kube, name, e.clients.Config.Host, e.caData(), ttl)
+	ca, err := e.caData()
+	if err != nil {
+		return nil, "", err
+	}
+	raw, token, err := runnamespace.Access(ctx, e.clients.Kube, name, e.clients.Config.Host, ca, ttl)
 	if err != nil || !e.clients.Config.Insecure {
 		return raw, token, err
 	}
@@ -121,12 +125,12 @@ func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.
 }
 
 // caData is the credential's CA: what verifies the API server from outside.
-func (e *Engine) caData() []byte {
+func (e *Engine) caData() ([]byte, error) {
 	cfg := rest.CopyConfig(e.clients.Config)
 	if err := rest.LoadTLSFiles(cfg); err != nil {
-		return nil
+		return nil, fmt.Errorf("reading the CA of the group's credential (%s): %w; check that the file still exists and is readable", cfg.CAFile, err)
 	}
-	return cfg.CAData
+	return cfg.CAData, nil
 }
 
 // NodePod renders a held node's pod: the run pod of g and l (nil for none),
@@ -175,24 +179,30 @@ func (e *Engine) NodeState(ctx context.Context, g Group, name string) (*corev1.P
 	return p, nil
 }
 
+// The kinds of held node: a pod, or a namespace label's namespace.
+const (
+	NodeKindPod       = "pod"
+	NodeKindNamespace = "namespace"
+)
+
 // ErrNotNode: a live pod has the node's name in the group's namespace but
 // is not the group's kubeplay_node.
 var ErrNotNode = errors.New("is not a kubeplay_node of the group")
 
 // FindNode finds the group's held node name as it is now: its live pod, or
 // its namespace, or neither (a node gone, terminating or ended). kind,
-// "pod" or "namespace", says which to look for; "" looks for a pod, then a
+// NodeKindPod or NodeKindNamespace, says which to look for; "" looks for a pod, then a
 // namespace, and then a namespace that cannot be read counts as none,
 // since a credential that may not read namespaces holds no namespace nodes.
 func (e *Engine) FindNode(ctx context.Context, g Group, name, kind string) (*corev1.Pod, *corev1.Namespace, error) {
-	if kind != "namespace" {
+	if kind != NodeKindNamespace {
 		p, err := e.NodeState(ctx, g, name)
 		switch {
 		case err != nil:
 			return nil, nil, err
 		case p != nil && !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
 			return nil, nil, ErrNotNode
-		case p != nil || kind == "pod":
+		case p != nil || kind == NodeKindPod:
 			return p, nil, nil
 		}
 	}

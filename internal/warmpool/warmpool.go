@@ -328,30 +328,31 @@ func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (
 	return got, err
 }
 
-// claimDeadline is the activeDeadlineSeconds p gets when a run with timeout
-// claims it: its age plus the timeout.
-func claimDeadline(p *corev1.Pod, timeout time.Duration) int64 {
+// claimDeadline is the activeDeadlineSeconds p gets when a run of timeout
+// claims it, its age plus the timeout, and whether p may get it: a claim
+// may only lower a deadline.
+func claimDeadline(p *corev1.Pod, timeout time.Duration) (int64, bool) {
 	deadline := int64(timeout/time.Second) + 1
 	if p.Status.StartTime != nil {
 		deadline += int64(time.Since(p.Status.StartTime.Time) / time.Second)
 	}
-	return deadline
+	cur := p.Spec.ActiveDeadlineSeconds
+	return deadline, cur == nil || deadline <= *cur
 }
 
-// outlives reports whether p's deadline leaves room for a run of timeout:
-// a claim may only lower a deadline.
+// outlives reports whether p's deadline leaves room for a run of timeout.
 func outlives(p *corev1.Pod, timeout time.Duration) bool {
-	cur := p.Spec.ActiveDeadlineSeconds
-	return cur == nil || claimDeadline(p, timeout) <= *cur
+	_, ok := claimDeadline(p, timeout)
+	return ok
 }
 
 // claim takes p for a run, or returns nil when another run took it first
 // or its deadline is too near.
 func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Claim) (*corev1.Pod, error) {
-	if !outlives(p, c.Timeout) {
+	deadline, ok := claimDeadline(p, c.Timeout)
+	if !ok {
 		return nil, nil
 	}
-	deadline := claimDeadline(p, c.Timeout)
 	q := p.DeepCopy()
 	q.Labels = maps.Clone(c.Labels)
 	if q.Annotations == nil {
