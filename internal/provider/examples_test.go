@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/config"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -75,6 +76,7 @@ func TestAccExamples(t *testing.T) {
 	run("resources/kubeplay_node_label", testExampleNodeLabel)
 	run("resources/kubeplay_node", testExampleNode)
 	run("resources/kubeplay_phase", testExamplePhase)
+	run("resources/kubeplay_clusterctl", testExampleClusterctl)
 	run("resources/kubeplay_run", testExampleRun)
 	run("ephemeral-resources/kubeplay_node_kubeconfig", testExampleNodeKubeconfig)
 	run("data-sources/kubeplay_credential", func(t *testing.T, dir string) { testExampleCredentialData(t, dir, cli) })
@@ -369,6 +371,35 @@ func testExamplePhase(t *testing.T, dir string) {
 		}
 		return nil
 	}
+	resource.Test(t, x.testCase(x.checkGone, step))
+}
+
+// testExampleClusterctl plans the example with the Cluster API release
+// TestAccClusterctl_initAndMove installs: its plan has the two
+// cert-manager phases, both inits and the move, and no error. It is not
+// applied here: that test applies the same resources, and a move needs a
+// provisioned Cluster, which only a test can fake.
+func testExampleClusterctl(t *testing.T, dir string) {
+	x := newExampleEnv(t, dir, nil, nil)
+	files := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(files, name)
+		writeTestFile(t, p, text)
+		return p
+	}
+	vars := x.phaseVars()
+	vars["core_components"] = write("core-components.yaml", acctest.ClusterAPICoreComponents(t))
+	vars["core_metadata"] = write("metadata.yaml", acctest.ClusterAPIMetadata(t))
+	vars["cert_manager_manifests"] = write("cert-manager.yaml", acctest.CertManagerAPI())
+	step := x.step(vars)
+	step.PlanOnly, step.ExpectNonEmptyPlan = true, true
+	step.ConfigPlanChecks = resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction("kubeplay_phase.cert_manager_ephemeral", plancheck.ResourceActionCreate),
+		plancheck.ExpectResourceAction("kubeplay_phase.cert_manager_target", plancheck.ResourceActionCreate),
+		plancheck.ExpectResourceAction("kubeplay_clusterctl.init_ephemeral", plancheck.ResourceActionCreate),
+		plancheck.ExpectResourceAction("kubeplay_clusterctl.init_target", plancheck.ResourceActionCreate),
+		plancheck.ExpectResourceAction("kubeplay_clusterctl.move", plancheck.ResourceActionCreate),
+	}}
 	resource.Test(t, x.testCase(x.checkGone, step))
 }
 

@@ -350,6 +350,7 @@ func (p *kubeplayProvider) Resources(context.Context) []func() resource.Resource
 		newContainerGroupResource,
 		newNodeLabelResource,
 		newPhaseResource,
+		newClusterctlResource,
 		newRunResource,
 		newNodeResource,
 	}

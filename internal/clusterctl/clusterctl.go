@@ -1,0 +1,446 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+// Package clusterctl runs airshipctl's Clusterctl executor through the
+// clusterctl library: init of a cluster with Cluster API providers whose
+// component manifests the caller supplies, delete of those providers, and
+// move of Cluster API objects from one cluster to another.
+//
+// Nothing is fetched from the internet: each provider's components and
+// metadata come from memory, cert-manager is the caller's to install
+// (clusterctl is told it is provisioned externally), and clusterctl's local
+// overrides folder is pointed at an empty directory.
+package clusterctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/repository"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
+)
+
+// Types are the provider types clusterctl knows, in the order init installs them.
+var Types = []string{
+	string(clusterctlv1.CoreProviderType),
+	string(clusterctlv1.BootstrapProviderType),
+	string(clusterctlv1.ControlPlaneProviderType),
+	string(clusterctlv1.InfrastructureProviderType),
+	string(clusterctlv1.IPAMProviderType),
+	string(clusterctlv1.RuntimeExtensionProviderType),
+	string(clusterctlv1.AddonProviderType),
+}
+
+// Provider is one Cluster API provider release: clusterctl's repository
+// holds its components and metadata for the one version.
+type Provider struct {
+	Name       string // e.g. cluster-api, kubeadm, docker
+	Type       string // one of Types
+	Version    string // vX.Y.Z
+	Components string // the release's components YAML, ${VAR} placeholders allowed
+	Metadata   string // the release's metadata.yaml
+}
+
+// key names the provider as clusterctl's inventory does.
+func (p Provider) key() string { return p.Type + "/" + p.Name }
+
+// Validate checks what clusterctl would refuse at apply: the version, the
+// components' documents and the metadata's release series for the version.
+func (p Provider) Validate() error {
+	v, err := version.ParseSemantic(p.Version)
+	if err != nil || !strings.HasPrefix(p.Version, "v") {
+		return fmt.Errorf("version %q is not a release version such as v1.14.2", p.Version)
+	}
+	objs, err := phase.Parse([]string{p.Components})
+	if err != nil {
+		return fmt.Errorf("components: %w", err)
+	}
+	if len(objs) == 0 {
+		return errors.New("components hold no Kubernetes object")
+	}
+	var md clusterctlv1.Metadata
+	if err := yaml.UnmarshalStrict([]byte(p.Metadata), &md); err != nil {
+		return fmt.Errorf("metadata is not a clusterctl Metadata document: %w", err)
+	}
+	if md.Kind != "Metadata" || md.APIVersion != clusterctlv1.GroupVersion.String() {
+		return fmt.Errorf("metadata has apiVersion %q and kind %q; want %s Metadata, as in a release's metadata.yaml",
+			md.APIVersion, md.Kind, clusterctlv1.GroupVersion)
+	}
+	if md.GetReleaseSeriesForVersion(v) == nil {
+		return fmt.Errorf("metadata has no releaseSeries entry for %d.%d, the series of version %s", v.Major(), v.Minor(), p.Version)
+	}
+	return nil
+}
+
+// InitRequest is one init: the providers to install and the values of the
+// components' ${VAR} placeholders.
+type InitRequest struct {
+	Providers []Provider
+	Variables map[string]string
+	// Timeout bounds the wait for the providers' deployments to be available.
+	Timeout time.Duration
+}
+
+// ErrNoCertManager: the cluster lacks the cert-manager API clusterctl requires.
+var ErrNoCertManager = errors.New("the cluster has no cert-manager API (cert-manager.io/v1 Issuer and Certificate)")
+
+// clusterctl keeps its logger in a package variable; one operation at a time
+// keeps each operation's log lines with its own context.
+var (
+	mu          sync.Mutex
+	ctrlLogOnce sync.Once
+)
+
+// Init installs the providers into the cluster cfg reaches and waits until
+// their controllers are available.
+func Init(ctx context.Context, cfg *rest.Config, req InitRequest) error {
+	if err := certManagerAPI(cfg); err != nil {
+		return err
+	}
+	return run(ctx, req.Providers, req.Variables, req.Timeout, func(c client.Client, kube func(*rest.Config) (client.Kubeconfig, error)) error {
+		kc, err := kube(cfg)
+		if err != nil {
+			return err
+		}
+		opts := client.InitOptions{Kubeconfig: kc, WaitProviders: true, WaitProviderTimeout: req.Timeout}
+		for _, p := range req.Providers {
+			ref := p.Name + ":" + p.Version
+			switch clusterctlv1.ProviderType(p.Type) {
+			case clusterctlv1.CoreProviderType:
+				opts.CoreProvider = ref
+			case clusterctlv1.BootstrapProviderType:
+				opts.BootstrapProviders = append(opts.BootstrapProviders, ref)
+			case clusterctlv1.ControlPlaneProviderType:
+				opts.ControlPlaneProviders = append(opts.ControlPlaneProviders, ref)
+			case clusterctlv1.InfrastructureProviderType:
+				opts.InfrastructureProviders = append(opts.InfrastructureProviders, ref)
+			case clusterctlv1.IPAMProviderType:
+				opts.IPAMProviders = append(opts.IPAMProviders, ref)
+			case clusterctlv1.RuntimeExtensionProviderType:
+				opts.RuntimeExtensionProviders = append(opts.RuntimeExtensionProviders, ref)
+			case clusterctlv1.AddonProviderType:
+				opts.AddonProviders = append(opts.AddonProviders, ref)
+			default:
+				return fmt.Errorf("provider %s has unknown type %q", p.Name, p.Type)
+			}
+		}
+		// On a first init clusterctl adds the kubeadm bootstrap and control
+		// plane providers unless told "-": install only what was listed.
+		if len(opts.BootstrapProviders) == 0 {
+			opts.BootstrapProviders = []string{client.NoopProvider}
+		}
+		if len(opts.ControlPlaneProviders) == 0 {
+			opts.ControlPlaneProviders = []string{client.NoopProvider}
+		}
+		_, err = c.Init(ctx, opts)
+		return err
+	})
+}
+
+// Delete removes the providers of an init that are still installed, with
+// their namespaces; with crds, also their CRDs and so every object of those
+// kinds. It then deletes what clusterctl leaves of them (cluster-wide RBAC
+// whose names lack the namespace prefix clusterctl looks for; all of an
+// install that failed before its inventory entry), clusterctl's inventory
+// CRD once it lists no provider, and waits until those are gone.
+func Delete(ctx context.Context, cfg *rest.Config, providers []Provider, crds bool) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	installed, err := Installed(ctx, dyn, providers)
+	if err != nil {
+		return err
+	}
+	if len(installed) > 0 {
+		err := run(ctx, nil, nil, 0, func(c client.Client, kubeconfig func(*rest.Config) (client.Kubeconfig, error)) error {
+			kc, err := kubeconfig(cfg)
+			if err != nil {
+				return err
+			}
+			opts := client.DeleteOptions{Kubeconfig: kc, IncludeNamespace: true, IncludeCRDs: crds}
+			for _, p := range installed {
+				switch clusterctlv1.ProviderType(p.Type) {
+				case clusterctlv1.CoreProviderType:
+					opts.CoreProvider = p.Name
+				case clusterctlv1.BootstrapProviderType:
+					opts.BootstrapProviders = append(opts.BootstrapProviders, p.Name)
+				case clusterctlv1.ControlPlaneProviderType:
+					opts.ControlPlaneProviders = append(opts.ControlPlaneProviders, p.Name)
+				case clusterctlv1.InfrastructureProviderType:
+					opts.InfrastructureProviders = append(opts.InfrastructureProviders, p.Name)
+				case clusterctlv1.IPAMProviderType:
+					opts.IPAMProviders = append(opts.IPAMProviders, p.Name)
+				case clusterctlv1.RuntimeExtensionProviderType:
+					opts.RuntimeExtensionProviders = append(opts.RuntimeExtensionProviders, p.Name)
+				case clusterctlv1.AddonProviderType:
+					opts.AddonProviders = append(opts.AddonProviders, p.Name)
+				}
+			}
+			return c.Delete(ctx, opts)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, p := range providers {
+		if err := sweep(ctx, dyn, p, crds); err != nil {
+			return err
+		}
+	}
+	return dropInventory(ctx, dyn)
+}
+
+var (
+	crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	// sweptResources are the cluster-wide kinds a provider's components hold.
+	sweptResources = []schema.GroupVersionResource{
+		{Version: "v1", Resource: "namespaces"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+	}
+)
+
+// sweep deletes the cluster-wide objects clusterctl installed for p (it
+// labels each with clusterctl's label and the provider's), its CRDs only
+// with crds, and waits until they are gone: a namespace still terminating
+// would refuse the next init.
+func sweep(ctx context.Context, dyn dynamic.Interface, p Provider, crds bool) error {
+	sel := fmt.Sprintf("%s,%s=%s", clusterctlv1.ClusterctlLabel, clusterv1.ProviderNameLabel,
+		clusterctlv1.ManifestLabel(p.Name, clusterctlv1.ProviderType(p.Type)))
+	resources := sweptResources
+	if crds {
+		resources = append(slices.Clone(resources), crdResource)
+	}
+	for _, r := range resources {
+		list, err := dyn.Resource(r).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return fmt.Errorf("listing the %s of the %s %q: %w", r.Resource, p.Type, p.Name, err)
+		}
+		for _, it := range list.Items {
+			if r == crdResource && inUse(ctx, dyn, &it) {
+				// As clusterctl delete --include-crd, never take objects with a CRD.
+				continue
+			}
+			if err := deleteGone(ctx, dyn.Resource(r), it.GetName()); err != nil {
+				return fmt.Errorf("deleting %s %s: %w", r.Resource, it.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// inUse reports whether objects of the CRD crd exist, or cannot be listed.
+func inUse(ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) bool {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		name, _ := m["name"].(string)
+		list, err := dyn.Resource(schema.GroupVersionResource{Group: group, Version: name, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
+		return err != nil || len(list.Items) > 0
+	}
+	return false
+}
+
+// dropInventory deletes clusterctl's inventory CRD once it lists no
+// provider, and waits until it is gone: what init made, destroy (or a
+// failed init's cleanup) removes.
+func dropInventory(ctx context.Context, dyn dynamic.Interface) error {
+	list, err := dyn.Resource(inventoryResource).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil || len(list.Items) > 0 {
+		return err
+	}
+	return deleteGone(ctx, dyn.Resource(crdResource), inventoryResource.GroupResource().String())
+}
+
+// Move moves the Cluster API objects of namespace from the cluster from
+// reaches to the cluster to reaches, as `clusterctl move` does: both must run
+// the same providers.
+func Move(ctx context.Context, from, to *rest.Config, namespace string) error {
+	return run(ctx, nil, nil, 0, func(c client.Client, kube func(*rest.Config) (client.Kubeconfig, error)) error {
+		fk, err := kube(from)
+		if err != nil {
+			return err
+		}
+		tk, err := kube(to)
+		if err != nil {
+			return err
+		}
+		return c.Move(ctx, client.MoveOptions{FromKubeconfig: fk, ToKubeconfig: tk, Namespace: namespace})
+	})
+}
+
+// deleteGone deletes the named object and waits until it is gone.
+func deleteGone(ctx context.Context, r dynamic.ResourceInterface, name string) error {
+	if err := r.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return waitfor.Gone(ctx, waitfor.Named(r, name), &unstructured.Unstructured{})
+}
+
+var inventoryResource = clusterctlv1.GroupVersion.WithResource("providers")
+
+// Installed returns those of providers that the cluster's clusterctl
+// inventory lists (any version): none when the inventory does not exist.
+func Installed(ctx context.Context, dyn dynamic.Interface, providers []Provider) ([]Provider, error) {
+	list, err := dyn.Resource(inventoryResource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the clusterctl inventory (%s): %w", inventoryResource.GroupResource(), err)
+	}
+	have := map[string]bool{}
+	for _, it := range list.Items {
+		name, _, _ := unstructured.NestedString(it.Object, "providerName")
+		typ, _, _ := unstructured.NestedString(it.Object, "type")
+		have[typ+"/"+name] = true
+	}
+	var out []Provider
+	for _, p := range providers {
+		if have[p.key()] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// certManagerAPI checks for the API clusterctl's init creates a test Issuer
+// and Certificate with; without it clusterctl would wait out its timeout.
+func certManagerAPI(cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	res, err := dc.ServerResourcesForGroupVersion("cert-manager.io/v1")
+	if apierrors.IsNotFound(err) {
+		return ErrNoCertManager
+	}
+	if err != nil {
+		return fmt.Errorf("discovering cert-manager.io/v1: %w", err)
+	}
+	kinds := map[string]bool{}
+	for _, r := range res.APIResources {
+		kinds[r.Kind] = true
+	}
+	if !kinds["Issuer"] || !kinds["Certificate"] {
+		return ErrNoCertManager
+	}
+	return nil
+}
+
+// run makes a clusterctl client whose repositories hold only providers and
+// calls do with it; kube turns a rest.Config into a kubeconfig file that
+// lives as long as the call.
+func run(ctx context.Context, providers []Provider, vars map[string]string, certTimeout time.Duration,
+	do func(client.Client, func(*rest.Config) (client.Kubeconfig, error)) error,
+) error {
+	mu.Lock()
+	defer mu.Unlock()
+	defer useLogger(ctx)()
+	// clusterctl's clients are controller-runtime's, whose logger is never
+	// set otherwise: it would print a stack trace on stderr after 30 s.
+	ctrlLogOnce.Do(func() { ctrllog.SetLogger(logr.Discard()) })
+
+	dir, err := os.MkdirTemp("", "kubeplay-clusterctl-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	reader := config.NewMemoryReader()
+	for k, v := range vars {
+		reader.Set(k, v)
+	}
+	// An empty folder: a machine's ~/.config/cluster-api/overrides must not
+	// replace the components Terraform holds.
+	reader.Set("overridesFolder", filepath.Join(dir, "overrides"))
+	if certTimeout <= 0 {
+		certTimeout = time.Minute
+	}
+	reader.Set("cert-manager", fmt.Sprintf("externallyProvisioned: \"true\"\ntimeout: %s\n", certTimeout))
+	repos := map[string]*repository.MemoryRepository{}
+	for _, p := range providers {
+		url := fmt.Sprintf("file://%s/%s/%s/components.yaml", dir, clusterctlv1.ManifestLabel(p.Name, clusterctlv1.ProviderType(p.Type)), p.Version)
+		if _, err := reader.AddProvider(p.Name, clusterctlv1.ProviderType(p.Type), url); err != nil {
+			return err
+		}
+		repos[p.key()] = repository.NewMemoryRepository().
+			WithPaths("", "components.yaml").
+			WithDefaultVersion(p.Version).
+			WithFile(p.Version, "components.yaml", []byte(p.Components)).
+			WithFile(p.Version, "metadata.yaml", []byte(p.Metadata))
+	}
+	cfgClient, err := config.New(ctx, "", config.InjectReader(reader))
+	if err != nil {
+		return err
+	}
+	// Both clusterctl's client and its cluster client read repositories
+	// (components; metadata to check contracts): both get these only.
+	repoFor := func(ctx context.Context, p config.Provider, cc config.Client, opts ...repository.Option) (repository.Client, error) {
+		r, ok := repos[string(p.Type())+"/"+p.Name()]
+		if !ok {
+			// Reached when clusterctl wants a provider nobody supplied, such
+			// as a default one or one another init installed: never the internet.
+			return nil, fmt.Errorf("no components supplied for the %s %q: list every provider of the cluster in this init", p.Type(), p.Name())
+		}
+		return repository.New(ctx, p, cc, append(opts, repository.InjectRepository(r))...)
+	}
+	c, err := client.New(ctx, "", client.InjectConfig(cfgClient),
+		client.InjectRepositoryFactory(func(ctx context.Context, in client.RepositoryClientFactoryInput) (repository.Client, error) {
+			return repoFor(ctx, in.Provider, cfgClient, repository.InjectYamlProcessor(in.Processor))
+		}),
+		client.InjectClusterClientFactory(func(in client.ClusterClientFactoryInput) (cluster.Client, error) {
+			return cluster.New(cluster.Kubeconfig(in.Kubeconfig), cfgClient,
+				cluster.InjectYamlProcessor(in.Processor), cluster.InjectRepositoryFactory(repoFor)), nil
+		}))
+	if err != nil {
+		return err
+	}
+	n := 0
+	kube := func(cfg *rest.Config) (client.Kubeconfig, error) {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("kubeconfig-%d", n))
+		if err := writeKubeconfig(p, cfg); err != nil {
+			return client.Kubeconfig{}, err
+		}
+		return client.Kubeconfig{Path: p, Context: kubeconfigContext}, nil
+	}
+	return do(c, kube)
+}

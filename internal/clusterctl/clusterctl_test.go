@@ -1,0 +1,149 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package clusterctl
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const testComponents = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: capi-system
+  labels: {cluster.x-k8s.io/provider: cluster-api}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: capi-system
+  labels: {cluster.x-k8s.io/provider: cluster-api}
+data:
+  host: ${KUBERNETES_SERVICE_HOST}
+`
+
+const testMetadata = `apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+kind: Metadata
+releaseSeries:
+  - major: 1
+    minor: 14
+    contract: v1beta2
+`
+
+func testProvider() Provider {
+	return Provider{Name: "cluster-api", Type: "CoreProvider", Version: "v1.14.2", Components: testComponents, Metadata: testMetadata}
+}
+
+func TestProviderValidate(t *testing.T) {
+	if err := testProvider().Validate(); err != nil {
+		t.Fatalf("a valid release: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Provider)
+		want string
+	}{
+		{"no v", func(p *Provider) { p.Version = "1.14.2" }, "not a release version"},
+		{"not semver", func(p *Provider) { p.Version = "latest" }, "not a release version"},
+		{"no objects", func(p *Provider) { p.Components = "# nothing\n" }, "no Kubernetes object"},
+		{"bad yaml", func(p *Provider) { p.Components = "kind: [" }, "components"},
+		{"no kind", func(p *Provider) { p.Components = "apiVersion: v1\nmetadata: {name: x}\n" }, "components"},
+		{"metadata kind", func(p *Provider) { p.Metadata = strings.Replace(testMetadata, "kind: Metadata", "kind: Other", 1) }, "want clusterctl.cluster.x-k8s.io/v1alpha3 Metadata"},
+		{"metadata unknown field", func(p *Provider) { p.Metadata += "extra: 1\n" }, "not a clusterctl Metadata"},
+		{"series missing", func(p *Provider) { p.Version = "v1.13.0" }, "no releaseSeries entry for 1.13"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testProvider()
+			tc.edit(&p)
+			err := p.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestKubeconfigFor(t *testing.T) {
+	cfg := &rest.Config{
+		Host:            "https://10.0.0.1:6443",
+		BearerToken:     "s3cret",
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api", CertData: []byte("c"), KeyData: []byte("k")},
+		Impersonate:     rest.ImpersonationConfig{UserName: "u", Groups: []string{"g"}},
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "kc")
+	if err := writeKubeconfig(p, cfg); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig mode %v, want 0600: it holds a token", fi.Mode().Perm())
+	}
+	back, err := clientcmd.BuildConfigFromFlags("", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Host != cfg.Host || back.BearerToken != "s3cret" || string(back.CAData) != "ca" || back.ServerName != "api" ||
+		string(back.CertData) != "c" || string(back.KeyData) != "k" || back.Impersonate.UserName != "u" || len(back.Impersonate.Groups) != 1 {
+		t.Errorf("round trip lost fields: %+v", back)
+	}
+
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	if err := writeKubeconfig(filepath.Join(dir, "proxy"), cfg); err == nil || !strings.Contains(err.Error(), "proxy") {
+		t.Errorf("a proxied connection: %v, want a refusal naming the proxy", err)
+	}
+	if _, err := kubeconfigFor(&rest.Config{}); err == nil {
+		t.Error("a connection without a host was accepted")
+	}
+	kc, err := kubeconfigFor(&rest.Config{Host: "https://h", ExecProvider: &clientcmdapi.ExecConfig{Command: "cred"}})
+	if err != nil || kc.AuthInfos[kubeconfigContext].Exec == nil || kc.AuthInfos[kubeconfigContext].Exec.Command != "cred" {
+		t.Errorf("exec credentials not kept: %v", err)
+	}
+}
+
+// TestInitWithoutCertManager: init stops before clusterctl when the
+// cluster lacks cert-manager's API, instead of waiting out a timeout.
+func TestInitWithoutCertManager(t *testing.T) {
+	srv := newDiscoveryServer(t)
+	err := Init(context.Background(), &rest.Config{Host: srv}, InitRequest{Providers: []Provider{testProvider()}})
+	if !errors.Is(err, ErrNoCertManager) {
+		t.Fatalf("Init = %v, want ErrNoCertManager", err)
+	}
+}
+
+// newDiscoveryServer serves no API group: every request is 404.
+func newDiscoveryServer(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestSinkKeepsFields(t *testing.T) {
+	s, ok := (&sink{ctx: context.Background()}).WithName("init").WithValues("provider", "cluster-api").(*sink)
+	if !ok {
+		t.Fatal("WithValues returned another sink type")
+	}
+	f := s.with([]any{"version", "v1.14.2", 3})
+	if f["provider"] != "cluster-api" || f["version"] != "v1.14.2" || f["logger"] != "init" || len(f) != 3 {
+		t.Errorf("fields = %v", f)
+	}
+	if !s.Enabled(0) || s.Enabled(6) {
+		t.Error("levels 0 to 5 are logged, above are not")
+	}
+}
