@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
@@ -117,12 +119,71 @@ var (
 	ctrlLogOnce sync.Once
 )
 
+// ErrCannotStart: a pod of the providers' controllers waits for something
+// waiting longer cannot fix, such as an image no node has.
+var ErrCannotStart = errors.New("a provider's controller cannot start")
+
 // Init installs the providers into the cluster cfg reaches and waits until
-// their controllers are available.
+// their controllers are available. It ends as soon as a controller's pod
+// cannot start (ErrCannotStart) rather than at the timeout.
 func Init(ctx context.Context, cfg *rest.Config, req InitRequest) error {
 	if err := certManagerAPI(cfg); err != nil {
 		return err
 	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	for _, ns := range deploymentNamespaces(req.Providers) {
+		go func() {
+			if msg, ok := startFailure(ctx, kube, ns); ok {
+				cancel(fmt.Errorf("%w: %s", ErrCannotStart, msg))
+			}
+		}()
+	}
+	err = install(ctx, cfg, req)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrCannotStart) {
+		return cause
+	}
+	return err
+}
+
+// deploymentNamespaces are the namespaces of the providers' Deployments,
+// the controllers clusterctl waits for.
+func deploymentNamespaces(providers []Provider) []string {
+	var out []string
+	for _, p := range providers {
+		objs, _ := phase.Parse([]string{p.Components})
+		for _, o := range objs {
+			ns := o.U.GetNamespace()
+			if o.U.GetKind() == "Deployment" && ns != "" && !strings.Contains(ns, "$") && !slices.Contains(out, ns) {
+				out = append(out, ns)
+			}
+		}
+	}
+	return out
+}
+
+// startFailure watches the pods of ns until one cannot start, and
+// describes it; false when ctx ends first.
+func startFailure(ctx context.Context, kube kubernetes.Interface, ns string) (string, bool) {
+	var msg string
+	_, err := waitfor.Lists(ctx, kube.CoreV1().Pods(ns), metav1.ListOptions{}, func(l *corev1.PodList) (bool, error) {
+		for i := range l.Items {
+			if m, ok := waitfor.StartFailure(&l.Items[i]); ok {
+				msg = m
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return msg, err == nil && msg != ""
+}
+
+// install runs clusterctl's init of req's providers.
+func install(ctx context.Context, cfg *rest.Config, req InitRequest) error {
 	return run(ctx, req.Providers, req.Variables, req.Timeout, func(c client.Client, kube func(*rest.Config) (client.Kubeconfig, error)) error {
 		kc, err := kube(cfg)
 		if err != nil {

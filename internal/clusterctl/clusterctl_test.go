@@ -147,3 +147,19 @@ func TestSinkKeepsFields(t *testing.T) {
 		t.Error("levels 0 to 5 are logged, above are not")
 	}
 }
+
+func TestDeploymentNamespaces(t *testing.T) {
+	deploy := func(ns string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: m\n  namespace: " + ns + "\n---\n"
+	}
+	ps := []Provider{
+		{Components: testComponents + "---\n" + deploy("capi-system")},
+		{Components: deploy("capi-kubeadm-bootstrap-system") + deploy("capi-system")},
+		{Components: deploy("${NAMESPACE}")},
+		{Components: "kind: ["},
+	}
+	got := deploymentNamespaces(ps)
+	if strings.Join(got, ",") != "capi-system,capi-kubeadm-bootstrap-system" {
+		t.Errorf("deploymentNamespaces = %v", got)
+	}
+}

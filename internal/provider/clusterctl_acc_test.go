@@ -360,8 +360,9 @@ func deleteAndWait(ctx context.Context, r dynamic.ResourceInterface, name string
 
 // TestAccClusterctl_initFailure: init on a cluster without cert-manager's
 // API fails at once and says to install it first; init of a provider whose
-// controller never becomes available fails after wait_timeout with the
-// remedy, and leaves no namespace, CRD, inventory or ClusterRole behind.
+// controller's image no node has fails as soon as its pod shows it, long
+// before wait_timeout, with the remedy, and leaves no namespace, CRD,
+// inventory or ClusterRole behind.
 func TestAccClusterctl_initFailure(t *testing.T) {
 	e := newTestEnv(t)
 	acctest.ClusterAPIImage(t, 1)
@@ -389,7 +390,7 @@ resource "kubeplay_clusterctl" "test" {
     metadata   = file(%q)
   }]
   variables    = %s
-  wait_timeout = "15s"
+  wait_timeout = "10m"
   depends_on   = [%s]
 }
 `, acctest.ClusterAPIVersion, components, metadata, hclMap(acctest.ClusterAPIVariables(1)), dependsOn)
@@ -426,7 +427,7 @@ resource "kubeplay_phase" "cert_manager" {
 			{
 				PreConfig:   nothingLeft,
 				Config:      e.providerBlock() + certPhase + initRes("kubeplay_phase.cert_manager"),
-				ExpectError: expectError(`(?s)Clusterctl Init Failed.*available within wait_timeout.*\(15s\).*What the init\s+installed was deleted`),
+				ExpectError: expectError(`(?s)Clusterctl Init Failed.*cannot start: container manager of pod\s+capi-system/capi-controller-manager-\S+ cannot\s+start: ErrImageNeverPull.*What the init\s+installed was deleted`),
 			},
 			{
 				PreConfig: nothingLeft,

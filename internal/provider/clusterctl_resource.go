@@ -91,7 +91,8 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"overrides folder is not read. clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster " +
 			"to init: install cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl " +
 			"does in an earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n" +
-			"`init` waits until the providers' controllers are available (`wait_timeout`); when it fails or is " +
+			"`init` waits until the providers' controllers are available (`wait_timeout`), and stops at once when a " +
+			"controller's pod cannot start (an image the node cannot pull, a missing ConfigMap); when it fails or is " +
 			"interrupted it deletes what it installed, so that the next apply starts clean. Destroy of an `init` deletes " +
 			"its providers and their namespaces, and keeps their CRDs, and so every Cluster API object, unless " +
 			"`destroy_crds` is set, as `clusterctl delete` does; clusterctl's inventory CRD goes once it lists no provider. " +
@@ -384,6 +385,10 @@ func initFailure(name string, wait time.Duration, err error) string {
 		return fmt.Sprintf("Clusterctl phase %q cannot init its cluster: %v. clusterctl requires cert-manager before "+
 			"it installs providers, and kubeplay does not download it: install cert-manager first, for example with a "+
 			"kubeplay_phase of its release manifests, and add that phase to this resource's depends_on.", name, err)
+	case errors.Is(err, clusterctl.ErrCannotStart):
+		return fmt.Sprintf("Clusterctl phase %q: %v.\n\nCheck the image the components name and that the node can "+
+			"pull it (imagePullPolicy, registry credentials), and the components' variables. What the init installed "+
+			"was deleted, so the next apply starts clean.", name, err)
 	case errors.Is(err, context.Canceled):
 		return fmt.Sprintf("Clusterctl phase %q was canceled: Terraform was interrupted. What it installed was "+
 			"deleted; the next apply runs the init again.", name)

@@ -8,9 +8,12 @@ package waitfor
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,6 +134,17 @@ func Delete[L runtime.Object](ctx context.Context, c Deleter[L], name string, op
 var StartFailures = []string{
 	"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
 	"CreateContainerConfigError", "CreateContainerError",
+}
+
+// StartFailure describes the first container of p that waits for one of
+// StartFailures, and reports whether there is one.
+func StartFailure(p *corev1.Pod) (string, bool) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(StartFailures, w.Reason) {
+			return fmt.Sprintf("container %s of pod %s/%s cannot start: %s: %s", cs.Name, p.Namespace, p.Name, w.Reason, w.Message), true
+		}
+	}
+	return "", false
 }
 
 // QuotaExceeded reports the API server's ResourceQuota refusal, which

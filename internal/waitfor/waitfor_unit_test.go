@@ -422,3 +422,23 @@ func TestListsWatchesBetweenLists(t *testing.T) {
 		t.Fatalf("Lists with a canceled context: %v, %v", got, err)
 	}
 }
+
+func TestStartFailure(t *testing.T) {
+	pod := func(reasons ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+		for i, r := range reasons {
+			cs := corev1.ContainerStatus{Name: fmt.Sprintf("c%d", i)}
+			if r != "" {
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: r, Message: "why"}
+			}
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+		}
+		return p
+	}
+	if msg, ok := StartFailure(pod("", "ContainerCreating", "ErrImageNeverPull")); !ok || msg != "container c2 of pod ns/p cannot start: ErrImageNeverPull: why" {
+		t.Errorf("StartFailure = %q, %v", msg, ok)
+	}
+	if msg, ok := StartFailure(pod("ContainerCreating", "")); ok {
+		t.Errorf("a container still being created is not a failure: %q", msg)
+	}
+}

@@ -139,12 +139,8 @@ func usable(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		return false
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && slices.Contains(waitfor.StartFailures, w.Reason) {
-			return false
-		}
-	}
-	return true
+	_, failed := waitfor.StartFailure(p)
+	return !failed
 }
 
 // Count gives the state of the group's pools, all revisions and labels
