@@ -75,6 +75,9 @@ func (p Provider) key() string { return p.Type + "/" + p.Name }
 // Validate checks what clusterctl would refuse at apply: the version, the
 // components' documents and the metadata's release series for the version.
 func (p Provider) Validate() error {
+	if !slices.Contains(Types, p.Type) {
+		return fmt.Errorf("type %q is not one of %s", p.Type, strings.Join(Types, ", "))
+	}
 	v, err := version.ParseSemantic(p.Version)
 	if err != nil || !strings.HasPrefix(p.Version, "v") {
 		return fmt.Errorf("version %q is not a release version such as v1.14.2", p.Version)
@@ -189,28 +192,11 @@ func install(ctx context.Context, cfg *rest.Config, req InitRequest) error {
 		if err != nil {
 			return err
 		}
-		opts := client.InitOptions{Kubeconfig: kc, WaitProviders: true, WaitProviderTimeout: req.Timeout}
-		for _, p := range req.Providers {
-			ref := p.Name + ":" + p.Version
-			switch clusterctlv1.ProviderType(p.Type) {
-			case clusterctlv1.CoreProviderType:
-				opts.CoreProvider = ref
-			case clusterctlv1.BootstrapProviderType:
-				opts.BootstrapProviders = append(opts.BootstrapProviders, ref)
-			case clusterctlv1.ControlPlaneProviderType:
-				opts.ControlPlaneProviders = append(opts.ControlPlaneProviders, ref)
-			case clusterctlv1.InfrastructureProviderType:
-				opts.InfrastructureProviders = append(opts.InfrastructureProviders, ref)
-			case clusterctlv1.IPAMProviderType:
-				opts.IPAMProviders = append(opts.IPAMProviders, ref)
-			case clusterctlv1.RuntimeExtensionProviderType:
-				opts.RuntimeExtensionProviders = append(opts.RuntimeExtensionProviders, ref)
-			case clusterctlv1.AddonProviderType:
-				opts.AddonProviders = append(opts.AddonProviders, ref)
-			default:
-				return fmt.Errorf("provider %s has unknown type %q", p.Name, p.Type)
-			}
-		}
+		g := groupByType(req.Providers, func(p Provider) string { return p.Name + ":" + p.Version })
+		opts := client.InitOptions{Kubeconfig: kc, WaitProviders: true, WaitProviderTimeout: req.Timeout,
+			CoreProvider: g.core, BootstrapProviders: g.bootstrap, ControlPlaneProviders: g.controlPlane,
+			InfrastructureProviders: g.infrastructure, IPAMProviders: g.ipam,
+			RuntimeExtensionProviders: g.runtimeExtension, AddonProviders: g.addon}
 		// On a first init clusterctl adds the kubeadm bootstrap and control
 		// plane providers unless told "-": install only what was listed.
 		if len(opts.BootstrapProviders) == 0 {
@@ -222,6 +208,38 @@ func install(ctx context.Context, cfg *rest.Config, req InitRequest) error {
 		_, err = c.Init(ctx, opts)
 		return err
 	})
+}
+
+// byType holds providers as clusterctl's Init and Delete options list them.
+type byType struct {
+	core                                                                   string
+	bootstrap, controlPlane, infrastructure, ipam, runtimeExtension, addon []string
+}
+
+// groupByType sorts providers by type, each named by ref (Validate has
+// checked the types).
+func groupByType(providers []Provider, ref func(Provider) string) byType {
+	var g byType
+	for _, p := range providers {
+		r := ref(p)
+		switch clusterctlv1.ProviderType(p.Type) {
+		case clusterctlv1.CoreProviderType:
+			g.core = r
+		case clusterctlv1.BootstrapProviderType:
+			g.bootstrap = append(g.bootstrap, r)
+		case clusterctlv1.ControlPlaneProviderType:
+			g.controlPlane = append(g.controlPlane, r)
+		case clusterctlv1.InfrastructureProviderType:
+			g.infrastructure = append(g.infrastructure, r)
+		case clusterctlv1.IPAMProviderType:
+			g.ipam = append(g.ipam, r)
+		case clusterctlv1.RuntimeExtensionProviderType:
+			g.runtimeExtension = append(g.runtimeExtension, r)
+		case clusterctlv1.AddonProviderType:
+			g.addon = append(g.addon, r)
+		}
+	}
+	return g
 }
 
 // Delete removes the providers of an init that are still installed, with
@@ -245,25 +263,11 @@ func Delete(ctx context.Context, cfg *rest.Config, providers []Provider, crds bo
 			if err != nil {
 				return err
 			}
-			opts := client.DeleteOptions{Kubeconfig: kc, IncludeNamespace: true, IncludeCRDs: crds}
-			for _, p := range installed {
-				switch clusterctlv1.ProviderType(p.Type) {
-				case clusterctlv1.CoreProviderType:
-					opts.CoreProvider = p.Name
-				case clusterctlv1.BootstrapProviderType:
-					opts.BootstrapProviders = append(opts.BootstrapProviders, p.Name)
-				case clusterctlv1.ControlPlaneProviderType:
-					opts.ControlPlaneProviders = append(opts.ControlPlaneProviders, p.Name)
-				case clusterctlv1.InfrastructureProviderType:
-					opts.InfrastructureProviders = append(opts.InfrastructureProviders, p.Name)
-				case clusterctlv1.IPAMProviderType:
-					opts.IPAMProviders = append(opts.IPAMProviders, p.Name)
-				case clusterctlv1.RuntimeExtensionProviderType:
-					opts.RuntimeExtensionProviders = append(opts.RuntimeExtensionProviders, p.Name)
-				case clusterctlv1.AddonProviderType:
-					opts.AddonProviders = append(opts.AddonProviders, p.Name)
-				}
-			}
+			g := groupByType(installed, func(p Provider) string { return p.Name })
+			opts := client.DeleteOptions{Kubeconfig: kc, IncludeNamespace: true, IncludeCRDs: crds,
+				CoreProvider: g.core, BootstrapProviders: g.bootstrap, ControlPlaneProviders: g.controlPlane,
+				InfrastructureProviders: g.infrastructure, IPAMProviders: g.ipam,
+				RuntimeExtensionProviders: g.runtimeExtension, AddonProviders: g.addon}
 			return c.Delete(ctx, opts)
 		})
 		if err != nil {

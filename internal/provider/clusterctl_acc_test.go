@@ -6,7 +6,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -59,6 +58,25 @@ func newCapiSide(t *testing.T, cfg *rest.Config) capiSide {
 	return capiSide{kube: kube, dyn: dyn}
 }
 
+// capiFiles writes the Cluster API core provider's components (through edit,
+// when not nil), its metadata and cert-manager's API to files, and returns
+// their paths.
+func capiFiles(t *testing.T, edit func(string) string) (components, metadata, certManager string) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		writeTestFile(t, p, text)
+		return p
+	}
+	c := acctest.ClusterAPICoreComponents(t)
+	if edit != nil {
+		c = edit(c)
+	}
+	return write("core-components.yaml", c), write("metadata.yaml", acctest.ClusterAPIMetadata(t)),
+		write("cert-manager-api.yaml", acctest.CertManagerAPI())
+}
+
 // hclMap renders m as an HCL object, keys sorted.
 func hclMap(m map[string]string) string {
 	keys := make([]string, 0, len(m))
@@ -95,17 +113,7 @@ func TestAccClusterctl_initAndMove(t *testing.T) {
 	}
 	two := newCapiSide(t, cfg2)
 
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	components := write("core-components.yaml", acctest.ClusterAPICoreComponents(t))
-	metadata := write("metadata.yaml", acctest.ClusterAPIMetadata(t))
-	certManager := write("cert-manager-api.yaml", acctest.CertManagerAPI())
+	components, metadata, certManager := capiFiles(t, nil)
 
 	secretNS, moveNS := e.namespace("kp-parent"), e.namespace("kp-move")
 	putSecondKubeconfig(t, e, second, secretNS)
@@ -114,8 +122,12 @@ func TestAccClusterctl_initAndMove(t *testing.T) {
 	})
 	init := func(res, cluster string, n int) string {
 		clusterLine, cm := "", "kubeplay_phase.cert_manager_one"
+		vars := acctest.ClusterAPIVariables(n)
 		if cluster != "" {
 			clusterLine, cm = fmt.Sprintf("  cluster = %s\n", cluster), "kubeplay_phase.cert_manager_two"
+			// One value write-only: the init fails unless it reaches clusterctl.
+			clusterLine += fmt.Sprintf("  variables_wo = { KUBERNETES_SERVICE_PORT = %q }\n", vars["KUBERNETES_SERVICE_PORT"])
+			delete(vars, "KUBERNETES_SERVICE_PORT")
 		}
 		return fmt.Sprintf(`
 resource "kubeplay_clusterctl" %q {
@@ -133,7 +145,7 @@ resource "kubeplay_clusterctl" %q {
   destroy_crds = true
   depends_on   = [%s]
 }
-`, res, randName("init"), clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(acctest.ClusterAPIVariables(n)), cm)
+`, res, randName("init"), clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(vars), cm)
 	}
 	base := clusterAPIConfig(e, randName("child"), "second", secretNS, "1m") + fmt.Sprintf(`
 resource "kubeplay_phase" "cert_manager_one" {
@@ -182,6 +194,7 @@ resource "kubeplay_clusterctl" "move" {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("kubeplay_clusterctl.one", tfjsonpath.New("action"), knownvalue.StringExact("init")),
 					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("wait_timeout"), knownvalue.StringExact("3m")),
+					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("variables_wo"), knownvalue.Null()),
 				},
 				Check: func(*terraform.State) error {
 					for i, s := range []capiSide{one, two} {
@@ -367,16 +380,10 @@ func TestAccClusterctl_initFailure(t *testing.T) {
 	e := newTestEnv(t)
 	acctest.ClusterAPIImage(t, 1)
 	one := newCapiSide(t, acctest.RESTConfig(t))
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		writeTestFile(t, p, text)
-		return p
-	}
 	// The controller's image is one no node has, and pulls are never made.
-	broken := strings.ReplaceAll(acctest.ClusterAPICoreComponents(t), acctest.ClusterAPIManagerImage, "kubeplay.test/missing:v0")
-	components, metadata := write("core-components.yaml", broken), write("metadata.yaml", acctest.ClusterAPIMetadata(t))
-	certManager := write("cert-manager-api.yaml", acctest.CertManagerAPI())
+	components, metadata, certManager := capiFiles(t, func(c string) string {
+		return strings.ReplaceAll(c, acctest.ClusterAPIManagerImage, "kubeplay.test/missing:v0")
+	})
 	initRes := func(dependsOn string) string {
 		return fmt.Sprintf(`
 resource "kubeplay_clusterctl" "test" {

@@ -25,11 +25,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/clusterctl"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 var (
@@ -393,9 +395,15 @@ func initFailure(name string, wait time.Duration, err error) string {
 		return fmt.Sprintf("Clusterctl phase %q was canceled: Terraform was interrupted. What it installed was "+
 			"deleted; the next apply runs the init again.", name)
 	}
-	return fmt.Sprintf("Clusterctl phase %q: %v.\n\nThe providers' controllers must be available within wait_timeout "+
-		"(%s): check their pods in the cluster (image, node, RBAC) and the components' variables. What the init "+
-		"installed was deleted, so the next apply starts clean.", name, err, wait)
+	if strings.Contains(err.Error(), "variable substitution") {
+		return fmt.Sprintf("Clusterctl phase %q cannot init its cluster: %v.\n\nGive those values in variables, or in "+
+			"variables_wo for secrets: kubeplay reads neither environment variables nor clusterctl's config file. "+
+			"What the init installed was deleted, so the next apply starts clean.", name, err)
+	}
+	return fmt.Sprintf("Clusterctl phase %q cannot init its cluster: %v.\n\nCheck the components and their "+
+		"variables, and that the providers' controllers become available within wait_timeout (%s): their pods' "+
+		"events show why not (node, RBAC, probes). What the init installed was deleted, so the next apply starts "+
+		"clean.", name, err, wait)
 }
 
 // cleanUp deletes the providers of a failed init, so that the next apply
@@ -412,28 +420,48 @@ func (r *clusterctlResource) cleanUp(ctx context.Context, name string, cfg *rest
 	}
 }
 
-func (r *clusterctlResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state clusterctlModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || state.Action.ValueString() != clusterctlInit {
-		return
+// initTarget is what Read and Delete of an init work on.
+type initTarget struct {
+	name      string
+	clients   *kubeclient.Clients
+	providers []clusterctl.Provider
+	crds      bool
+}
+
+// target returns the init in state s with its cluster's clients: nil for a
+// move or a state that cannot be read (then diags says why), and the error
+// of a cluster that cannot be reached.
+func (r *clusterctlResource) target(ctx context.Context, s tfsdk.State, diags *diag.Diagnostics) (*initTarget, error) {
+	var m clusterctlModel
+	diags.Append(s.Get(ctx, &m)...)
+	if diags.HasError() || m.Action.ValueString() != clusterctlInit {
+		return nil, nil
 	}
-	c, err := r.data.credentialClients(ctx, state.Cluster.ValueString())
+	t := &initTarget{name: m.Name.ValueString(), providers: r.providers(ctx, m, diags), crds: m.DestroyCRDs.ValueBool()}
+	var err error
+	t.clients, err = r.data.credentialClients(ctx, m.Cluster.ValueString())
+	return t, err
+}
+
+func (r *clusterctlResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	t, err := r.target(ctx, req.State, &resp.Diagnostics)
 	if err != nil {
 		// An unreachable cluster keeps the state: the next apply says why.
-		tflog.Warn(ctx, "clusterctl phase's cluster unreachable", map[string]any{"phase": state.Name.ValueString(), "error": err.Error()})
+		tflog.Warn(ctx, "clusterctl phase's cluster unreachable", map[string]any{"phase": t.name, "error": err.Error()})
 		return
 	}
-	providers := r.providers(ctx, state, &resp.Diagnostics)
-	installed, err := clusterctl.Installed(ctx, c.Dynamic, providers)
+	if t == nil {
+		return
+	}
+	installed, err := clusterctl.Installed(ctx, t.clients.Dynamic, t.providers)
 	if err != nil {
 		resp.Diagnostics.AddError("Clusterctl Inventory Unreadable", fmt.Sprintf(
 			"Clusterctl phase %q cannot read which providers its cluster runs: %v. Check that the credential may "+
-				"list providers.clusterctl.cluster.x-k8s.io.", state.Name.ValueString(), err))
+				"list providers.clusterctl.cluster.x-k8s.io.", t.name, err))
 		return
 	}
-	if len(installed) < len(providers) {
-		tflog.Info(ctx, "clusterctl providers gone; planning a new init", map[string]any{"phase": state.Name.ValueString()})
+	if len(installed) < len(t.providers) {
+		tflog.Info(ctx, "clusterctl providers gone; planning a new init", map[string]any{"phase": t.name})
 		resp.State.RemoveResource(ctx)
 	}
 }
@@ -446,21 +474,18 @@ func (r *clusterctlResource) Update(ctx context.Context, req resource.UpdateRequ
 }
 
 func (r *clusterctlResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state clusterctlModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || state.Action.ValueString() != clusterctlInit {
-		return
-	}
-	c, err := r.data.credentialClients(ctx, state.Cluster.ValueString())
+	t, err := r.target(ctx, req.State, &resp.Diagnostics)
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("cluster"), "Cluster Unavailable",
-			fmt.Sprintf("Clusterctl phase %q cannot reach its cluster to delete its providers: %v.", state.Name.ValueString(), err))
+			fmt.Sprintf("Clusterctl phase %q cannot reach its cluster to delete its providers: %v.", t.name, err))
 		return
 	}
-	providers := r.providers(ctx, state, &resp.Diagnostics)
-	if err := clusterctl.Delete(ctx, c.Config, providers, state.DestroyCRDs.ValueBool()); err != nil {
+	if t == nil {
+		return
+	}
+	if err := clusterctl.Delete(ctx, t.clients.Config, t.providers, t.crds); err != nil {
 		resp.Diagnostics.AddError("Clusterctl Delete Failed", fmt.Sprintf(
 			"Deleting the providers of clusterctl phase %q failed: %v. Check the credential's permissions and apply "+
-				"the destroy again.", state.Name.ValueString(), err))
+				"the destroy again.", t.name, err))
 	}
 }

@@ -381,16 +381,8 @@ func testExamplePhase(t *testing.T, dir string) {
 // provisioned Cluster, which only a test can fake.
 func testExampleClusterctl(t *testing.T, dir string) {
 	x := newExampleEnv(t, dir, nil, nil)
-	files := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(files, name)
-		writeTestFile(t, p, text)
-		return p
-	}
 	vars := x.phaseVars()
-	vars["core_components"] = write("core-components.yaml", acctest.ClusterAPICoreComponents(t))
-	vars["core_metadata"] = write("metadata.yaml", acctest.ClusterAPIMetadata(t))
-	vars["cert_manager_manifests"] = write("cert-manager.yaml", acctest.CertManagerAPI())
+	vars["core_components"], vars["core_metadata"], vars["cert_manager_manifests"] = capiFiles(t, nil)
 	step := x.step(vars)
 	step.PlanOnly, step.ExpectNonEmptyPlan = true, true
 	step.ConfigPlanChecks = resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
