@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -294,5 +295,28 @@ func TestSelfSignedCert(t *testing.T) {
 	cert, _ := x509.ParseCertificate(pair.Certificate[0])
 	if !slices.Equal(cert.DNSNames, []string{"a.example", "b.example"}) || cert.PublicKeyAlgorithm != x509.ECDSA {
 		t.Errorf("certificate: %v %v", cert.DNSNames, cert.PublicKeyAlgorithm)
+	}
+}
+
+// TestClusterAPIVersionAgrees: the release the harness builds and the tests
+// install is the one of the clusterctl library the provider links.
+func TestClusterAPIVersionAgrees(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\t" + ClusterAPIModule + " " + ClusterAPIVersion + "\n"; !strings.Contains(string(gomod), want) {
+		t.Errorf("go.mod does not require %s %s", ClusterAPIModule, ClusterAPIVersion)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "tools", "testcluster", "capi.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\nCAPI_VERSION=" + ClusterAPIVersion + "\n"; !strings.Contains(string(script), want) {
+		t.Errorf("tools/testcluster/capi.sh does not build %s", ClusterAPIVersion)
 	}
 }
