@@ -14,7 +14,7 @@
 #     and containerd hard-code, which go with the last of its processes.
 # Its state is /var/lib/kubeplay-testcluster2 (KUBEPLAY_CLUSTER2_DIR), its kubeconfig
 # <cache>/testcluster/kubeconfig2, its cgroups /sys/fs/cgroup/*/kubeplay2. down stops it by
-# PID, as down.sh does, then removes the veth, the netns and the cgroups.
+# PID, as down.sh does, then removes the veth, the netns, the cgroups and the kubeconfig.
 set -euo pipefail
 TC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export KUBEPLAY_SECOND_CLUSTER=1
@@ -97,7 +97,9 @@ case "$1" in
     for d in /sys/fs/cgroup/*"$CGROUP_ROOT"; do
       [ -d "$d" ] && { rmdir "$d" 2>/dev/null || warn "cgroup not empty, left: $d"; }
     done
-    [ "${1:-}" != --purge ] || rm -f "$CACHE_KUBECONFIG"
+    # Always: without the bridge, the route to its server (10.250.0.2) is the default one,
+    # off this machine; up writes it again.
+    rm -f "$CACHE_KUBECONFIG"
     ;;
   kubelet)
     [ $# = 2 ] || usage
