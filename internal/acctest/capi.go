@@ -16,13 +16,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -340,49 +341,26 @@ func coreComponents(dir string) (string, error) {
 	return strings.Join(docs, "---\n"), nil
 }
 
-// readObjects returns the non-empty YAML documents of file as objects.
+// readObjects returns the objects of the YAML documents of file.
 func readObjects(file string) ([]map[string]any, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	var objs []map[string]any
-	for _, doc := range SplitYAML(string(data)) {
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(obj) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-	return objs, nil
+	return parseObjects(string(data))
 }
 
-// SplitYAML splits a multi-document YAML stream at its "---" lines and
-// returns the documents that hold more than comments and blank lines.
-func SplitYAML(s string) []string {
-	var docs []string
-	var cur strings.Builder
-	flush := func() {
-		doc := cur.String()
-		cur.Reset()
-		for _, line := range strings.Split(doc, "\n") {
-			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
-				docs = append(docs, doc)
-				return
-			}
-		}
+// parseObjects decodes a multi-document YAML stream as clusterctl does.
+func parseObjects(s string) ([]map[string]any, error) {
+	objs, err := utilyaml.ToUnstructured([]byte(s))
+	if err != nil {
+		return nil, err
 	}
-	for _, line := range strings.SplitAfter(s, "\n") {
-		if strings.TrimRight(line, " \t\r\n") == "---" {
-			flush()
-			continue
-		}
-		cur.WriteString(line)
+	out := make([]map[string]any, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.Object)
 	}
-	flush()
-	return docs
+	return out, nil
 }
 
 func setProviderLabel(obj map[string]any) {
@@ -441,29 +419,17 @@ func selfSignedCert(dnsNames ...string) (certPEM, keyPEM []byte, err error) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// capiVariable matches a clusterctl variable: ${NAME} or ${NAME:=default}.
-var capiVariable = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}`)
-
-// SubstituteVariables replaces the clusterctl variables of a components
-// YAML, ${NAME} and ${NAME:=default}, by their values in vars, as clusterctl
-// does; a variable without a value or default is an error.
-func SubstituteVariables(components string, vars map[string]string) (string, error) {
-	var missing []string
-	out := capiVariable.ReplaceAllStringFunc(components, func(m string) string {
-		sub := capiVariable.FindStringSubmatch(m)
-		if v, ok := vars[sub[1]]; ok {
-			return v
+// substituteVariables fills the clusterctl variables of a components YAML,
+// ${NAME} and ${NAME:=default}, from vars with clusterctl's own processor;
+// a variable without a value or default is an error.
+func substituteVariables(components string, vars map[string]string) (string, error) {
+	out, err := yamlprocessor.NewSimpleProcessor().Process([]byte(components), func(name string) (string, error) {
+		if v, ok := vars[name]; ok {
+			return v, nil
 		}
-		if strings.Contains(m, ":=") {
-			return sub[2]
-		}
-		missing = append(missing, sub[1])
-		return m
+		return "", fmt.Errorf("no value for %s", name)
 	})
-	if len(missing) > 0 {
-		return "", fmt.Errorf("no value for the variables %s", strings.Join(missing, ", "))
-	}
-	return out, nil
+	return string(out), err
 }
 
 // CertManagerAPI returns CustomResourceDefinitions of cert-manager.io/v1

@@ -3,6 +3,7 @@ package acctest
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -17,20 +18,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// parseDocs parses a multi-document YAML into objects, failing t on an
-// empty or unparsable document.
+// parseDocs parses a multi-document YAML into objects, failing t on a
+// document without apiVersion, kind or name.
 func parseDocs(t *testing.T, s string) []map[string]any {
 	t.Helper()
-	var objs []map[string]any
-	for i, doc := range SplitYAML(s) {
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatalf("document %d: %v\n%s", i, err, doc)
-		}
-		if obj["apiVersion"] == nil || obj["kind"] == nil {
-			t.Fatalf("document %d has no apiVersion or kind:\n%s", i, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := parseObjects(s)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return objs
 }
@@ -43,13 +37,13 @@ func objName(obj map[string]any) string {
 // strictObject decodes the document of kind and name strictly into out.
 func strictObject(t *testing.T, components, kind, name string, out any) {
 	t.Helper()
-	for _, doc := range SplitYAML(components) {
-		obj := map[string]any{}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range parseDocs(t, components) {
 		if obj["kind"] == kind && objName(obj) == name {
-			if err := yaml.UnmarshalStrict([]byte(doc), out); err != nil {
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.UnmarshalStrict(data, out); err != nil {
 				t.Fatalf("%s %s: %v", kind, name, err)
 			}
 			return
@@ -136,15 +130,15 @@ func TestClusterAPICoreComponents(t *testing.T) {
 		t.Errorf("ClusterRoleBinding: %+v", binding)
 	}
 
-	if _, err := SubstituteVariables(components, nil); err == nil ||
+	if _, err := substituteVariables(components, nil); err == nil ||
 		!strings.Contains(err.Error(), "KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT") {
-		t.Errorf("SubstituteVariables without values: %v, want the two API server variables missing", err)
+		t.Errorf("substituteVariables without values: %v, want the two API server variables missing", err)
 	}
 	for cluster, want := range map[int]struct {
 		host        string
 		hostNetwork bool
 	}{1: {"127.0.0.1", true}, 2: {"10.251.0.1", false}} {
-		out, err := SubstituteVariables(components, ClusterAPIVariables(cluster))
+		out, err := substituteVariables(components, ClusterAPIVariables(cluster))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,26 +203,9 @@ func TestClusterAPIMetadata(t *testing.T) {
 	}
 }
 
-func TestSubstituteVariables(t *testing.T) {
-	in := "a: ${A}\nb: ${B:=x:y}\nc: $(C) ${D:=}\n"
-	got, err := SubstituteVariables(in, map[string]string{"A": "1", "B": "2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "a: 1\nb: 2\nc: $(C) \n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if got, _ := SubstituteVariables("b: ${B:=$(POD_IP):8443}", nil); got != "b: $(POD_IP):8443" {
-		t.Errorf("default: got %q", got)
-	}
-	if _, err := SubstituteVariables("${A} ${B}", map[string]string{"B": "2"}); err == nil || !strings.Contains(err.Error(), "A") {
-		t.Errorf("missing A: %v", err)
-	}
-}
-
 func TestCertManagerAPI(t *testing.T) {
 	scopes := map[string]string{}
-	for _, doc := range SplitYAML(CertManagerAPI()) {
+	for _, obj := range parseDocs(t, CertManagerAPI()) {
 		var crd struct {
 			Kind     string
 			Metadata struct{ Name string }
@@ -248,7 +225,11 @@ func TestCertManagerAPI(t *testing.T) {
 				}
 			}
 		}
-		if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+		doc, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(doc, &crd); err != nil {
 			t.Fatal(err)
 		}
 		spec := crd.Spec
@@ -273,13 +254,6 @@ func TestCertManagerAPI(t *testing.T) {
 		if scopes[k] != s {
 			t.Errorf("%s: scope %q, want %s", k, scopes[k], s)
 		}
-	}
-}
-
-func TestSplitYAML(t *testing.T) {
-	docs := SplitYAML("---\n# only a comment\n---\na: 1\n---   \nb: |\n  ---x\n")
-	if len(docs) != 2 || docs[0] != "a: 1\n" {
-		t.Errorf("SplitYAML: %q", docs)
 	}
 }
 

@@ -44,6 +44,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
@@ -70,7 +71,10 @@ type Provider struct {
 }
 
 // key names the provider as clusterctl's inventory does.
-func (p Provider) key() string { return p.Type + "/" + p.Name }
+func (p Provider) key() string { return providerKey(p.Type, p.Name) }
+
+// providerKey is a provider's key: its type and name.
+func providerKey(typ, name string) string { return typ + "/" + name }
 
 // Validate checks what clusterctl would refuse at apply: the version, the
 // components' documents and the metadata's release series for the version.
@@ -129,24 +133,20 @@ var ErrCannotStart = errors.New("a provider's controller cannot start")
 // Init installs the providers into the cluster cfg reaches and waits until
 // their controllers are available. It ends as soon as a controller's pod
 // cannot start (ErrCannotStart) rather than at the timeout.
-func Init(ctx context.Context, cfg *rest.Config, req InitRequest) error {
-	if err := certManagerAPI(cfg); err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+func Init(ctx context.Context, c *kubeclient.Clients, req InitRequest) error {
+	if err := certManagerAPI(c.Kube.Discovery()); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	for _, ns := range deploymentNamespaces(req.Providers) {
 		go func() {
-			if msg, ok := startFailure(ctx, kube, ns); ok {
+			if msg, ok := startFailure(ctx, c.Kube, ns); ok {
 				cancel(fmt.Errorf("%w: %s", ErrCannotStart, msg))
 			}
 		}()
 	}
-	err = install(ctx, cfg, req)
+	err := install(ctx, c.Config, req)
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrCannotStart) {
 		return cause
 	}
@@ -248,11 +248,8 @@ func groupByType(providers []Provider, ref func(Provider) string) byType {
 // whose names lack the namespace prefix clusterctl looks for; all of an
 // install that failed before its inventory entry), clusterctl's inventory
 // CRD once it lists no provider, and waits until those are gone.
-func Delete(ctx context.Context, cfg *rest.Config, providers []Provider, crds bool) error {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+func Delete(ctx context.Context, c *kubeclient.Clients, providers []Provider, crds bool) error {
+	cfg, dyn := c.Config, c.Dynamic
 	installed, err := Installed(ctx, dyn, providers)
 	if err != nil {
 		return err
@@ -315,7 +312,7 @@ func sweep(ctx context.Context, dyn dynamic.Interface, p Provider, crds bool) er
 				// As clusterctl delete --include-crd, never take objects with a CRD.
 				continue
 			}
-			if err := deleteGone(ctx, dyn.Resource(r), it.GetName()); err != nil {
+			if err := waitfor.DeleteObject(ctx, dyn.Resource(r), it.GetName(), metav1.DeleteOptions{}); err != nil {
 				return fmt.Errorf("deleting %s %s: %w", r.Resource, it.GetName(), err)
 			}
 		}
@@ -351,32 +348,24 @@ func dropInventory(ctx context.Context, dyn dynamic.Interface) error {
 	if err != nil || len(list.Items) > 0 {
 		return err
 	}
-	return deleteGone(ctx, dyn.Resource(crdResource), inventoryResource.GroupResource().String())
+	return waitfor.DeleteObject(ctx, dyn.Resource(crdResource), inventoryResource.GroupResource().String(), metav1.DeleteOptions{})
 }
 
 // Move moves the Cluster API objects of namespace from the cluster from
 // reaches to the cluster to reaches, as `clusterctl move` does: both must run
 // the same providers.
-func Move(ctx context.Context, from, to *rest.Config, namespace string) error {
+func Move(ctx context.Context, from, to *kubeclient.Clients, namespace string) error {
 	return run(ctx, nil, nil, 0, func(c client.Client, kube func(*rest.Config) (client.Kubeconfig, error)) error {
-		fk, err := kube(from)
+		fk, err := kube(from.Config)
 		if err != nil {
 			return err
 		}
-		tk, err := kube(to)
+		tk, err := kube(to.Config)
 		if err != nil {
 			return err
 		}
 		return c.Move(ctx, client.MoveOptions{FromKubeconfig: fk, ToKubeconfig: tk, Namespace: namespace})
 	})
-}
-
-// deleteGone deletes the named object and waits until it is gone.
-func deleteGone(ctx context.Context, r dynamic.ResourceInterface, name string) error {
-	if err := r.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return waitfor.Gone(ctx, waitfor.Named(r, name), &unstructured.Unstructured{})
 }
 
 var inventoryResource = clusterctlv1.GroupVersion.WithResource("providers")
@@ -395,7 +384,7 @@ func Installed(ctx context.Context, dyn dynamic.Interface, providers []Provider)
 	for _, it := range list.Items {
 		name, _, _ := unstructured.NestedString(it.Object, "providerName")
 		typ, _, _ := unstructured.NestedString(it.Object, "type")
-		have[typ+"/"+name] = true
+		have[providerKey(typ, name)] = true
 	}
 	var out []Provider
 	for _, p := range providers {
@@ -408,11 +397,7 @@ func Installed(ctx context.Context, dyn dynamic.Interface, providers []Provider)
 
 // certManagerAPI checks for the API clusterctl's init creates a test Issuer
 // and Certificate with; without it clusterctl would wait out its timeout.
-func certManagerAPI(cfg *rest.Config) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
+func certManagerAPI(dc discovery.DiscoveryInterface) error {
 	res, err := dc.ServerResourcesForGroupVersion("cert-manager.io/v1")
 	if apierrors.IsNotFound(err) {
 		return ErrNoCertManager
@@ -479,7 +464,7 @@ func run(ctx context.Context, providers []Provider, vars map[string]string, cert
 	// Both clusterctl's client and its cluster client read repositories
 	// (components; metadata to check contracts): both get these only.
 	repoFor := func(ctx context.Context, p config.Provider, cc config.Client, opts ...repository.Option) (repository.Client, error) {
-		r, ok := repos[string(p.Type())+"/"+p.Name()]
+		r, ok := repos[providerKey(string(p.Type()), p.Name())]
 		if !ok {
 			// Reached when clusterctl wants a provider nobody supplied, such
 			// as a default one or one another init installed: never the internet.

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 const testComponents = `apiVersion: v1
@@ -120,8 +122,11 @@ func TestKubeconfigFor(t *testing.T) {
 // TestInitWithoutCertManager: init stops before clusterctl when the
 // cluster lacks cert-manager's API, instead of waiting out a timeout.
 func TestInitWithoutCertManager(t *testing.T) {
-	srv := newDiscoveryServer(t)
-	err := Init(context.Background(), &rest.Config{Host: srv}, InitRequest{Providers: []Provider{testProvider()}})
+	c, err := kubeclient.NewClients(&rest.Config{Host: newDiscoveryServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Init(context.Background(), c, InitRequest{Providers: []Provider{testProvider()}})
 	if !errors.Is(err, ErrNoCertManager) {
 		t.Fatalf("Init = %v, want ErrNoCertManager", err)
 	}

@@ -5,6 +5,7 @@ package clusterctl
 
 import (
 	"errors"
+	"fmt"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -67,5 +68,9 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	return clientcmd.WriteToFile(*kc, path)
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("writing the kubeconfig clusterctl reads: %w; the credential's server, server name, token "+
+			"or user may hold no control character", err)
+	}
+	return nil
 }

@@ -176,7 +176,7 @@ resource "kubeplay_clusterctl" "move" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			for i, s := range []capiSide{one, two} {
-				if err := waitfor.Gone(ctx, waitfor.Named(s.kube.CoreV1().Namespaces(), "capi-system"), &corev1.Namespace{}); err != nil {
+				if err := waitfor.Gone(ctx, waitfor.Named(s.kube.CoreV1().Namespaces(), acctest.ClusterAPINamespace), &corev1.Namespace{}); err != nil {
 					return fmt.Errorf("cluster %d: namespace capi-system after destroy: %w", i+1, err)
 				}
 				if _, err := s.dyn.Resource(capiClusters).List(ctx, metav1.ListOptions{}); err == nil {
@@ -192,8 +192,6 @@ resource "kubeplay_clusterctl" "move" {
 			{
 				Config: base,
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("kubeplay_clusterctl.one", tfjsonpath.New("action"), knownvalue.StringExact("init")),
-					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("wait_timeout"), knownvalue.StringExact("3m")),
 					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("variables_wo"), knownvalue.Null()),
 				},
 				Check: func(*terraform.State) error {
@@ -207,7 +205,7 @@ resource "kubeplay_clusterctl" "move" {
 					// No infrastructure provider runs here, so the test writes
 					// that status, with the first cluster's controller stopped so
 					// that it does not write it back.
-					if err := scaleDown(one.kube, "capi-system", "capi-controller-manager"); err != nil {
+					if err := scaleDown(one.kube, acctest.ClusterAPINamespace, acctest.ClusterAPIDeployment); err != nil {
 						return err
 					}
 					return createMovable(one, moveNS, "c1")
@@ -215,6 +213,9 @@ resource "kubeplay_clusterctl" "move" {
 			},
 			{
 				Config: move,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("kubeplay_clusterctl.move", tfjsonpath.New("id"), knownvalue.StringExact("move")),
+				},
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("kubeplay_clusterctl.move", plancheck.ResourceActionCreate),
 					plancheck.ExpectResourceAction("kubeplay_clusterctl.one", plancheck.ResourceActionNoop),
@@ -241,10 +242,11 @@ resource "kubeplay_clusterctl" "move" {
 				// An inventory entry deleted outside Terraform: plan shows a new
 				// init, and the apply installs the provider again.
 				PreConfig: func() {
-					ctx := context.Background()
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					defer cancel()
 					// Let the second cluster's controller delete the moved
 					// Cluster now, before destroy takes the controller away.
-					if err := deleteAndWait(ctx, two.dyn.Resource(capiClusters).Namespace(moveNS), "c1"); err != nil {
+					if err := waitfor.DeleteObject(ctx, two.dyn.Resource(capiClusters).Namespace(moveNS), "c1", metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 					list, err := one.dyn.Resource(capiInventory).List(ctx, metav1.ListOptions{})
@@ -268,10 +270,11 @@ resource "kubeplay_clusterctl" "move" {
 }
 
 // controllerAvailable checks that the Cluster API controller of cluster n is
-// available, and on cluster 2 that its pod runs on the second node.
+// available, that its log shows no refused request, and on cluster 2 that
+// its pod runs on the second node.
 func controllerAvailable(kube kubernetes.Interface, n int, node2 string) error {
 	ctx := context.Background()
-	d, err := kube.AppsV1().Deployments("capi-system").Get(ctx, "capi-controller-manager", metav1.GetOptions{})
+	d, err := kube.AppsV1().Deployments(acctest.ClusterAPINamespace).Get(ctx, acctest.ClusterAPIDeployment, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("cluster %d: the controller's Deployment: %w", n, err)
 	}
@@ -284,12 +287,23 @@ func controllerAvailable(kube kubernetes.Interface, n int, node2 string) error {
 	if !available || d.Status.ReadyReplicas != 1 {
 		return fmt.Errorf("cluster %d: the controller is not available after init: %+v", n, d.Status)
 	}
-	if n != 2 {
-		return nil
+	pods, err := kube.CoreV1().Pods(acctest.ClusterAPINamespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		return fmt.Errorf("cluster %d: the controller's pods: %v (%d, want 1)", n, err, len(pods.Items))
 	}
-	pods, err := kube.CoreV1().Pods("capi-system").List(ctx, metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != node2 {
-		return fmt.Errorf("cluster 2: the controller's pod: %v, want one on node %s (%d pods)", err, node2, len(pods.Items))
+	pod := pods.Items[0]
+	if n == 2 && pod.Spec.NodeName != node2 {
+		return fmt.Errorf("cluster 2: the controller's pod runs on %q, want node %s", pod.Spec.NodeName, node2)
+	}
+	// The fixture's role is the release's role.yaml: the controller must lack no permission.
+	logs, err := kube.CoreV1().Pods(acctest.ClusterAPINamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "manager"}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster %d: the controller's log: %w", n, err)
+	}
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.Contains(line, "forbidden") {
+			return fmt.Errorf("cluster %d: the controller lacks a permission: %s", n, line)
+		}
 	}
 	return nil
 }
@@ -358,19 +372,6 @@ func scaleDown(kube kubernetes.Interface, ns, name string) error {
 	return nil
 }
 
-// deleteAndWait deletes the named object and waits until it is gone.
-func deleteAndWait(ctx context.Context, r dynamic.ResourceInterface, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := r.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := waitfor.Gone(ctx, waitfor.Named(r, name), &unstructured.Unstructured{}); err != nil {
-		return fmt.Errorf("%s still there a minute after its deletion: %w", name, err)
-	}
-	return nil
-}
-
 // TestAccClusterctl_initFailure: init on a cluster without cert-manager's
 // API fails at once and says to install it first; init of a provider whose
 // controller's image no node has fails as soon as its pod shows it, long
@@ -410,7 +411,7 @@ resource "kubeplay_phase" "cert_manager" {
 `, randName("certmgr"), certManager)
 	nothingLeft := func() {
 		ctx := context.Background()
-		if _, err := one.kube.CoreV1().Namespaces().Get(ctx, "capi-system", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := one.kube.CoreV1().Namespaces().Get(ctx, acctest.ClusterAPINamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("namespace capi-system after the failed init: err=%v, want not found", err)
 		}
 		if _, err := one.dyn.Resource(capiInventory).List(ctx, metav1.ListOptions{}); err == nil {

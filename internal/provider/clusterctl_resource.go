@@ -28,7 +28,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/clusterctl"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -304,7 +303,7 @@ func providerOf(p clusterctlProviderModel) clusterctl.Provider {
 	}
 }
 
-func (r *clusterctlResource) providers(ctx context.Context, m clusterctlModel, diags *diag.Diagnostics) []clusterctl.Provider {
+func providersOf(ctx context.Context, m clusterctlModel, diags *diag.Diagnostics) []clusterctl.Provider {
 	var ps []clusterctlProviderModel
 	diags.Append(m.Providers.ElementsAs(ctx, &ps, false)...)
 	out := make([]clusterctl.Provider, 0, len(ps))
@@ -335,23 +334,22 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 		vars := map[string]string{}
 		maps.Copy(vars, goStringMap(ctx, plan.Variables, &resp.Diagnostics))
 		maps.Copy(vars, goStringMap(ctx, config.VariablesWO, &resp.Diagnostics))
-		providers := r.providers(ctx, plan, &resp.Diagnostics)
+		providers := providersOf(ctx, plan, &resp.Diagnostics)
 		if resp.Diagnostics.HasError() {
 			return
 		}
 		// What another install left: a failed init then keeps the CRDs.
 		before, err := clusterctl.Installed(ctx, from.Dynamic, providers)
 		if err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("cluster"), "Clusterctl Inventory Unreadable",
-				fmt.Sprintf("Clusterctl phase %q cannot read which providers its cluster runs: %v.", name, err))
+			addInventoryUnreadable(&resp.Diagnostics, name, err)
 			return
 		}
 		start := time.Now()
-		err = clusterctl.Init(ctx, from.Config, clusterctl.InitRequest{Providers: providers, Variables: vars, Timeout: wait})
+		err = clusterctl.Init(ctx, from, clusterctl.InitRequest{Providers: providers, Variables: vars, Timeout: wait})
 		if err != nil {
 			resp.Diagnostics.AddError("Clusterctl Init Failed", initFailure(name, wait, err))
 			if !errors.Is(err, clusterctl.ErrNoCertManager) {
-				r.cleanUp(ctx, name, from.Config, providers, len(before) == 0, &resp.Diagnostics)
+				r.cleanUp(ctx, name, from, providers, len(before) == 0, &resp.Diagnostics)
 			}
 			return
 		}
@@ -367,7 +365,7 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 		if ns == "" {
 			ns = "default"
 		}
-		if err := clusterctl.Move(ctx, from.Config, to.Config, ns); err != nil {
+		if err := clusterctl.Move(ctx, from, to, ns); err != nil {
 			resp.Diagnostics.AddError("Clusterctl Move Failed", fmt.Sprintf(
 				"Moving the Cluster API objects of namespace %q failed: %v.\n\nclusterctl move pauses the clusters, "+
 					"creates the objects on the target and then deletes them from the source; an interrupted move can "+
@@ -409,15 +407,22 @@ func initFailure(name string, wait time.Duration, err error) string {
 // cleanUp deletes the providers of a failed init, so that the next apply
 // can install them again, and their CRDs when the init installed them (crds)
 // and no object uses them; a failure to do so is added to diags.
-func (r *clusterctlResource) cleanUp(ctx context.Context, name string, cfg *rest.Config, providers []clusterctl.Provider, crds bool, diags *diag.Diagnostics) {
+func (r *clusterctlResource) cleanUp(ctx context.Context, name string, c *kubeclient.Clients, providers []clusterctl.Provider, crds bool, diags *diag.Diagnostics) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clusterctlCleanupTimeout)
 	defer cancel()
-	if err := clusterctl.Delete(ctx, cfg, providers, crds); err != nil {
+	if err := clusterctl.Delete(ctx, c, providers, crds); err != nil {
 		diags.AddError("Clusterctl Cleanup Failed", fmt.Sprintf(
 			"After the failed init of clusterctl phase %q, deleting what it installed failed: %v. Delete the "+
 				"providers' namespaces and the clusterctl inventory entries (providers.clusterctl.cluster.x-k8s.io) "+
 				"before the next apply.", name, err))
 	}
+}
+
+// addInventoryUnreadable: the cluster's clusterctl inventory cannot be listed.
+func addInventoryUnreadable(diags *diag.Diagnostics, name string, err error) {
+	diags.AddAttributeError(path.Root("cluster"), "Clusterctl Inventory Unreadable", fmt.Sprintf(
+		"Clusterctl phase %q cannot read which providers its cluster runs: %v. Check that the credential may "+
+			"list providers.clusterctl.cluster.x-k8s.io on all namespaces.", name, err))
 }
 
 // initTarget is what Read and Delete of an init work on.
@@ -437,7 +442,7 @@ func (r *clusterctlResource) target(ctx context.Context, s tfsdk.State, diags *d
 	if diags.HasError() || m.Action.ValueString() != clusterctlInit {
 		return nil, nil
 	}
-	t := &initTarget{name: m.Name.ValueString(), providers: r.providers(ctx, m, diags), crds: m.DestroyCRDs.ValueBool()}
+	t := &initTarget{name: m.Name.ValueString(), providers: providersOf(ctx, m, diags), crds: m.DestroyCRDs.ValueBool()}
 	var err error
 	t.clients, err = r.data.credentialClients(ctx, m.Cluster.ValueString())
 	return t, err
@@ -455,9 +460,7 @@ func (r *clusterctlResource) Read(ctx context.Context, req resource.ReadRequest,
 	}
 	installed, err := clusterctl.Installed(ctx, t.clients.Dynamic, t.providers)
 	if err != nil {
-		resp.Diagnostics.AddError("Clusterctl Inventory Unreadable", fmt.Sprintf(
-			"Clusterctl phase %q cannot read which providers its cluster runs: %v. Check that the credential may "+
-				"list providers.clusterctl.cluster.x-k8s.io.", t.name, err))
+		addInventoryUnreadable(&resp.Diagnostics, t.name, err)
 		return
 	}
 	if len(installed) < len(t.providers) {
@@ -483,7 +486,7 @@ func (r *clusterctlResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if t == nil {
 		return
 	}
-	if err := clusterctl.Delete(ctx, t.clients.Config, t.providers, t.crds); err != nil {
+	if err := clusterctl.Delete(ctx, t.clients, t.providers, t.crds); err != nil {
 		resp.Diagnostics.AddError("Clusterctl Delete Failed", fmt.Sprintf(
 			"Deleting the providers of clusterctl phase %q failed: %v. Check the credential's permissions and apply "+
 				"the destroy again.", t.name, err))

@@ -17,9 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -126,6 +128,18 @@ func Delete[L runtime.Object](ctx context.Context, c Deleter[L], name string, op
 		return err
 	}
 	return Gone(ctx, Named(c, name), example)
+}
+
+// DeleteObject is Delete for a dynamic client, whose Delete also takes
+// subresources: it deletes the named object and waits until it is gone.
+func DeleteObject(ctx context.Context, r dynamic.ResourceInterface, name string, opts metav1.DeleteOptions) error {
+	if err := r.Delete(ctx, name, opts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return Gone(ctx, Named(r, name), &unstructured.Unstructured{})
 }
 
 // StartFailures are the reasons a container waits that waiting longer
