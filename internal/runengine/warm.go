@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
@@ -67,34 +66,17 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 	return got
 }
 
-// afterWarm tops pool t up after a run of its group. A run in a warm pod
-// ended once its pod's deletion was accepted, and gave its slot back: the
-// pod's share of the quota is the pool's headroom. Its going, and then the
-// refill, happen in the background.
-func (e *Engine) afterWarm(ctx context.Context, t warmpool.Template, n int, res runner.Result) {
-	if !res.Deleting {
-		e.refill(ctx, t, n, false)
-		return
-	}
-	active.enter()
-	go func() {
-		defer active.leave()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
-		defer cancel()
-		if err := runner.WaitPodGone(wctx, e.clients.Kube, t.Namespace, res.PodName); err != nil {
-			e.log(slog.LevelWarn, "a warm run's pod was not gone in time", map[string]any{"pod": res.PodName, "error": err.Error()})
-		}
-		e.refill(ctx, t, n, false)
-	}()
-}
-
-// refill tops t's pool up to n, in the background when async, with a
-// context of its own so that a canceled run still refills.
+// refill tops t's pool up to n (warmpool.Refill: a full quota is waited
+// out for up to refillTimeout), in the background when async, with a
+// context of its own so that a canceled run still refills. After a run
+// it is always async: a warm run's pod holds the quota until the kubelet
+// has stopped it, and a pod kept on failure holds it on, so waiting would
+// hold the run's apply.
 func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int, async bool) {
 	fill := func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
-		if _, err := warmpool.Fill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
+		if _, err := warmpool.Refill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
 			e.log(slog.LevelWarn, "refilling the warm pool failed", map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
 		}
 	}

@@ -62,8 +62,7 @@ type Spec struct {
 	// run leaves in place whatever happens.
 	Held bool
 	// DeleteAsync ends the run once its pod's deletion is accepted, without
-	// waiting until the pod is gone; Result.Deleting says the caller should
-	// wait for that (WaitPodGone).
+	// waiting until the pod is gone.
 	DeleteAsync bool
 	// Container hosts the shell the bundle runs in.
 	Container string
@@ -116,9 +115,6 @@ type Result struct {
 	Events []string
 	// PodKept is set when the pod was left in place.
 	PodKept bool
-	// Deleting is set when the pod's deletion was accepted but not waited
-	// for (Spec.DeleteAsync).
-	Deleting bool
 	// LaunchAttempts counts the pods the run launched (created, or tried
 	// to): 1, plus one per retry; 0 when it never tried.
 	LaunchAttempts int
@@ -317,8 +313,6 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 				if res.Status == StatusSuccessful || res.Status == StatusFailed {
 					res.Status = StatusError
 				}
-			} else {
-				res.Deleting = s.DeleteAsync
 			}
 		}
 	}

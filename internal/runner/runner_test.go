@@ -16,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
@@ -247,35 +245,13 @@ func TestAccRunPodDeletedDuringRun(t *testing.T) {
 func TestAccRunWaitsForQuota(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "runs"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
-	}
-	if _, err := e.kube.CoreV1().ResourceQuotas(e.ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Until the quota controller has counted the quota's usage, admission
-	// cannot enforce it: wait for the blocker to be counted.
-	watchQuota := func(cond func(*corev1.ResourceQuota) bool) {
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		w, err := e.kube.CoreV1().ResourceQuotas(e.ns).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=runs"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := watchtools.UntilWithoutRetry(wctx, w, func(ev watch.Event) (bool, error) {
-			q, ok := ev.Object.(*corev1.ResourceQuota)
-			return ok && cond(q), nil
-		}); err != nil {
-			t.Fatalf("waiting for the quota's usage: %v", err)
-		}
-	}
-	watchQuota(func(q *corev1.ResourceQuota) bool { return q.Status.Hard.Pods().Value() == 1 })
+	acctest.PodQuota(t, e.kube, e.ns, "runs", 1)
 	blocker, err := acctest.StartPod(ctx, e.kube, e.ns, "blocker", acctest.TestImage())
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchQuota(func(q *corev1.ResourceQuota) bool { return q.Status.Used.Pods().Value() == 1 })
+	// The blocker counted: admission refuses the run's pod.
+	acctest.WaitQuota(t, e.kube, e.ns, "runs", func(q *corev1.ResourceQuota) bool { return q.Status.Used.Pods().Value() == 1 })
 
 	s := e.spec(bundle.Bundle{Command: []string{"true"}})
 	s.PendingTimeout = 3 * time.Second

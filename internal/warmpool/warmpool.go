@@ -115,6 +115,15 @@ func (t Template) warmPod(rev string) *corev1.Pod {
 	return p
 }
 
+// A refill refused by a quota tries again when a quota of the namespace
+// changes, or after quotaRecheck, doubled each time nothing changed, up to
+// maxQuotaRecheck: the API server's quota admission reads its own cache,
+// which may lag the change that the watch saw.
+const (
+	quotaRecheck    = time.Second
+	maxQuotaRecheck = 8 * time.Second
+)
+
 // Counts is a pool's state.
 type Counts struct {
 	// Ready pods can be claimed at once; Starting ones are on their way.
@@ -175,10 +184,23 @@ var fills sync.Map // pool key -> *sync.Mutex
 // revisions and pods that ended or cannot start, creates the missing ones
 // without waiting for them to start, and deletes the surplus that another
 // process's fill may have made. It returns how many pods it created. A
-// quota that refuses a pod ends the fill without an error: the pool is
-// topped up by the next fill, when a run's pod is gone. (Waiting for the
-// quota instead was no faster: the node is busy starting pods then.)
+// quota that refuses a pod ends the fill without an error: a group that
+// is being applied does not wait for room its runs may never give back.
 func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (int, error) {
+	return fill(ctx, kube, t, n, false)
+}
+
+// Refill is Fill after a run claimed a pod or ended, in the background:
+// a quota that refuses a pod is waited out until ctx ends. The quota
+// counts a finished run's pod until the kubelet has stopped it, which
+// takes a second or two on a busy node; a refill that waited for that
+// pod to be gone started its replacement later, and one that gave up at
+// the refusal left the pool short until the next run ended.
+func Refill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (int, error) {
+	return fill(ctx, kube, t, n, true)
+}
+
+func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, waitQuota bool) (int, error) {
 	v, _ := fills.LoadOrStore(t.Namespace+"\x00"+t.selector(), &sync.Mutex{})
 	if mu, ok := v.(*sync.Mutex); ok {
 		mu.Lock()
@@ -222,10 +244,20 @@ func Fill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (in
 		errs = append(errs, waitGone(ctx, kube, t.Namespace, gone))
 	}
 	created := 0
-	for range n - len(keep) {
+	recheck := quotaRecheck
+	for created < n-len(keep) {
 		_, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+		if waitfor.QuotaExceeded(err) && waitQuota {
+			changed, werr := waitfor.QuotaChange(ctx, kube, t.Namespace, recheck)
+			if werr == nil {
+				if recheck = quotaRecheck; !changed {
+					recheck = min(2*recheck, maxQuotaRecheck)
+				}
+				continue
+			}
+		}
 		if waitfor.QuotaExceeded(err) {
-			break
+			break // not an error: the pool is short until room comes
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating a warm pod of container group %q: %w", t.Group, err))

@@ -134,3 +134,54 @@ func TestAccFillReplacesAndDrains(t *testing.T) {
 		t.Errorf("the drain deleted the claimed pod: %v", err)
 	}
 }
+
+// TestAccRefillWaitsForQuota: with the quota full (a warm pod and a run's
+// claimed pod), Fill gives up at the refusal while Refill waits, watching
+// the quota, and creates the missing pod once the run's pod is deleted.
+func TestAccRefillWaitsForQuota(t *testing.T) {
+	kube, ns := testEnv(t)
+	ctx := context.Background()
+	tmpl := template(ns, acctest.TestImage())
+	acctest.PodQuota(t, kube, ns, "pool", 2)
+	if n, err := warmpool.Fill(ctx, kube, tmpl, 2); err != nil || n != 2 {
+		t.Fatalf("fill: %d, %v", n, err)
+	}
+	acctest.WaitWarmReady(t, kube, ns, "g", 2)
+	run, err := warmpool.Take(ctx, kube, tmpl, warmpool.Claim{Labels: managed.Labels(managed.LabelContainerGroup, "g", managed.LabelRun, "r"), Timeout: time.Minute})
+	if err != nil || run == nil {
+		t.Fatalf("take: %v, %v", run, err)
+	}
+	acctest.WaitQuota(t, kube, ns, "pool", func(q *corev1.ResourceQuota) bool { return q.Status.Used.Pods().Value() == 2 })
+	if n, err := warmpool.Fill(ctx, kube, tmpl, 2); err != nil || n != 0 {
+		t.Fatalf("fill into a full quota: %d, %v; want 0 created and no error", n, err)
+	}
+
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	go func() {
+		n, err := warmpool.Refill(rctx, kube, tmpl, 2)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("refill returned (%d, %v) while the quota was full and no pod was going", r.n, r.err)
+	case <-time.After(3 * time.Second):
+	}
+	deleted := time.Now()
+	if err := kube.CoreV1().Pods(ns).Delete(ctx, run.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.n != 1 {
+		t.Fatalf("refill after the run's pod was deleted: %d created, %v; want 1", r.n, r.err)
+	}
+	t.Logf("the refill created its pod %s after the run's pod was deleted", time.Since(deleted).Round(time.Millisecond))
+	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c.Ready+c.Starting != 2 {
+		t.Errorf("after the refill the pool holds %+v (%v), want 2", c, err)
+	}
+}
