@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,9 @@ func main() {
 
 	if !debug {
 		go exitWithParent()
+		if logsDiscarded(os.Environ()) {
+			quietLogs()
+		}
 	}
 	opts := providerserver.ServeOpts{
 		Address: "registry.terraform.io/kubeplay/kubeplay",
@@ -42,6 +46,28 @@ func main() {
 	}
 	if err := providerserver.Serve(context.Background(), provider.New(version), opts); err != nil {
 		log.Fatal(err.Error())
+	}
+}
+
+// logsDiscarded reports an environment in which Terraform drops whatever
+// the provider logs: Terraform logs a provider only when TF_LOG or
+// TF_LOG_PROVIDER is set, and the provider inherits its environment.
+func logsDiscarded(environ []string) bool {
+	for _, kv := range environ {
+		if name, value, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TF_LOG") && value != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// quietLogs turns off the SDK's and the provider's loggers. Left at their
+// default (TRACE), they format every log line as JSON for Terraform to
+// parse and drop: 2 to 3% of the machine's CPU in an apply of 100 runs on
+// 2 cores (BenchmarkRun100Warm).
+func quietLogs() {
+	for _, name := range []string{"TF_LOG_SDK", "TF_LOG_PROVIDER"} {
+		_ = os.Setenv(name, "OFF")
 	}
 }
 
