@@ -132,7 +132,9 @@ const maxWarmPods = 100
 const warmPodsDescription = "A run whose pod matches a ready warm pod (same spec; the labels and annotations are the " +
 	"run's own) claims it with an update conditioned on the pod's resourceVersion, so two runs, even in two Terraform " +
 	"processes, never share one; it runs in it at once and deletes it afterwards like any run pod, and the pool is " +
-	"refilled as soon as a pod is claimed and again when the run's pod is gone. A run that comes while the pool's pods " +
+	"refilled as soon as a pod is claimed and again after the run. A refill that the group's quota refuses (a finished " +
+	"run's pod counts until the kubelet has stopped it) waits in the background, for up to 30 seconds, until the " +
+	"quota has room. A run that comes while the pool's pods " +
 	"are all starting waits for the first to be ready; one that finds the pool empty starts a pod of its own, without " +
 	"error. Warm pods count against the group's quota: the `pods` limit of `max_concurrent_runs` grows by the number of " +
 	"warm pods, so that they do not take the runs' slots, while `max_cores`, `max_ram` and `max_resources` count them " +
