@@ -206,10 +206,33 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 		mu.Lock()
 		defer mu.Unlock()
 	}
+	total, recheck := 0, quotaRecheck
+	for {
+		created, refused, err := fillOnce(ctx, kube, t, n)
+		total += created
+		if !refused || !waitQuota || err != nil {
+			return total, err
+		}
+		// The pool may have changed while the quota was full (claims,
+		// another process's fill): the next round lists it again.
+		changed, err := waitfor.QuotaChange(ctx, kube, t.Namespace, recheck)
+		if err != nil {
+			return total, nil // ctx ended: the pool is short, which is no error
+		}
+		if changed {
+			recheck = quotaRecheck
+		} else {
+			recheck = min(2*recheck, maxQuotaRecheck)
+		}
+	}
+}
+
+// fillOnce is one round of fill: it reports whether a quota refused a pod.
+func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int) (created int, refused bool, err error) {
 	pods := kube.CoreV1().Pods(t.Namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: t.selector()})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	rev := Revision(t.Pod)
 	var keep, drop []*corev1.Pod
@@ -243,21 +266,11 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 		// before creating its replacement.
 		errs = append(errs, waitGone(ctx, kube, t.Namespace, gone))
 	}
-	created := 0
-	recheck := quotaRecheck
-	for created < n-len(keep) {
+	for range n - len(keep) {
 		_, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
-		if waitfor.QuotaExceeded(err) && waitQuota {
-			changed, werr := waitfor.QuotaChange(ctx, kube, t.Namespace, recheck)
-			if werr == nil {
-				if recheck = quotaRecheck; !changed {
-					recheck = min(2*recheck, maxQuotaRecheck)
-				}
-				continue
-			}
-		}
 		if waitfor.QuotaExceeded(err) {
-			break // not an error: the pool is short until room comes
+			refused = true // not an error: the pool is short until room comes
+			break
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating a warm pod of container group %q: %w", t.Group, err))
@@ -265,7 +278,7 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 		}
 		created++
 	}
-	return created, errors.Join(errs...)
+	return created, refused, errors.Join(errs...)
 }
 
 // deletePod deletes an unclaimed warm pod. The delete is conditioned on
