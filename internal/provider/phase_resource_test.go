@@ -413,18 +413,10 @@ func TestAccPhase_partialFailure(t *testing.T) {
 			{
 				PreConfig: func() {
 					// The quota controller must have counted usage before the quota admits anything.
-					w, err := e.kube.CoreV1().ResourceQuotas(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=four-more"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer w.Stop()
-					for ev := range w.ResultChan() {
-						if q, ok := ev.Object.(*corev1.ResourceQuota); ok && q.Status.Used != nil {
-							if u := q.Status.Used["count/configmaps"]; u.Value() == 2 {
-								return
-							}
-						}
-					}
+					acctest.WaitQuota(t, e.kube, ns, "four-more", func(q *corev1.ResourceQuota) bool {
+						u := q.Status.Used["count/configmaps"]
+						return u.Value() == 2
+					})
 				},
 				Config:      e.providerBlock() + phaseConfig("test", name, docs, ""),
 				ExpectError: expectError(`(?s)Phase Apply Failed.*exceeded quota: four-more`),

@@ -208,7 +208,7 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 	}
 	if t, n := warmPool(req, pod); claimed == nil && n > 0 {
 		claimed = e.takeWarm(ctx, req, t, n)
-		defer e.refill(ctx, t, n, true)
+		defer e.refill(ctx, t, n)
 	}
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.

@@ -61,32 +61,24 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 			"run": req.ID, "group": req.Group.Name, "error": err.Error()})
 	}
 	if got != nil {
-		e.refill(ctx, t, n, true)
+		e.refill(ctx, t, n)
 	}
 	return got
 }
 
-// refill tops t's pool up to n (warmpool.Refill: a full quota is waited
-// out for up to refillTimeout), in the background when async, with a
-// context of its own so that a canceled run still refills. After a run
-// it is always async: a warm run's pod holds the quota until the kubelet
-// has stopped it, and a pod kept on failure holds it on, so waiting would
-// hold the run's apply.
-func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int, async bool) {
-	fill := func() {
+// refill tops t's pool up to n in the background (warmpool.Refill: a full
+// quota is waited out for up to refillTimeout), with a context of its own
+// so that a canceled run still refills. It never holds the run: a warm
+// run's pod holds the quota until the kubelet has stopped it, and a pod
+// kept on failure holds it on.
+func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
+	active.enter() // a provider that is stopping waits for the refill
+	go func() {
+		defer active.leave()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
 		if _, err := warmpool.Refill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
 			e.log(slog.LevelWarn, "refilling the warm pool failed", map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
 		}
-	}
-	if !async {
-		fill()
-		return
-	}
-	active.enter() // a provider that is stopping waits for the refill
-	go func() {
-		defer active.leave()
-		fill()
 	}()
 }

@@ -414,7 +414,7 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	ns := s.Pod.Namespace
 	pending, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
-	recheck := quotaRecheck
+	room := waitfor.QuotaWait{Kube: r.Kube, Namespace: ns}
 	for {
 		pod, err := r.Kube.CoreV1().Pods(ns).Create(ctx, s.Pod, metav1.CreateOptions{})
 		if err == nil {
@@ -427,22 +427,14 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
-		changed, werr := waitfor.QuotaChange(pending, r.Kube, ns, recheck)
-		if werr != nil {
+		if werr := room.Wait(pending); werr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err)
 		}
-		if changed {
-			recheck = quotaRecheck
-		} else {
-			recheck = min(2*recheck, 16*quotaRecheck)
-		}
 	}
 }
-
-const quotaRecheck = time.Second
 
 func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatcher {
 	return waitfor.Named(kube.CoreV1().Pods(ns), name)

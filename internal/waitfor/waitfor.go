@@ -167,6 +167,36 @@ func QuotaExceeded(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
+// QuotaWait waits out a namespace's quota refusals, one Wait per refusal.
+// Each wait ends at a change of a ResourceQuota of the namespace or after a
+// recheck that starts at a second and doubles, up to 16 s, while nothing
+// changes (see QuotaChange).
+type QuotaWait struct {
+	Kube      kubernetes.Interface
+	Namespace string
+	recheck   time.Duration
+}
+
+const (
+	quotaRecheck    = time.Second
+	maxQuotaRecheck = 16 * time.Second
+)
+
+// Wait blocks until the quota may have room; an error means ctx ended or
+// the quotas cannot be watched.
+func (q *QuotaWait) Wait(ctx context.Context) error {
+	if q.recheck == 0 {
+		q.recheck = quotaRecheck
+	}
+	changed, err := QuotaChange(ctx, q.Kube, q.Namespace, q.recheck)
+	if changed {
+		q.recheck = quotaRecheck
+	} else {
+		q.recheck = min(2*q.recheck, maxQuotaRecheck)
+	}
+	return err
+}
+
 // QuotaChange blocks until a ResourceQuota of ns changes its status, and
 // reports true, or until recheck has passed, and reports false. The API
 // server's quota admission reads quotas from its own cache, which can lag

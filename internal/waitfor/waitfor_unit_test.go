@@ -395,6 +395,43 @@ func TestQuotaChange(t *testing.T) {
 	}
 }
 
+// A QuotaWait rechecks a quota that does not change later each time, and
+// at once again after a change.
+func TestQuotaWaitBacksOff(t *testing.T) {
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runs", Namespace: ns}}
+	kube := fake.NewClientset(quota)
+	opened := make(chan struct{}, 8)
+	kube.PrependWatchReactor("resourcequotas", func(k8stesting.Action) (bool, watch.Interface, error) {
+		opened <- struct{}{}
+		return false, nil, nil
+	})
+	q := QuotaWait{Kube: kube, Namespace: ns}
+	start := time.Now()
+	if err := q.Wait(limit(t)); err != nil || time.Since(start) < quotaRecheck {
+		t.Fatalf("an unchanged quota: %v after %s, want the first recheck of %s", err, time.Since(start), quotaRecheck)
+	}
+	<-opened
+	if q.recheck != 2*quotaRecheck {
+		t.Fatalf("after an unchanged wait the recheck is %s, want %s", q.recheck, 2*quotaRecheck)
+	}
+	done := make(chan error, 1)
+	go func() { done <- q.Wait(limit(t)) }()
+	<-opened
+	quota.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	if _, err := kube.CoreV1().ResourceQuotas(ns).UpdateStatus(context.Background(), quota, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || q.recheck != quotaRecheck {
+		t.Fatalf("after a change: %v, recheck %s, want %s", err, q.recheck, quotaRecheck)
+	}
+	q.recheck = maxQuotaRecheck
+	ctx, cancel := context.WithTimeout(limit(t), 10*time.Millisecond)
+	defer cancel()
+	if err := q.Wait(ctx); err == nil || q.recheck != maxQuotaRecheck {
+		t.Fatalf("a wait cut by its context: %v, recheck %s, want an error and the cap %s", err, q.recheck, maxQuotaRecheck)
+	}
+}
+
 func TestListsWatchesBetweenLists(t *testing.T) {
 	kube := fake.NewClientset()
 	pods := newWatched(kube.CoreV1().Pods(ns))

@@ -115,15 +115,6 @@ func (t Template) warmPod(rev string) *corev1.Pod {
 	return p
 }
 
-// A refill refused by a quota tries again when a quota of the namespace
-// changes, or after quotaRecheck, doubled each time nothing changed, up to
-// maxQuotaRecheck: the API server's quota admission reads its own cache,
-// which may lag the change that the watch saw.
-const (
-	quotaRecheck    = time.Second
-	maxQuotaRecheck = 8 * time.Second
-)
-
 // Counts is a pool's state.
 type Counts struct {
 	// Ready pods can be claimed at once; Starting ones are on their way.
@@ -206,7 +197,7 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 		mu.Lock()
 		defer mu.Unlock()
 	}
-	total, recheck := 0, quotaRecheck
+	total, room := 0, waitfor.QuotaWait{Kube: kube, Namespace: t.Namespace}
 	for {
 		created, refused, err := fillOnce(ctx, kube, t, n)
 		total += created
@@ -215,14 +206,8 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 		}
 		// The pool may have changed while the quota was full (claims,
 		// another process's fill): the next round lists it again.
-		changed, err := waitfor.QuotaChange(ctx, kube, t.Namespace, recheck)
-		if err != nil {
+		if room.Wait(ctx) != nil {
 			return total, nil // ctx ended: the pool is short, which is no error
-		}
-		if changed {
-			recheck = quotaRecheck
-		} else {
-			recheck = min(2*recheck, maxQuotaRecheck)
 		}
 	}
 }
