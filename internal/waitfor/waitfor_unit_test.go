@@ -355,7 +355,9 @@ func TestQuotaExceeded(t *testing.T) {
 	}
 }
 
-func TestQuotaChange(t *testing.T) {
+// watchedQuota is a fake clientset holding one ResourceQuota; opened
+// receives each watch of quotas as it starts.
+func watchedQuota() (*fake.Clientset, *corev1.ResourceQuota, chan struct{}) {
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runs", Namespace: ns}}
 	kube := fake.NewClientset(quota)
 	opened := make(chan struct{}, 8)
@@ -363,6 +365,11 @@ func TestQuotaChange(t *testing.T) {
 		opened <- struct{}{}
 		return false, nil, nil
 	})
+	return kube, quota, opened
+}
+
+func TestQuotaChange(t *testing.T) {
+	kube, quota, opened := watchedQuota()
 
 	start := time.Now()
 	changed, err := QuotaChange(limit(t), kube, ns, 100*time.Millisecond)
@@ -398,13 +405,7 @@ func TestQuotaChange(t *testing.T) {
 // A QuotaWait rechecks a quota that does not change later each time, and
 // at once again after a change.
 func TestQuotaWaitBacksOff(t *testing.T) {
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runs", Namespace: ns}}
-	kube := fake.NewClientset(quota)
-	opened := make(chan struct{}, 8)
-	kube.PrependWatchReactor("resourcequotas", func(k8stesting.Action) (bool, watch.Interface, error) {
-		opened <- struct{}{}
-		return false, nil, nil
-	})
+	kube, quota, opened := watchedQuota()
 	q := QuotaWait{Kube: kube, Namespace: ns}
 	start := time.Now()
 	if err := q.Wait(limit(t)); err != nil || time.Since(start) < quotaRecheck {
