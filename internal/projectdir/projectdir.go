@@ -6,7 +6,6 @@ package projectdir
 
 import (
 	"archive/tar"
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,6 +22,13 @@ import (
 
 // IgnoreFile holds extra ignore patterns, one a line, at the project's root.
 const IgnoreFile = ".kubeplayignore"
+
+// MaxIgnoreFileSize bounds IgnoreFile: patterns, not data.
+const MaxIgnoreFileSize = 256 << 10
+
+// maxLinkHops is the kernel's bound on links followed in one resolution
+// (Linux's MAXSYMLINKS); a chain longer than that fails in the pod too.
+const maxLinkHops = 40
 
 // DefaultIgnores are always left out: version control, Terraform's working
 // files and state, Ansible's retry files and Python caches.
@@ -54,6 +60,9 @@ type Entry struct {
 	Sum string
 	// Target is a symlink's target, relative and inside the project.
 	Target string
+	// dev and ino identify a file as listed, so that the file opened to
+	// be read is the one listed (0 where the system gives none).
+	dev, ino uint64
 }
 
 // Manifest is a project as scanned: every entry that is not ignored,
@@ -71,6 +80,10 @@ var (
 	ErrBadPattern     = errors.New("the ignore pattern is malformed")
 	ErrChanged        = errors.New("the file changed since the project was read")
 	ErrBadProjectPath = errors.New("the path is not a clean relative path inside the project")
+	ErrIgnoreFileKind = errors.New("the ignore file is not a regular file: kubeplay reads it only as a plain file " +
+		"of the project, never through a link, from a FIFO or a device; replace it with a plain file")
+	ErrIgnoreFileSize = fmt.Errorf("the ignore file is larger than the %d KiB kubeplay reads: keep it to patterns, "+
+		"one a line", MaxIgnoreFileSize>>10)
 )
 
 // PathError names the project path (or ignore pattern) at fault.
@@ -148,21 +161,81 @@ func (ig *Ignore) Match(p string, isDir bool) bool {
 }
 
 // readIgnoreFile returns the lines of root's IgnoreFile, none when absent.
+// Only a regular file is read, opened without following a link and without
+// waiting on a FIFO, and only up to MaxIgnoreFileSize: what it names could
+// otherwise be a device that never ends, a FIFO that never opens, or a file
+// outside the project whose lines a pattern error would quote.
 func readIgnoreFile(root string) ([]string, error) {
-	f, err := os.Open(filepath.Join(root, IgnoreFile))
+	p := filepath.Join(root, IgnoreFile)
+	info, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
+	if !info.Mode().IsRegular() {
+		return nil, &PathError{Path: IgnoreFile, Err: fmt.Errorf("%w (it is %s)", ErrIgnoreFileKind, kindName(info.Mode()))}
 	}
-	return lines, sc.Err()
+	f, err := openListed(p, info)
+	if err != nil {
+		return nil, &PathError{Path: IgnoreFile, Err: fmt.Errorf("%w (it changed while being read)", ErrIgnoreFileKind)}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxIgnoreFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxIgnoreFileSize {
+		return nil, &PathError{Path: IgnoreFile, Err: ErrIgnoreFileSize}
+	}
+	return strings.Split(string(data), "\n"), nil
+}
+
+// kindName names a file's type for an error.
+func kindName(m fs.FileMode) string {
+	switch m.Type() {
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeNamedPipe:
+		return "a FIFO"
+	case fs.ModeSocket:
+		return "a socket"
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+// openListed opens the regular file at p without following a link and
+// without blocking on a FIFO, and checks it is the file listed as info: a
+// path swapped since (for a link, a FIFO, another file, or through a
+// directory swapped for a link) is ErrChanged.
+func openListed(p string, info fs.FileInfo) (*os.File, error) {
+	dev, ino := fileID(info)
+	return openChecked(p, dev, ino)
+}
+
+func openChecked(p string, dev, ino uint64) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|openNoFollow, 0)
+	if err != nil {
+		if isLoop(err) {
+			return nil, ErrChanged
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if d, i := fileID(st); !st.Mode().IsRegular() || (ino != 0 && (d != dev || i != ino)) {
+		f.Close()
+		return nil, ErrChanged
+	}
+	return f, nil
 }
 
 // Scan reads the project at root: the default ignores, then extra, then
@@ -180,22 +253,25 @@ func List(root string, extra []string) (*Manifest, error) {
 }
 
 func scan(root string, extra []string, sum bool) (*Manifest, error) {
-	fi, err := os.Stat(root)
+	// A root that is (or goes through) a link is resolved once, here, and
+	// read as the directory it names: every later path is under it.
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Lstat(real)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
 		return nil, &PathError{Path: root, Err: ErrNotDir}
 	}
+	root = real
 	fromFile, err := readIgnoreFile(root)
 	if err != nil {
 		return nil, err
 	}
 	ig, err := NewIgnore(slices.Concat(DefaultIgnores, extra, fromFile))
-	if err != nil {
-		return nil, err
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +298,7 @@ func scan(root string, extra []string, sum bool) (*Manifest, error) {
 			}
 			return nil
 		}
-		e, err := entry(p, rel, realRoot, d, buf)
+		e, err := entry(p, rel, d, buf)
 		if err != nil {
 			return err
 		}
@@ -232,10 +308,55 @@ func scan(root string, extra []string, sum bool) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, e := range m.Entries {
+		if e.Kind == Symlink && !m.linkStaysInside(e.Path) {
+			return nil, &PathError{Path: e.Path, Err: fmt.Errorf("%w (-> %s, followed through the project's links as "+
+				"the pod will)", ErrLinkOutside, e.Target)}
+		}
+	}
 	return m, nil
 }
 
-func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
+// linkStaysInside resolves the link at rel as the pod's kernel will, within
+// what is shipped: each element that is a shipped link is replaced by its
+// target, ".." goes up from where the links led (not lexically), and the
+// result must stay strictly inside the project at every step. An element
+// that is not shipped is taken as named: the link dangles in the pod. A
+// chain longer than the kernel follows is refused.
+func (m *Manifest) linkStaysInside(rel string) bool {
+	var at []string // resolved elements from the root
+	if d := path.Dir(rel); d != "." {
+		at = strings.Split(d, "/")
+	}
+	e, _ := m.Find(rel)
+	todo := strings.Split(e.Target, "/")
+	for hops := 1; len(todo) > 0; {
+		el := todo[0]
+		todo = todo[1:]
+		switch el {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return false
+			}
+			at = at[:len(at)-1]
+			continue
+		}
+		next := strings.Join(append(at[:len(at):len(at)], el), "/")
+		if l, ok := m.Find(next); ok && l.Kind == Symlink {
+			if hops++; hops > maxLinkHops || strings.HasPrefix(l.Target, "/") {
+				return false
+			}
+			todo = append(strings.Split(l.Target, "/"), todo...)
+			continue
+		}
+		at = append(at, el)
+	}
+	return len(at) > 0
+}
+
+func entry(p, rel string, d fs.DirEntry, buf []byte) (Entry, error) {
 	info, err := d.Info()
 	if err != nil {
 		return Entry{}, err
@@ -250,17 +371,18 @@ func entry(p, rel, realRoot string, d fs.DirEntry, buf []byte) (Entry, error) {
 			return Entry{}, err
 		}
 		target = filepath.ToSlash(target)
-		if !LinkInside(rel, target) || !resolvesInside(p, realRoot) {
+		if !LinkInside(rel, target) {
 			return Entry{}, &PathError{Path: rel, Err: fmt.Errorf("%w (-> %s)", ErrLinkOutside, target)}
 		}
 		sum := sha256.Sum256([]byte(target))
 		e.Kind, e.Target, e.Sum, e.Mode = Symlink, target, hex.EncodeToString(sum[:]), 0o777
 	case 0:
 		e.Kind, e.Size = File, info.Size()
+		e.dev, e.ino = fileID(info)
 		if buf == nil { // List: WriteTar sums the file as it ships it
 			break
 		}
-		sum, n, err := sumFile(p, buf)
+		sum, n, err := sumFile(p, e, buf)
 		if err != nil {
 			return Entry{}, err
 		}
@@ -281,20 +403,11 @@ func LinkInside(rel, target string) bool {
 	return resolved != "." && resolved != ".." && !strings.HasPrefix(resolved, "../")
 }
 
-// resolvesInside reports whether the link at p, resolved by the file
-// system, stays strictly inside realRoot: a chain of links can leave where
-// each alone, read lexically, does not. A dangling link passes.
-func resolvesInside(p, realRoot string) bool {
-	resolved, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
+func sumFile(p string, e Entry, buf []byte) (string, int64, error) {
+	f, err := openChecked(p, e.dev, e.ino)
+	if errors.Is(err, ErrChanged) {
+		return "", 0, &PathError{Path: e.Path, Err: ErrChanged}
 	}
-	rel, err := filepath.Rel(realRoot, resolved)
-	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func sumFile(p string, buf []byte) (string, int64, error) {
-	f, err := os.Open(p)
 	if err != nil {
 		return "", 0, err
 	}
@@ -381,7 +494,11 @@ func ValidatePath(p string) error {
 // without a sum gets the sum of what was shipped, checked for length only.
 func (m *Manifest) WriteTar(tw *tar.Writer, prefix string) error {
 	return m.writeTar(tw, prefix, func(e Entry) (io.ReadCloser, error) {
-		return os.Open(filepath.Join(m.Root, filepath.FromSlash(e.Path)))
+		f, err := openChecked(filepath.Join(m.Root, filepath.FromSlash(e.Path)), e.dev, e.ino)
+		if errors.Is(err, ErrChanged) {
+			return nil, &PathError{Path: e.Path, Err: ErrChanged}
+		}
+		return f, err
 	})
 }
 

@@ -1,0 +1,24 @@
+//go:build unix
+
+package projectdir
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+)
+
+// openNoFollow opens the last element itself, never a link's target, and
+// does not wait for a writer when it is a FIFO.
+const openNoFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+
+// isLoop reports the error O_NOFOLLOW gives on a link.
+func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
+
+// fileID is a file's device and inode.
+func fileID(info fs.FileInfo) (dev, ino uint64) {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), uint64(st.Ino) //nolint:unconvert // int32 on some systems
+	}
+	return 0, 0
+}
