@@ -4,8 +4,9 @@ import "strings"
 
 // Redact returns s redacted as a Tail redacts output, line by line: for
 // text that is not output, such as a failed task's message. Unlike a Tail it
-// keeps every byte that is not part of a secret, \r included, and cuts no
-// line.
+// keeps every byte that is not part of a secret, \r included, cuts no line
+// and does not sanitize: text that reaches a terminal goes through Sanitize
+// after Redact.
 func Redact(s string, secrets []string) string {
 	t := New(Options{Limit: 1, Secrets: secrets})
 	if len(t.secrets) == 0 {

@@ -62,7 +62,7 @@ func TestMarkerLongerThanMaxLine(t *testing.T) {
 	if len(markers) != 1 || markers[0] != payload {
 		t.Fatalf("markers %q", markers)
 	}
-	if strings.Join(lines, "") != "\x1ekubeplay-x" {
+	if strings.Join(lines, "") != "␞kubeplay-x" { // not a marker: output, sanitized
 		t.Fatalf("lines %q", lines)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Redacted replaces every secret value in the output.
@@ -44,7 +45,7 @@ type span struct{ start, end int }
 // so stdout and stderr may share one Tail.
 //
 // Redaction masks every byte of a line that lies in an occurrence of any
-// secret (occurrences may overlap, of one secret or of several), and
+// secret, raw, base64-encoded (base64Cores) or URL-encoded (urlMatch) (occurrences may overlap, of one secret or of several), and
 // replaces each maximal run of masked bytes with one Redacted. The result
 // does not depend on the order of the secrets, on how the output is split
 // into writes, or on where long lines are cut.
@@ -52,12 +53,14 @@ type Tail struct {
 	mu       sync.Mutex
 	limit    int
 	maxLine  int
-	secrets  [][]byte
-	overlap  int // longest secret - 1: what a match may need before a cut
-	hold     int // bytes a cut leaves pending: max(overlap, 1), so a line's final \r is never cut off
+	secrets  [][]byte // each secret line and its base64 cores
+	plain    [][]byte // each secret line, matched URL-encoded too
+	overlap  int      // longest match - 1: what a match may need before a cut
+	hold     int      // bytes a cut leaves pending: max(overlap, 1), so a line's final \r is never cut off
 	marker   []byte
 	onLine   func(line string)
 	onMarker func(payload string)
+	clean    func(string) string // Sanitize; tests of redaction alone swap it
 
 	pending []byte // raw bytes of the current line; pending[:done] were already emitted
 	done    int
@@ -96,7 +99,7 @@ type Options struct {
 
 // New returns a Tail with the given options.
 func New(o Options) *Tail {
-	t := &Tail{limit: o.Limit, maxLine: o.MaxLine, onLine: o.OnLine, onMarker: o.OnMarker}
+	t := &Tail{limit: o.Limit, maxLine: o.MaxLine, onLine: o.OnLine, onMarker: o.OnMarker, clean: Sanitize}
 	if t.maxLine <= 0 {
 		t.maxLine = DefaultMaxLine
 	}
@@ -115,7 +118,16 @@ func New(o Options) *Tail {
 			}
 			seen[part] = true
 			t.secrets = append(t.secrets, []byte(part))
-			t.overlap = max(t.overlap, len(part)-1)
+			t.plain = append(t.plain, []byte(part))
+			// URL-encoded, every byte may take three.
+			t.overlap = max(t.overlap, 3*len(part)-1)
+			for _, core := range base64Cores([]byte(part)) {
+				if !seen[string(core)] {
+					seen[string(core)] = true
+					t.secrets = append(t.secrets, core)
+					t.overlap = max(t.overlap, len(core)-1)
+				}
+			}
 		}
 	}
 	t.hold = max(t.overlap, 1)
@@ -237,6 +249,19 @@ func (t *Tail) findSpans(b []byte) {
 			off += i + 1 // occurrences may overlap
 		}
 	}
+	// URL-encoded forms need a "%" or a "+" (the raw form is found above).
+	if bytes.IndexByte(b, '%') >= 0 || bytes.IndexByte(b, '+') >= 0 {
+		for _, s := range t.plain {
+			for i := range b {
+				if c := b[i]; c != s[0] && c != '%' && c != '+' {
+					continue
+				}
+				if n := urlMatch(b[i:], s); n > 0 {
+					t.spans = append(t.spans, span{i, i + n})
+				}
+			}
+		}
+	}
 	if len(t.spans) < 2 {
 		return
 	}
@@ -289,7 +314,7 @@ func (t *Tail) render(b []byte, from, to int) []byte {
 func (t *Tail) emit(b []byte, complete bool) {
 	if len(b) > 0 || !t.wasCut {
 		if t.onLine != nil {
-			t.onLine(string(b))
+			t.onLine(t.clean(string(b)))
 		}
 		t.keep(b)
 	}
@@ -329,8 +354,9 @@ func (t *Tail) Close() error {
 	return nil
 }
 
-// String returns the kept tail. When output was cut, the tail starts at a
-// line boundary where one is available.
+// String returns the kept tail, sanitized (Sanitize) and at most the
+// limit's length. When output was cut, the tail starts at a line boundary
+// where one is available.
 func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -345,7 +371,18 @@ func (t *Tail) String() string {
 			s = s[i+1:]
 		}
 	}
-	return string(s)
+	// The ring holds raw bytes: it is sanitized whole, so that a code or a
+	// character cut across two writes is seen whole. Control pictures are
+	// longer than the controls: cut the front back to the limit, on a
+	// character.
+	out := t.clean(string(s))
+	if over := len(out) - t.limit; over > 0 {
+		for over < len(out) && !utf8.RuneStart(out[over]) {
+			over++
+		}
+		out = out[over:]
+	}
+	return out
 }
 
 // Total returns how many bytes of output were seen, marker lines excluded.

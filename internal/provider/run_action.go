@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
@@ -173,7 +174,7 @@ func (p *progress) flush() {
 		p.timer = nil
 	}
 	if len(p.lines) > 0 && !p.closed && p.send != nil {
-		p.send(action.InvokeProgressEvent{Message: strings.Join(p.lines, "\n")})
+		p.send(action.InvokeProgressEvent{Message: outputtail.Sanitize(strings.Join(p.lines, "\n"))})
 	}
 	p.lines = nil
 }
@@ -183,7 +184,7 @@ func (p *progress) event(s string) {
 	defer p.mu.Unlock()
 	p.flush()
 	if !p.closed && p.send != nil {
-		p.send(action.InvokeProgressEvent{Message: s})
+		p.send(action.InvokeProgressEvent{Message: outputtail.Sanitize(s)}) // a status quotes pod output
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
@@ -268,7 +269,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"extra_vars_wo": schema.StringAttribute{
 				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
 					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`.",
-				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject()},
+				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
@@ -279,7 +280,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				MarkdownDescription: "Secret environment variables. Write-only: delivered inside the exec stream and " +
 					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from `output`.",
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
-				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
+				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
 			"limit":     schema.StringAttribute{MarkdownDescription: "`--limit`: the hosts to run on.", Optional: true, PlanModifiers: replaceStr},
 			"tags":      schema.StringAttribute{MarkdownDescription: "`--tags`: run only tasks with these tags.", Optional: true, PlanModifiers: replaceStr},
@@ -350,7 +351,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"failed_task_count": failedTaskCountAttribute(),
 			"artifacts":         artifactsAttribute(),
 
-			"output":      schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with write-only values redacted.", Computed: true},
+			"output": schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with " +
+				"write-only values redacted (as printed, JSON-escaped, base64-encoded or URL-encoded) and made safe for a " +
+				"terminal: control characters other than tab and newline appear as their Unicode control pictures (ESC as " +
+				"`␛`, a lone carriage return as `␍`), and Terraform color codes such as `[red]` lose their `[` to `［`. " +
+				"Logs, action progress, `failed_tasks` and error messages show the output the same way.", Computed: true},
 			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
 			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
 			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
@@ -1032,10 +1037,10 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 		detail.WriteString(cp.detail + "\n\n" + text)
 	}
 	if m.IgnoreFailure.ValueBool() {
-		diags.AddWarning(summary, detail.String()+"\n\nignore_failure is set: the apply goes on.")
+		diags.AddWarning(summary, outputtail.Sanitize(detail.String())+"\n\nignore_failure is set: the apply goes on.")
 		return
 	}
-	diags.AddError(summary, detail.String())
+	diags.AddError(summary, outputtail.Sanitize(detail.String())) // quotes pod output, events and messages
 }
 
 func lastLines(s string, n int) string {

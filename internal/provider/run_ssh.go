@@ -53,14 +53,14 @@ func runSSHAttributes() map[string]schema.Attribute {
 				"`default`). Write-only: a 0600 file passed as `--vault-id default@file` and deleted when the playbook " +
 				"ends; never in an argv, the plan or the state; redacted from `output`. Surrounding whitespace is ignored, " +
 				"as Ansible does. A wrong password ends the run `failed` with Ansible's message.",
-			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword()},
+			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword(), redactableSecret()},
 		},
 		"vault_passwords_wo": schema.MapAttribute{
 			MarkdownDescription: "Vault passwords by vault id (`ansible-vault encrypt --vault-id prod@prompt`), each " +
 				"passed as `--vault-id id@file` as `vault_password_wo` is.",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.Map{
-				mapvalidator.KeysAre(vaultIDName()), mapvalidator.ValueStringsAre(vaultPassword()),
+				mapvalidator.KeysAre(vaultIDName()), mapvalidator.ValueStringsAre(vaultPassword(), redactableSecret()),
 			},
 		},
 	}

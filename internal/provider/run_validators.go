@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 )
 
 // runFilePath accepts a path that bundle.ValidatePath accepts.
@@ -54,6 +55,39 @@ func jsonObject() stringCheck {
 			}
 			if err := bundle.ValidateVars([]byte(s)); err != nil {
 				return "Invalid Extra Variables", err.Error() + ". Set each variable once."
+			}
+			return "", ""
+		},
+	}
+}
+
+// redactableSecret accepts a write-only secret that output redaction can
+// hide: none of its lines may be 1 or 2 bytes long.
+func redactableSecret() stringCheck {
+	return stringCheck{
+		desc: fmt.Sprintf("value must be empty or at least %d bytes long (each line of it)", outputtail.MinSecret),
+		check: func(_, s string) (string, string) {
+			if outputtail.ShortSecret(s) {
+				return "Secret Too Short To Redact", fmt.Sprintf("The value (or a line of it) is shorter than %d bytes: "+
+					"kubeplay does not redact values that short from the run's output, since they would blank out "+
+					"ordinary text, so it could show in output, logs and state. Use a longer secret.", outputtail.MinSecret)
+			}
+			return "", ""
+		},
+	}
+}
+
+// redactableVars accepts secret extra variables whose string and number
+// values output redaction can hide.
+func redactableVars() stringCheck {
+	return stringCheck{
+		desc: fmt.Sprintf("string and number values must be empty or at least %d bytes long", outputtail.MinSecret),
+		check: func(_, s string) (string, string) {
+			if at := outputtail.ShortSecretValue(s); at != "" {
+				return "Secret Too Short To Redact", fmt.Sprintf("The value of %q (or a line of it) is shorter than %d "+
+					"bytes: kubeplay does not redact values that short from the run's output, since they would blank "+
+					"out ordinary text, so it could show in output, logs and state. Use a longer value, or pass a "+
+					"value that is not secret in extra_vars.", at, outputtail.MinSecret)
 			}
 			return "", ""
 		},

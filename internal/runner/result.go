@@ -13,16 +13,39 @@ import (
 
 // redactResult returns r's failed tasks and artifacts with the secrets
 // redacted, as the output is: a playbook may put a secret in a failure's
-// message or in set_stats.
+// message or in set_stats. The failed tasks' text is also sanitized, as
+// the output is, for the diagnostics and terraform show that print it; the
+// artifacts are data, JSON that Terraform prints escaped.
 func redactResult(r bundle.Result, secrets []string) ([]bundle.FailedTask, int64, string) {
 	tasks := slices.Clone(r.FailedTasks)
 	for i, t := range tasks {
 		tasks[i] = bundle.FailedTask{
-			Host: outputtail.Redact(t.Host, secrets), Task: outputtail.Redact(t.Task, secrets),
-			Message: outputtail.Redact(t.Message, secrets), Unreachable: t.Unreachable,
+			Host: clean(t.Host, secrets), Task: clean(t.Task, secrets), Message: clean(t.Message, secrets),
+			Unreachable: t.Unreachable,
 		}
 	}
 	return tasks, r.FailedTaskCount, redactJSON(r.Artifacts, secrets)
+}
+
+// clean redacts, then sanitizes, text from the pod.
+func clean(s string, secrets []string) string {
+	return outputtail.Sanitize(outputtail.Redact(s, secrets))
+}
+
+// redactHosts returns hosts keyed by their names redacted and sanitized,
+// as failed_tasks[].host is; hosts whose names become the same add up.
+func redactHosts(hosts map[string]bundle.HostStats, secrets []string) map[string]bundle.HostStats {
+	if hosts == nil {
+		return nil
+	}
+	out := make(map[string]bundle.HostStats, len(hosts))
+	for name, s := range hosts {
+		k := clean(name, secrets)
+		o := out[k]
+		out[k] = bundle.HostStats{OK: o.OK + s.OK, Changed: o.Changed + s.Changed, Unreachable: o.Unreachable + s.Unreachable,
+			Failed: o.Failed + s.Failed, Skipped: o.Skipped + s.Skipped, Rescued: o.Rescued + s.Rescued, Ignored: o.Ignored + s.Ignored}
+	}
+	return out
 }
 
 // redactJSON redacts a JSON document leaf by leaf, keys included, so that it

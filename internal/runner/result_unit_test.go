@@ -20,7 +20,7 @@ func TestRedactResult(t *testing.T) {
 	}
 	tasks, count, artifacts := redactResult(r, secrets)
 	want := bundle.FailedTask{Host: "web1", Task: "use " + outputtail.Redacted,
-		Message: "rejected " + outputtail.Redacted + "\r\n" + outputtail.Redacted + ": no", Unreachable: true}
+		Message: "rejected " + outputtail.Redacted + "\n" + outputtail.Redacted + ": no", Unreachable: true} // CRLF as LF: sanitized
 	if len(tasks) != 1 || tasks[0] != want || count != 7 {
 		t.Fatalf("tasks %+v count %d, want %+v", tasks, count, want)
 	}
@@ -36,5 +36,37 @@ func TestRedactResult(t *testing.T) {
 	}
 	if _, _, a := redactResult(bundle.Result{Artifacts: `{"k":1}`}, nil); a != `{"k":1}` {
 		t.Fatalf("no secrets: %s", a)
+	}
+}
+
+// Finding 10: host_stats keys are redacted as failed_tasks[].host is (two
+// hosts that redact alike add up); finding 7: failed tasks and host names
+// are sanitized for the terminal.
+func TestRedactHostsAndSanitize(t *testing.T) {
+	const secret = "s3cr3t-value"
+	hosts := map[string]bundle.HostStats{
+		"web1": {OK: 1}, "db-" + secret: {OK: 2, Failed: 1}, secret + "-db": {OK: 3}, "\x1b]52;c;ZXZpbA==\x07[red]x": {Changed: 1},
+	}
+	got := redactHosts(hosts, []string{secret})
+	want := map[string]bundle.HostStats{
+		"web1": {OK: 1}, "db-" + outputtail.Redacted: {OK: 2, Failed: 1}, outputtail.Redacted + "-db": {OK: 3},
+		"␛]52;c;ZXZpbA==␇［red]x": {Changed: 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("hosts %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("hosts %v, want %v", got, want)
+		}
+	}
+	if merged := redactHosts(map[string]bundle.HostStats{"a-" + secret: {OK: 1}, "a-" + secret + secret: {OK: 2}},
+		[]string{secret}); len(merged) != 1 || merged["a-"+outputtail.Redacted].OK != 3 {
+		t.Fatalf("hosts that redact alike: %v", merged)
+	}
+	tasks, _, _ := redactResult(bundle.Result{FailedTasks: []bundle.FailedTask{{Host: "h\x1b[2J", Task: "[bold]t",
+		Message: "m\rfake ok\x1b]52;c;eA==\x07"}}}, []string{secret})
+	if w := (bundle.FailedTask{Host: "h␛[2J", Task: "［bold]t", Message: "m␍fake ok␛]52;c;eA==␇"}); tasks[0] != w {
+		t.Fatalf("task %+v, want %+v", tasks[0], w)
 	}
 }

@@ -205,7 +205,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		// The runner never started (no tar or sh in the image, unpack failed): stderr says why.
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
 	}
-	res.ExitCode, res.Hosts = result.ExitCode, result.Hosts
+	res.ExitCode, res.Hosts = result.ExitCode, redactHosts(result.Hosts, s.Secrets)
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
