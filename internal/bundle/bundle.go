@@ -487,7 +487,10 @@ type HostStats struct {
 // ResultStream).
 type Result struct {
 	ExitCode int
-	Hosts    map[string]HostStats
+	// Hosts are the play recap of the first MaxHosts hosts by name;
+	// HostCount counts them all.
+	Hosts     map[string]HostStats
+	HostCount int64
 	// FailedTasks are the first MaxFailedTasks failed tasks, in order;
 	// FailedTaskCount counts them all.
 	FailedTasks     []FailedTask

@@ -2,10 +2,13 @@ package bundle
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -20,8 +23,17 @@ import (
 // verbatim pod (no worker) need nothing more.
 
 // MaxResultSize bounds the result document the provider reads: with 5,000
-// hosts it is about 700 KB, so only huge set_stats data can reach it.
-const MaxResultSize = 32 << 20
+// hosts it is about 700 KB, with MaxHosts about 1.4 MB. The runner's pod
+// writes it, so a playbook or an image can make it anything: the provider
+// keeps at most this much of it, and decodes it a value at a time.
+const MaxResultSize = 8 << 20
+
+// MaxHosts is how many hosts' recaps a result keeps (the first by name),
+// for host_stats in the state; Result.HostCount counts them all.
+const MaxHosts = 10000
+
+// MaxArtifacts bounds the set_stats data kept for the state, compacted.
+const MaxArtifacts = 1 << 20
 
 // MaxFailedTasks is how many failed tasks the callback keeps (the first
 // ones); FailedTaskCount counts them all. The callback's MAX_FAILED_TASKS.
@@ -40,7 +52,8 @@ var ErrNoResult = errors.New("the runner reported no result")
 type ResultTooLargeError struct{ Limit int }
 
 func (e *ResultTooLargeError) Error() string {
-	return fmt.Sprintf("the run's result is larger than %d MiB (most likely its set_stats data): it was not read", e.Limit>>20)
+	return fmt.Sprintf("the run's result is larger than the %d MiB kubeplay reads (huge set_stats data, or a result "+
+		"file the playbook or the image wrote): it was not read", e.Limit>>20)
 }
 
 // FailedTask is one task that failed on a host, or could not reach it.
@@ -125,21 +138,15 @@ func ParseResult(payload string) (Result, error) {
 // DecodeResult reads one result document, at most MaxResultSize bytes,
 // from r: {"rc": N, "stats": null | {"hosts": {...}, "failed_tasks": [...],
 // "failed_task_count": N, "artifacts": {...}}}. Nothing but white space may
-// follow it. The failed tasks are cut to MaxFailedTasks, their messages to
-// MaxTaskMessage characters.
+// follow it. It decodes a host or a task at a time, keeping the first
+// MaxHosts hosts by name and the first MaxFailedTasks failed tasks (their
+// host and task names and messages cut to MaxTaskMessage characters) and
+// counting the rest, so that memory stays bounded whatever the document
+// holds. Artifacts over MaxArtifacts are an error.
 func DecodeResult(r io.Reader) (Result, error) {
 	lr := &io.LimitedReader{R: r, N: MaxResultSize + 1}
 	dec := json.NewDecoder(lr)
-	var raw struct {
-		RC    *int `json:"rc"`
-		Stats *struct {
-			Hosts           map[string]HostStats `json:"hosts"`
-			FailedTasks     []FailedTask         `json:"failed_tasks"`
-			FailedTaskCount int64                `json:"failed_task_count"`
-			Artifacts       json.RawMessage      `json:"artifacts"`
-		} `json:"stats"`
-	}
-	err := dec.Decode(&raw)
+	res, err := decodeReport(dec)
 	if err == nil {
 		if _, e := dec.Token(); e != io.EOF {
 			err = errors.New("data follows the report")
@@ -148,32 +155,226 @@ func DecodeResult(r io.Reader) (Result, error) {
 	if lr.N <= 0 {
 		return Result{}, &ResultTooLargeError{Limit: MaxResultSize}
 	}
+	var ae *artifactsError
+	if errors.As(err, &ae) {
+		return Result{}, err
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("the runner's report is not JSON: %w", err)
 	}
-	if raw.RC == nil {
+	return res, nil
+}
+
+// artifactsError is artifacts the provider refuses: an error of its own,
+// not "not JSON".
+type artifactsError struct{ msg string }
+
+func (e *artifactsError) Error() string { return e.msg }
+
+// decodeReport reads the report's object; keys other than the known ones
+// are skipped, a known key given twice counts its last value.
+func decodeReport(dec *json.Decoder) (Result, error) {
+	var res Result
+	var rc *int
+	null, err := openOrNull(dec, '{')
+	if err != nil || null {
+		return Result{}, cmp.Or(err, errors.New("the runner's report has no exit code"))
+	}
+	err = keysOf(dec, func(key string) error {
+		switch key {
+		case "rc":
+			rc = nil
+			return dec.Decode(&rc)
+		case "stats":
+			res = Result{}
+			if null, err := openOrNull(dec, '{'); null || err != nil {
+				return err
+			}
+			return keysOf(dec, func(key string) error { return decodeStats(dec, key, &res) })
+		}
+		return skip(dec)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if rc == nil {
 		return Result{}, errors.New("the runner's report has no exit code")
 	}
-	res := Result{ExitCode: *raw.RC}
-	if st := raw.Stats; st != nil {
-		res.Hosts = st.Hosts
-		res.FailedTasks = st.FailedTasks[:min(len(st.FailedTasks), MaxFailedTasks)]
-		for i := range res.FailedTasks {
-			res.FailedTasks[i].Message = cutRunes(res.FailedTasks[i].Message, MaxTaskMessage)
+	res.ExitCode = *rc
+	res.FailedTaskCount = max(res.FailedTaskCount, int64(len(res.FailedTasks)))
+	return res, nil
+}
+
+func decodeStats(dec *json.Decoder, key string, res *Result) error {
+	switch key {
+	case "hosts":
+		res.Hosts, res.HostCount = nil, 0
+		if null, err := openOrNull(dec, '{'); null || err != nil {
+			return err
 		}
-		res.FailedTaskCount = max(st.FailedTaskCount, int64(len(st.FailedTasks)))
-		if a := bytes.TrimSpace(st.Artifacts); len(a) > 0 && !bytes.Equal(a, []byte("null")) {
-			if a[0] != '{' {
-				return Result{}, errors.New("the runner's report has artifacts that are not a JSON object")
+		res.Hosts = map[string]HostStats{}
+		err := keysOf(dec, func(host string) error {
+			var s HostStats
+			if err := dec.Decode(&s); err != nil {
+				return err
 			}
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, a); err != nil {
-				return Result{}, fmt.Errorf("the runner's report has malformed artifacts: %w", err)
+			res.HostCount++
+			res.Hosts[host] = s
+			if len(res.Hosts) >= 2*MaxHosts {
+				keepFirst(res.Hosts, MaxHosts)
 			}
-			res.Artifacts = buf.String()
+			return nil
+		})
+		keepFirst(res.Hosts, MaxHosts)
+		return err
+	case "failed_tasks":
+		var seen int64
+		res.FailedTasks = nil
+		if null, err := openOrNull(dec, '['); null || err != nil {
+			return err
+		}
+		err := elemsOf(dec, func() error {
+			var t FailedTask
+			if err := dec.Decode(&t); err != nil {
+				return err
+			}
+			if seen++; len(res.FailedTasks) < MaxFailedTasks {
+				t.Host, t.Task = cutRunes(t.Host, MaxTaskMessage), cutRunes(t.Task, MaxTaskMessage)
+				t.Message = cutRunes(t.Message, MaxTaskMessage)
+				res.FailedTasks = append(res.FailedTasks, t)
+			}
+			return nil
+		})
+		res.FailedTaskCount = max(res.FailedTaskCount, seen)
+		return err
+	case "failed_task_count":
+		var n int64
+		if err := dec.Decode(&n); err != nil {
+			return err
+		}
+		res.FailedTaskCount = max(res.FailedTaskCount, n)
+		return nil
+	case "artifacts":
+		var a json.RawMessage
+		if err := dec.Decode(&a); err != nil {
+			return err
+		}
+		res.Artifacts = ""
+		if a = bytes.TrimSpace(a); len(a) == 0 || bytes.Equal(a, []byte("null")) {
+			return nil
+		}
+		if a[0] != '{' {
+			return &artifactsError{"the runner's report has artifacts that are not a JSON object"}
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, a); err != nil {
+			return &artifactsError{fmt.Sprintf("the runner's report has malformed artifacts: %v", err)}
+		}
+		if buf.Len() > MaxArtifacts {
+			return &artifactsError{fmt.Sprintf("the run's set_stats data (artifacts) is larger than %d MiB, more than "+
+				"kubeplay keeps in the state: it was not read; keep large data out of set_stats", MaxArtifacts>>20)}
+		}
+		res.Artifacts = buf.String()
+		return nil
+	}
+	return skip(dec)
+}
+
+// keepFirst drops all but the first n hosts by name.
+func keepFirst(hosts map[string]HostStats, n int) {
+	if len(hosts) <= n {
+		return
+	}
+	names := slices.Sorted(maps.Keys(hosts))
+	for _, h := range names[n:] {
+		delete(hosts, h)
+	}
+}
+
+// eachKey reads an object, calling fn with each key with the decoder at
+// its value; fn must consume the value.
+func eachKey(dec *json.Decoder, fn func(key string) error) error {
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	return keysOf(dec, fn)
+}
+
+// keysOf is eachKey once the '{' is read.
+func keysOf(dec *json.Decoder, fn func(key string) error) error {
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("unexpected %v for an object key", tok)
+		}
+		if err := fn(key); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return expectDelim(dec, '}')
+}
+
+// elemsOf reads an array's elements once its '[' is read, calling fn with
+// the decoder at each.
+func elemsOf(dec *json.Decoder, fn func() error) error {
+	for dec.More() {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("unexpected %v, want %v", tok, want)
+	}
+	return nil
+}
+
+// openOrNull reads the next value's first token: true for null, false
+// for the delimiter want (the value's body follows), an error otherwise.
+func openOrNull(dec *json.Decoder, want json.Delim) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if tok == nil {
+		return true, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return false, fmt.Errorf("unexpected %v, want %v or null", tok, want)
+	}
+	return false, nil
+}
+
+// skip reads and drops one value, a token at a time.
+func skip(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }
 
 // cutRunes cuts s to n runes, the last three of them "...", as the

@@ -148,6 +148,11 @@ func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte(`{"rc":0,"stats":{"failed_tasks":[{"host":"a","task":"b","message":"c","unreachable":true}],"failed_task_count":9,"artifacts":{"k":[1,{"x":null}]}}}`), 1)
 	f.Add([]byte(`{"rc":1,"stats":{"artifacts":"x"}}`), 100)
 	f.Add([]byte("\n"+testMarker+"\n{\"rc\":0}"), 2)
+	f.Add([]byte(`{"rc":1,"x":{"y":[{}]},"stats":{"hosts":null,"failed_tasks":null,"artifacts":null}}`), 3)
+	f.Add([]byte(`{"stats":{},"rc":0} `), 4)
+	f.Add([]byte(`{"rc":0,"stats":{"hosts":{"a":{"ok":1},"a":{"ok":2}}}}`), 5)
+	f.Add([]byte(`null`), 6)
+	f.Add([]byte(`{"rc":0}{}`), 7)
 	f.Fuzz(func(t *testing.T, doc []byte, k int) {
 		k = max(1, k%64+1)
 		var before bytes.Buffer
@@ -173,6 +178,18 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 		if r.Artifacts != "" && !json.Valid([]byte(r.Artifacts)) {
 			t.Fatalf("artifacts %q are not JSON", r.Artifacts)
+		}
+		// The streaming decoder accepts only a JSON object, and reads its rc
+		// as encoding/json does; hosts are capped and counted.
+		var raw map[string]json.RawMessage
+		if !json.Valid(bytes.TrimSpace(doc)) || json.Unmarshal(doc, &raw) != nil {
+			t.Fatalf("accepted %q, not a JSON object", doc)
+		}
+		if rc := 0; json.Unmarshal(raw["rc"], &rc) != nil || rc != r.ExitCode {
+			t.Fatalf("rc %d, document %q", r.ExitCode, doc)
+		}
+		if len(r.Hosts) > MaxHosts || int64(len(r.Hosts)) > r.HostCount || len(r.Artifacts) > MaxArtifacts {
+			t.Fatalf("%d hosts of %d, %d bytes of artifacts", len(r.Hosts), r.HostCount, len(r.Artifacts))
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -94,5 +95,23 @@ func TestShortWriteOnlySecretsRefused(t *testing.T) {
 		if len(ok) != 0 {
 			t.Errorf("refused: %v", ok)
 		}
+	}
+}
+
+// Finding 9: host_count counts every host of the result, of which
+// host_stats holds the ones the runner kept.
+func TestRecordHostCount(t *testing.T) {
+	res := runner.Result{Status: runner.StatusSuccessful, HostCount: 250_000,
+		Hosts: map[string]bundle.HostStats{"a": {OK: 1}, "b": {OK: 1}}}
+	var m runModel
+	var diags diag.Diagnostics
+	(&runResource{}).record(&m, res, &diags)
+	if diags.HasError() || m.HostCount.ValueInt64() != 250_000 || len(m.HostStats.Elements()) != 2 {
+		t.Fatalf("host_count %v, host_stats %v, %v", m.HostCount, m.HostStats, diags)
+	}
+	res.HostCount = 0 // a runner.Result made without a count
+	(&runResource{}).record(&m, res, &diags)
+	if m.HostCount.ValueInt64() != 2 {
+		t.Fatalf("host_count %v", m.HostCount)
 	}
 }

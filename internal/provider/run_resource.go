@@ -118,6 +118,7 @@ type runModel struct {
 	Status       types.String `tfsdk:"status"`
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
 	HostStats    types.Map    `tfsdk:"host_stats"`
+	HostCount    types.Int64  `tfsdk:"host_count"`
 	Output       types.String `tfsdk:"output"`
 	PodName      types.String `tfsdk:"pod_name"`
 	NodeName     types.String `tfsdk:"node_name"`
@@ -342,13 +343,17 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
 			"host_stats": schema.MapAttribute{
-				MarkdownDescription: "The play recap per host (ok, changed, unreachable, failed, skipped, rescued, ignored), " +
-					"read from a callback plugin rather than scraped from the output, for every host however many (5,000 are " +
-					"tested): the result reaches the provider on a channel of its own after the playbook ends, apart from the output.",
+				MarkdownDescription: fmt.Sprintf("The play recap per host (ok, changed, unreachable, failed, skipped, rescued, "+
+					"ignored), read from a callback plugin rather than scraped from the output: the result reaches the "+
+					"provider on a channel of its own after the playbook ends, apart from the output. At most the first %d "+
+					"hosts by name are kept (`host_count` counts them all); a result document over %d MiB ends the run as "+
+					"`error`. Host names are redacted and made safe for a terminal as `output` is.", bundle.MaxHosts,
+					bundle.MaxResultSize>>20),
 				Computed: true, ElementType: hostStatsType,
 			},
 			"failed_tasks":      failedTasksAttribute(),
 			"failed_task_count": failedTaskCountAttribute(),
+			"host_count":        hostCountAttribute(),
 			"artifacts":         artifactsAttribute(),
 
 			"output": schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with " +
@@ -587,6 +592,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 			return
 		}
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
+		plan.HostCount = state.HostCount
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
@@ -993,7 +999,7 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	}
 	hs, d := types.MapValue(hostStatsType, stats)
 	diags.Append(d...)
-	m.HostStats = hs
+	m.HostStats, m.HostCount = hs, types.Int64Value(max(res.HostCount, int64(len(res.Hosts))))
 	recordResult(m, res, diags)
 }
 

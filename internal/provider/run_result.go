@@ -38,6 +38,14 @@ func failedTaskCountAttribute() schema.Attribute {
 	}
 }
 
+func hostCountAttribute() schema.Attribute {
+	return schema.Int64Attribute{
+		MarkdownDescription: fmt.Sprintf("How many hosts the play recap holds, of which `host_stats` keeps the first %d "+
+			"by name.", bundle.MaxHosts),
+		Computed: true,
+	}
+}
+
 func artifactsAttribute() schema.Attribute {
 	return schema.StringAttribute{
 		MarkdownDescription: "The data the playbook set with `set_stats` for the whole run, as a JSON object: AWX's " +
@@ -45,8 +53,8 @@ func artifactsAttribute() schema.Attribute {
 			"`aggregate: false` replaces it; data set with `per_host: true` belong to each host, not to the run, and are " +
 			"left out, as AWX leaves them out of a job's artifacts. `{}` when the playbook set none, and in command " +
 			"mode. Read with `jsondecode`. Values of `extra_vars_wo` and `env_wo` are redacted as in `output` (a secret " +
-			fmt.Sprintf("number becomes the string `\"(sensitive value)\"`). A result over %d MiB (in practice, huge "+
-				"artifacts) ends the run as `error`.", bundle.MaxResultSize>>20),
+			fmt.Sprintf("number becomes the string `\"(sensitive value)\"`). Artifacts over %d MiB, or a result "+
+				"document over %d MiB, end the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
 		Computed: true,
 	}
 }

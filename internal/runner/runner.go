@@ -101,6 +101,7 @@ type Result struct {
 	Status     string
 	ExitCode   int
 	Hosts      map[string]bundle.HostStats
+	HostCount  int64 // all the result's hosts; Hosts keeps at most bundle.MaxHosts
 	Output     string
 	PodName    string
 	NodeName   string
@@ -205,7 +206,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		// The runner never started (no tar or sh in the image, unpack failed): stderr says why.
 		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
 	}
-	res.ExitCode, res.Hosts = result.ExitCode, redactHosts(result.Hosts, s.Secrets)
+	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
