@@ -291,16 +291,8 @@ func keepFirst(hosts map[string]HostStats, n int) {
 	}
 }
 
-// eachKey reads an object, calling fn with each key with the decoder at
-// its value; fn must consume the value.
-func eachKey(dec *json.Decoder, fn func(key string) error) error {
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
-	return keysOf(dec, fn)
-}
-
-// keysOf is eachKey once the '{' is read.
+// keysOf reads an object's members once its '{' is read, calling fn with
+// each key with the decoder at its value; fn must consume the value.
 func keysOf(dec *json.Decoder, fn func(key string) error) error {
 	for dec.More() {
 		tok, err := dec.Token()

@@ -88,8 +88,9 @@ func percentDecode(s string) string {
 // b64Runs splits s into maximal runs of the alphabet's characters and "=".
 func b64Runs(s, alpha string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool {
-		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '=' ||
-			r == rune(alpha[0]) || r == rune(alpha[1]))
+		isB64 := r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '=' ||
+			r == rune(alpha[0]) || r == rune(alpha[1])
+		return !isB64
 	})
 }
 

@@ -93,12 +93,12 @@ func TestIgnoreFileSize(t *testing.T) {
 // A project_dir that is itself a link is resolved once and read as the
 // directory it names (it used to ship an empty project).
 func TestProjectDirIsLink(t *testing.T) {
-	real := t.TempDir()
-	write(t, real, "site.yml", "- hosts: all\n", 0o644)
-	write(t, real, IgnoreFile, "*.bak\n", 0o644)
-	write(t, real, "x.bak", "b", 0o644)
+	dir := t.TempDir()
+	write(t, dir, "site.yml", "- hosts: all\n", 0o644)
+	write(t, dir, IgnoreFile, "*.bak\n", 0o644)
+	write(t, dir, "x.bak", "b", 0o644)
 	link := filepath.Join(t.TempDir(), "project")
-	if err := os.Symlink(real, link); err != nil {
+	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
 	for name, read := range map[string]func(string, []string) (*Manifest, error){"Scan": Scan, "List": List} {

@@ -255,18 +255,18 @@ func List(root string, extra []string) (*Manifest, error) {
 func scan(root string, extra []string, sum bool) (*Manifest, error) {
 	// A root that is (or goes through) a link is resolved once, here, and
 	// read as the directory it names: every later path is under it.
-	real, err := filepath.EvalSymlinks(root)
+	resolved, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Lstat(real)
+	fi, err := os.Lstat(resolved)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
 		return nil, &PathError{Path: root, Err: ErrNotDir}
 	}
-	root = real
+	root = resolved
 	fromFile, err := readIgnoreFile(root)
 	if err != nil {
 		return nil, err
