@@ -81,9 +81,10 @@ type Options struct {
 	// Limit is how many bytes of output the tail keeps. Must be positive.
 	Limit int
 	// Secrets are values that must never appear in the output; each is
-	// replaced by Redacted. Multi-line secrets are redacted line by line (a
-	// trailing \r is not part of a line); lines shorter than MinSecret bytes
-	// are not redacted. SecretForms and SecretValues give the forms in
+	// replaced by Redacted, as printed and base64- or URL-encoded.
+	// Multi-line secrets are redacted line by line (a trailing \r is not
+	// part of a line); lines shorter than MinSecret bytes are not redacted
+	// (ShortSecret tells them). SecretForms and SecretValues give the forms in
 	// which a playbook prints a value.
 	Secrets []string
 	// Marker starts a line that carries a runner message rather than output;

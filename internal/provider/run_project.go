@@ -44,8 +44,11 @@ func projectAttributes() map[string]schema.Attribute {
 				"(`project_files`), never its content; a change to any file replaces the run, and the plan names the " +
 				"changed paths. Left out: `.git`, `.hg`, `.svn`, `.terraform`, `.terraform.lock.hcl`, `*.tfstate`, " +
 				"`*.tfstate.*`, `*.retry`, `.DS_Store`, `__pycache__`, `*.pyc`, then `project_ignore` and the patterns " +
-				"in the project's `.kubeplayignore`. A symbolic link that points outside the project, and a device, " +
-				"socket or pipe, are errors. Files are streamed from disk into the exec, never held in memory: a 50 MB " +
+				"in the project's `.kubeplayignore`, which must be a regular file (not a link or a pipe) of at most " +
+				"256 KiB. A symbolic link that points outside the project, followed through the project's other links " +
+				"as the pod will resolve it, and a device, socket or pipe, are errors. A `project_dir` that is itself " +
+				"a link is resolved once and read as the directory it names. Files are opened without following links " +
+				"and must be the very files listed: one replaced while it ships ends the run with an error. Files are streamed from disk into the exec, never held in memory: a 50 MB " +
 				"project of 5,000 files ships in about as long as a bare `tar` over `kubectl exec` (see the README's " +
 				"benchmarks); every path appears in the plan and the state, so keep projects to some tens of thousands " +
 				"of files. The path itself is not part of the run: moving the directory without changing its content " +
