@@ -24,6 +24,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 var (
@@ -374,11 +375,15 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		}
 		return
 	}
-	p, err := e.NodeState(ctx, g, state.Name.ValueString())
-	if err == nil && p != nil && !managed.Owns(p, managed.LabelNode, state.Name.ValueString()) {
-		return // a pod of the name that is not this node's: not ours to delete
-	}
-	if err := e.Release(ctx, g, state.Name.ValueString()); err != nil {
+	err = e.Release(ctx, g, state.Name.ValueString())
+	var refused *warmpool.RefusedError
+	switch {
+	case errors.Is(err, runengine.ErrNotNode), errors.As(err, &refused):
+		// A pod of the name, live or ended, that is not the node kubeplay made.
+		resp.Diagnostics.AddWarning("Node Pod Left in Place", fmt.Sprintf("Held node %q: %v. It is not the node's pod, so "+
+			"the destroy left it. Delete it by hand if it is yours (an earlier kubeplay, before node pods were signed, "+
+			"made pods that are left this way).", state.Name.ValueString(), err))
+	case err != nil:
 		resp.Diagnostics.AddError("Deleting Node Failed", fmt.Sprintf("Deleting pod %s/%s of held node %q: %v. Check "+
 			"that the group's credential may delete pods, and destroy again.", g.Namespace, state.Name.ValueString(),
 			state.Name.ValueString(), err))
