@@ -23,12 +23,19 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // replaceNodePod deletes held node name's pod in ns and waits until it is
-// gone, then creates another pod of its name, made by change from a copy
-// of the node's pod's metadata, and waits until done holds of it.
+// gone, then creates another pod of its name, made by change (which sees
+// the node's pod), and waits until done holds of it.
 func (e *testEnv) replaceNodePod(ns, name string, change func(old *corev1.Pod, p *corev1.Pod), done func(*corev1.Pod) bool) {
+	e.t.Helper()
+	e.replacePod(ns, name, change, name, done)
+}
+
+// replacePod is replaceNodePod for pod name, replaced by pod newName.
+func (e *testEnv) replacePod(ns, name string, change func(old *corev1.Pod, p *corev1.Pod), newName string, done func(*corev1.Pod) bool) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -53,10 +60,11 @@ func (e *testEnv) replaceNodePod(ns, name string, change func(old *corev1.Pod, p
 		},
 	}
 	change(old, p)
+	p.Name = newName
 	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := waitfor.Until(ctx, waitfor.Named(pods, name), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
+	if _, err := waitfor.Until(ctx, waitfor.Named(pods, newName), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		q, ok := ev.Object.(*corev1.Pod)
 		return ok && done(q), nil
 	}); err != nil {
@@ -169,6 +177,70 @@ resource "kubeplay_node" "b" {
 						case p.DeletionTimestamp != nil:
 							return fmt.Errorf("the nodes' destroy deleted the foreign pod %s (terminating)", name)
 						}
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// TestAccRun_warmImpostorNotClaimed: the group's warm pod is deleted and
+// someone creates a running pod with its labels and annotations, of their
+// own spec. The run does not take it: it starts a pod of its own, and the
+// file it writes is not in the impostor.
+func TestAccRun_warmImpostorNotClaimed(t *testing.T) {
+	e := newTestEnv(t)
+	group, ns := randName("claim"), e.namespace("kp-claim")
+	impostor := randName("claim-impostor")
+	warmGroup := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+  warm_pods = 1
+}
+`, group, ns, acctest.TestImage())
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: warmGroup},
+			{
+				PreConfig: func() {
+					acctest.WaitWarmReady(t, e.kube, ns, group, 1)
+					list, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: warmpool.GroupSelector(group)})
+					if err != nil || len(list.Items) != 1 {
+						t.Fatalf("listing the warm pod: %v", err)
+					}
+					warm := list.Items[0]
+					// The impostor takes the warm pod's place: a run that takes it takes it for sure.
+					e.replacePod(ns, warm.Name, func(_, p *corev1.Pod) {
+						copyMeta(&warm, p)
+					}, impostor, podRunning)
+				},
+				Config: warmGroup + `
+resource "kubeplay_run" "r" {
+  container_group = kubeplay_container_group.g.name
+  command         = ["sh", "-c", "touch /tmp/claim-was-here; hostname"]
+}
+`,
+				Check: func(s *terraform.State) error {
+					a := s.RootModule().Resources["kubeplay_run.r"].Primary.Attributes
+					if a["status"] != "successful" || a["pod_name"] == impostor || strings.TrimSpace(a["output"]) == impostor {
+						return fmt.Errorf("the run: status %s, pod %s, output %q; the impostor is %s", a["status"], a["pod_name"], a["output"], impostor)
+					}
+					var out strings.Builder
+					code, err := podexec.Run(context.Background(), acctest.RESTConfig(t), e.kube, ns, impostor, "worker",
+						[]string{"ls", "-a", "/tmp"}, nil, &out, io.Discard)
+					switch {
+					case err != nil || code != 0:
+						return fmt.Errorf("listing the impostor's /tmp: %d, %v", code, err)
+					case strings.Contains(out.String(), "claim-was-here") || strings.Contains(out.String(), "kubeplay"):
+						return fmt.Errorf("the run reached the impostor: its /tmp holds %q", out.String())
+					}
+					p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), impostor, metav1.GetOptions{})
+					if err != nil || p.DeletionTimestamp != nil || p.Labels["kubeplay.io/run"] != "" {
+						return fmt.Errorf("kubeplay claimed or deleted the impostor: %v", err)
 					}
 					return nil
 				},

@@ -52,14 +52,14 @@ func TestAccTakeRefusesImpostor(t *testing.T) {
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("listing the warm pod: %v", err)
 	}
-	real := list.Items[0]
+	warm := list.Items[0]
 
 	impostor := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "claim-impostor", Namespace: ns,
-			Labels: maps.Clone(real.Labels), Annotations: maps.Clone(real.Annotations)},
+			Labels: maps.Clone(warm.Labels), Annotations: maps.Clone(warm.Annotations)},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{Name: real.Spec.Containers[0].Name, Image: impostorImage,
+			Containers: []corev1.Container{{Name: warm.Spec.Containers[0].Name, Image: impostorImage,
 				Command: []string{"/pause"}, ImagePullPolicy: corev1.PullIfNotPresent}},
 		},
 	}
@@ -89,8 +89,8 @@ func TestAccTakeRefusesImpostor(t *testing.T) {
 		return p
 	}
 	// Of a real warm pod and the impostor, both ready, the run gets the real one.
-	if got := claim("r1"); got == nil || got.UID != real.UID {
-		t.Fatalf("the first run claimed %v, want the warm pod %s", podName(got), real.Name)
+	if got := claim("r1"); got == nil || got.UID != warm.UID {
+		t.Fatalf("the first run claimed %v, want the warm pod %s", podName(got), warm.Name)
 	}
 	// Only the impostor is left: the next run goes cold.
 	if got := claim("r2"); got != nil {
@@ -106,10 +106,10 @@ func TestAccTakeRefusesImpostor(t *testing.T) {
 	if n, err := warmpool.Fill(ctx, kube, tmpl, 1); err != nil || n != 1 {
 		t.Errorf("a fill beside the impostor: %d created, %v; want 1", n, err)
 	}
-	if c, err := count(ctx, kube, ns, "g"); err != nil || c.Ready+c.Starting != 1 {
+	if c, err := count(ctx, kube, ns); err != nil || c.Ready+c.Starting != 1 {
 		t.Errorf("the pool counts %+v (%v), want 1: the impostor is not counted", c, err)
 	}
-	if err := drain(ctx, kube, ns, "g"); err != nil {
+	if err := drain(ctx, kube, ns); err != nil {
 		t.Errorf("drain: %v", err)
 	}
 	p, err := pods.Get(ctx, impostor.Name, metav1.GetOptions{})

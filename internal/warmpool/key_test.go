@@ -26,10 +26,12 @@ func keyed(t warmpool.Template, refused func(*warmpool.RefusedError)) warmpool.T
 	return t
 }
 
-func count(ctx context.Context, kube kubernetes.Interface, ns, group string) (warmpool.Counts, error) {
-	return warmpool.Count(ctx, kube, testKey, ns, group)
+// count counts group g's warm pods in ns.
+func count(ctx context.Context, kube kubernetes.Interface, ns string) (warmpool.Counts, error) {
+	return warmpool.Count(ctx, kube, testKey, ns, "g")
 }
 
-func drain(ctx context.Context, kube kubernetes.Interface, ns, group string) error {
-	return warmpool.Drain(ctx, kube, testKey, ns, group, nil)
+// drain drains group g's warm pods in ns.
+func drain(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	return warmpool.Drain(ctx, kube, testKey, ns, "g", nil)
 }
