@@ -90,6 +90,12 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
 			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
 			"as `status = \"gone\"` after a refresh, and the next plan replaces the node.\n\n" +
+			"kubeplay signs the pod with the catalog key when it creates it (annotations `kubeplay.io/signature` and " +
+			"`kubeplay.io/spec-signature`, which bind the pod's UID and its spec as created). A run uses the pod only " +
+			"while both hold: a pod that someone else created with the node's name and labels is refused as not made " +
+			"by kubeplay, and one whose image, tolerations or ephemeral containers were changed since is refused too " +
+			"(replace the node). A destroy deletes only the node's own pod, ended or not; another pod of its name is " +
+			"left in place with a warning.\n\n" +
 			"**Namespace nodes.** The namespace is named `name`, with the label's labels and annotations, and holds a " +
 			"ServiceAccount `kubeplay` with a Role over common workloads, as a run of a namespace label gets (Nodepool's " +
 			"namespace node). A run naming it gets a pod of its own in the group with a kubeconfig for that account " +
