@@ -10,10 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
@@ -171,26 +172,36 @@ func Verify(key *catalogkey.Key, o Owner, p *corev1.Pod) error {
 	return nil
 }
 
-// Sign records p's signatures for o with one PATCH, after kubeplay created
-// p (whose UID only then exists), and returns the pod it patched. The
-// signatures are of p as given, the create's answer: a change made to the
-// pod in between shows as a changed spec.
+// Sign records p's signatures for o, after kubeplay created p (whose UID
+// only then exists), and returns the pod it updated. The signatures are of
+// p as given, the create's answer: a change made to the pod in between
+// shows as a changed spec. It updates rather than patches, so that the
+// group's credential needs no verb beyond those a warm pod's claim needs;
+// a conflict (the scheduler bound the pod meanwhile) reads it again.
 func Sign(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, o Owner, p *corev1.Pod) (*corev1.Pod, error) {
 	if key == nil {
 		return nil, ErrNoKey
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		// The UID precondition: only the pod that was created is signed.
-		"uid":         p.UID,
-		"annotations": Signatures(key, o, p),
-	}})
-	if err != nil {
-		return nil, err
+	sigs := Signatures(key, o, p)
+	pods := kube.CoreV1().Pods(p.Namespace)
+	q := p.DeepCopy()
+	for attempt := 1; ; attempt++ {
+		if q.Annotations == nil {
+			q.Annotations = map[string]string{}
+		}
+		maps.Copy(q.Annotations, sigs)
+		got, err := pods.Update(ctx, q, metav1.UpdateOptions{FieldManager: managed.FieldManager})
+		if err == nil {
+			return got, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == 5 {
+			return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if q, err = pods.Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if q.UID != p.UID {
+			return nil, fmt.Errorf("signing pod %s/%s: it was replaced by another pod of its name", p.Namespace, p.Name)
+		}
 	}
-	got, err := kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: managed.FieldManager})
-	if err != nil {
-		return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	return got, nil
 }

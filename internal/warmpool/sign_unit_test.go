@@ -13,9 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -129,29 +131,42 @@ func TestSpecDigestIgnoresNilAndEmpty(t *testing.T) {
 	}
 }
 
-// Sign patches both signatures onto the pod created, with its UID as a
-// precondition.
+// Sign writes both signatures onto the pod created; when the pod changed
+// since (a conflict), it reads it again and signs it if it is still the
+// pod created, and not when another pod took its name.
 func TestSign(t *testing.T) {
 	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	o := tmpl.owner(Revision(tmpl.Pod))
 	created := tmpl.warmPod(Revision(tmpl.Pod))
 	created.Name, created.UID = "kubeplay-warm-x", "uid-x"
 	kube := fake.NewClientset(created)
-	var patch string
-	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if pa, ok := a.(k8stesting.PatchAction); ok {
-			patch = string(pa.GetPatch())
+	conflicts := 1
+	kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "kubeplay-warm-x", errors.New("bound"))
 		}
 		return false, nil, nil
 	})
-	got, err := Sign(context.Background(), kube, unitKey, tmpl.owner(Revision(tmpl.Pod)), created)
+	got, err := Sign(context.Background(), kube, unitKey, o, created)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(unitKey, tmpl.owner(Revision(tmpl.Pod)), got); err != nil {
-		t.Errorf("the signed pod: %v", err)
+	if err := Verify(unitKey, o, got); err != nil || conflicts != 0 {
+		t.Errorf("the signed pod: %v (%d conflicts left)", err, conflicts)
 	}
-	if !strings.Contains(patch, `"uid":"uid-x"`) {
-		t.Errorf("the patch %s carries no UID precondition", patch)
+	// Another pod took the name between the create and the signature.
+	other := created.DeepCopy()
+	other.UID, other.Annotations = "uid-other", nil
+	if _, err := kube.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicts = 1
+	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !strings.Contains(err.Error(), "replaced") {
+		t.Errorf("signing a pod whose name another took: %v", err)
+	}
+	if q, _ := kube.CoreV1().Pods("ns").Get(context.Background(), "kubeplay-warm-x", metav1.GetOptions{}); len(q.Annotations) != 0 {
+		t.Errorf("the other pod was signed: %v", q.Annotations)
 	}
 	if _, err := Sign(context.Background(), kube, nil, tmpl.owner(""), created); !errors.Is(err, ErrNoKey) {
 		t.Errorf("signing without a key: %v", err)
