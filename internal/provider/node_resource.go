@@ -95,7 +95,8 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"while both hold: a pod that someone else created with the node's name and labels is refused as not made " +
 			"by kubeplay, and one whose image, tolerations or ephemeral containers were changed since is refused too " +
 			"(replace the node). A destroy deletes only the node's own pod, ended or not; another pod of its name is " +
-			"left in place with a warning.\n\n" +
+			"left in place with a warning. Signing is an update of the pod, so the group's credential must be allowed to " +
+			"update pods in its namespace, as warm pods need too.\n\n" +
 			"**Namespace nodes.** The namespace is named `name`, with the label's labels and annotations, and holds a " +
 			"ServiceAccount `kubeplay` with a Role over common workloads, as a run of a namespace label gets (Nodepool's " +
 			"namespace node). A run naming it gets a pod of its own in the group with a kubeconfig for that account " +
