@@ -766,7 +766,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		addCatalogError(diags, err)
 		return
 	}
-	fillWarm(ctx, gc.Kube, g, pools, diags)
+	fillWarm(ctx, r.data, gc.Kube, g, pools, diags)
 	fillGroup(ctx, e.Value, &plan, e.Rendered, diags)
 	plan.WarmRevision = r.warmRevision(ctx, g, false)
 	plan.WarmPodsReady, plan.WarmPodsStarting = warmCounts(ctx, r.data, g)
@@ -884,7 +884,7 @@ func (r *containerGroupResource) Delete(ctx context.Context, req resource.Delete
 			fmt.Sprintf("Container group %q: %v. Its quota and ledger in namespace %q were not removed; delete them by hand "+
 				"if the cluster still exists.", g.Name, err, g.Namespace))
 	} else {
-		if err := drainWarm(ctx, gc.Kube, g); err != nil {
+		if err := drainWarm(ctx, r.data, gc.Kube, g, &resp.Diagnostics); err != nil {
 			// As with an unreachable cluster: the destroy goes on, and says what is left.
 			resp.Diagnostics.AddWarning("Warm Pods Not Deleted", fmt.Sprintf("Container group %q: deleting its warm "+
 				"pods failed: %v. They end by themselves within 24 hours (their activeDeadlineSeconds); to delete them "+

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
@@ -113,10 +114,18 @@ type warmPool struct {
 
 // fillWarm tops the group's pools up and drains the pools it no longer
 // keeps. Failures are warnings: runs take the cold path without warm pods.
-func fillWarm(ctx context.Context, kube kubernetes.Interface, g catalog.Group, pools []warmPool, diags *diag.Diagnostics) {
+func fillWarm(ctx context.Context, d *providerData, kube kubernetes.Interface, g catalog.Group, pools []warmPool, diags *diag.Diagnostics) {
+	key, err := d.catalogKey(ctx)
+	if err != nil {
+		diags.AddWarning("Warm Pods Not Started", fmt.Sprintf("Container group %q: the catalog key, which signs warm "+
+			"pods, is not available: %v. Runs start pods of their own until an apply of the group can read it.", g.Name, err))
+		return
+	}
+	refused := refusedWarning(g, diags)
 	keep := make([]string, 0, len(pools))
 	for _, p := range pools {
 		keep = append(keep, p.t.Label)
+		p.t.Key, p.t.OnRefused = key, refused
 		created, err := warmpool.Fill(ctx, kube, p.t, p.n)
 		tflog.Debug(ctx, "filled a warm pool", map[string]any{"group": g.Name, "label": p.t.Label, "size": p.n, "created": created})
 		if err != nil {
@@ -124,14 +133,30 @@ func fillWarm(ctx context.Context, kube kubernetes.Interface, g catalog.Group, p
 				"until the pool is filled, by the next run or apply.", g.Name, err))
 		}
 	}
-	if err := warmpool.Retain(ctx, kube, g.Namespace, g.Name, keep); err != nil {
+	if err := warmpool.Retain(ctx, kube, key, g.Namespace, g.Name, keep, refused); err != nil {
 		diags.AddWarning("Warm Pods Not Removed", fmt.Sprintf("Container group %q: removing warm pods it no longer "+
 			"keeps: %v. They end within 24 hours by their deadline.", g.Name, err))
 	}
 }
 
-// warmCounts counts the group's warm pods; zeros when it keeps none (its
-// cluster is not asked) or they cannot be listed.
+// refusedWarning warns, once per pod, of a pod that carries the labels of
+// one of g's warm pods but that kubeplay did not make, or that changed.
+func refusedWarning(g catalog.Group, diags *diag.Diagnostics) func(*warmpool.RefusedError) {
+	seen := map[string]bool{}
+	return func(r *warmpool.RefusedError) {
+		if seen[r.Name] || r.Ours {
+			return // a pod of kubeplay's that changed is deleted: nothing to say
+		}
+		seen[r.Name] = true
+		diags.AddWarning("Foreign Warm Pod Left in Place", fmt.Sprintf("Container group %q: %v. kubeplay never gives "+
+			"a run such a pod, and does not delete it. If an earlier kubeplay made it (before warm pods were signed), "+
+			"it ends within 24 hours; otherwise find out who creates pods with kubeplay's labels in namespace %q.",
+			g.Name, r, g.Namespace))
+	}
+}
+
+// warmCounts counts the group's warm pods, those that kubeplay made; zeros
+// when it keeps none (its cluster is not asked) or they cannot be listed.
 func warmCounts(ctx context.Context, d *providerData, g catalog.Group) (types.Int64, types.Int64) {
 	if g.WarmTotal() == 0 {
 		return types.Int64Value(0), types.Int64Value(0)
@@ -139,7 +164,10 @@ func warmCounts(ctx context.Context, d *providerData, g catalog.Group) (types.In
 	var c warmpool.Counts
 	gc, err := d.credentialClients(ctx, g.Credential)
 	if err == nil {
-		c, err = warmpool.Count(ctx, gc.Kube, g.Namespace, g.Name)
+		var key *catalogkey.Key
+		if key, err = d.catalogKey(ctx); err == nil {
+			c, err = warmpool.Count(ctx, gc.Kube, key, g.Namespace, g.Name)
+		}
 	}
 	if err != nil {
 		tflog.Debug(ctx, "counting warm pods failed", map[string]any{"group": g.Name, "error": err.Error()})
@@ -175,10 +203,14 @@ func warmRevision(ctx context.Context, d *providerData, g catalog.Group, plannin
 
 // drainWarm deletes the group's warm pods when it keeps any: a group without
 // them asks its cluster nothing, so that its destroy does not need a
-// credential that still works.
-func drainWarm(ctx context.Context, kube kubernetes.Interface, g catalog.Group) error {
+// credential that still works. Pods that kubeplay did not make are left.
+func drainWarm(ctx context.Context, d *providerData, kube kubernetes.Interface, g catalog.Group, diags *diag.Diagnostics) error {
 	if g.WarmTotal() == 0 {
 		return nil
 	}
-	return warmpool.Drain(ctx, kube, g.Namespace, g.Name)
+	key, err := d.catalogKey(ctx)
+	if err != nil {
+		return fmt.Errorf("the catalog key, which tells kubeplay's warm pods from others, is not available: %w", err)
+	}
+	return warmpool.Drain(ctx, kube, key, g.Namespace, g.Name, refusedWarning(g, diags))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 var (
@@ -89,6 +90,13 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
 			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
 			"as `status = \"gone\"` after a refresh, and the next plan replaces the node.\n\n" +
+			"kubeplay signs the pod with the catalog key when it creates it (annotations `kubeplay.io/signature` and " +
+			"`kubeplay.io/spec-signature`, which bind the pod's UID and its spec as created). A run uses the pod only " +
+			"while both hold: a pod that someone else created with the node's name and labels is refused as not made " +
+			"by kubeplay, and one whose image, tolerations or ephemeral containers were changed since is refused too " +
+			"(replace the node). A destroy deletes only the node's own pod, ended or not; another pod of its name is " +
+			"left in place with a warning. Signing is an update of the pod, so the group's credential must be allowed to " +
+			"update pods in its namespace, as warm pods need too.\n\n" +
 			"**Namespace nodes.** The namespace is named `name`, with the label's labels and annotations, and holds a " +
 			"ServiceAccount `kubeplay` with a Role over common workloads, as a run of a namespace label gets (Nodepool's " +
 			"namespace node). A run naming it gets a pod of its own in the group with a kubeconfig for that account " +
@@ -374,11 +382,15 @@ func (r *nodeResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		}
 		return
 	}
-	p, err := e.NodeState(ctx, g, state.Name.ValueString())
-	if err == nil && p != nil && !managed.Owns(p, managed.LabelNode, state.Name.ValueString()) {
-		return // a pod of the name that is not this node's: not ours to delete
-	}
-	if err := e.Release(ctx, g, state.Name.ValueString()); err != nil {
+	err = e.Release(ctx, g, state.Name.ValueString())
+	var refused *warmpool.RefusedError
+	switch {
+	case errors.Is(err, runengine.ErrNotNode), errors.As(err, &refused):
+		// A pod of the name, live or ended, that is not the node kubeplay made.
+		resp.Diagnostics.AddWarning("Node Pod Left in Place", fmt.Sprintf("Held node %q: %v. It is not the node's pod, so "+
+			"the destroy left it. Delete it by hand if it is yours (an earlier kubeplay, before node pods were signed, "+
+			"made pods that are left this way).", state.Name.ValueString(), err))
+	case err != nil:
 		resp.Diagnostics.AddError("Deleting Node Failed", fmt.Sprintf("Deleting pod %s/%s of held node %q: %v. Check "+
 			"that the group's credential may delete pods, and destroy again.", g.Namespace, state.Name.ValueString(),
 			state.Name.ValueString(), err))

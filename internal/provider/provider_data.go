@@ -31,6 +31,8 @@ type providerData struct {
 
 	storeMu sync.Mutex
 	store   *catalog.Store
+	// catalogKeys caches catalogKey's answer.
+	catalogKeys keyCache
 
 	// What this plan walk plans for groups, labels and credentials; see plannedSet.
 	plannedGroups       plannedSet[catalog.Group]

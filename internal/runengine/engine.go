@@ -22,10 +22,12 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // The operations a run executes; a destroy gets claims and a namespace of
@@ -49,13 +51,21 @@ type Options struct {
 	DryRuns OnceFunc
 	// Log receives progress messages; nil discards them.
 	Log LogFunc
+	// Key gives the catalog key, which signs the warm pods and held nodes'
+	// pods the engine makes and verifies those it claims; asked only when
+	// one is. nil: nothing is signed, so no warm pod or held node is used.
+	Key KeyFunc
 }
+
+// KeyFunc gives the catalog key.
+type KeyFunc func(context.Context) (*catalogkey.Key, error)
 
 // Engine runs runs with the clients of one group's cluster.
 type Engine struct {
 	clients         *kubeclient.Clients
 	sweeps, dryRuns OnceFunc
 	log             LogFunc
+	keyFunc         KeyFunc
 	// claimTTL is how long a claim lasts unrenewed; tests shorten it.
 	claimTTL time.Duration
 	// run runs the pod; tests replace it.
@@ -66,7 +76,7 @@ type Engine struct {
 
 // New returns an engine that runs with c.
 func New(c *kubeclient.Clients, o Options) *Engine {
-	e := &Engine{clients: c, sweeps: o.Sweeps, dryRuns: o.DryRuns, log: o.Log, claimTTL: capacity.ClaimTTL}
+	e := &Engine{clients: c, sweeps: o.Sweeps, dryRuns: o.DryRuns, log: o.Log, keyFunc: o.Key, claimTTL: capacity.ClaimTTL}
 	if e.sweeps == nil {
 		e.sweeps = always
 	}
@@ -82,6 +92,14 @@ func New(c *kubeclient.Clients, o Options) *Engine {
 }
 
 func always(_ string, f func() error) error { return f() }
+
+// key is the catalog key, or an error that says why there is none.
+func (e *Engine) key(ctx context.Context) (*catalogkey.Key, error) {
+	if e.keyFunc == nil {
+		return nil, warmpool.ErrNoKey
+	}
+	return e.keyFunc(ctx)
+}
 
 // NewID returns a fresh run id: 16 hex digits.
 func NewID() string {
@@ -206,7 +224,7 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			out.Rendered, _ = podspec.ToYAML(CleanPod(held))
 		}
 	}
-	if t, n := warmPool(req, pod); claimed == nil && n > 0 {
+	if t, n := warmPool(req, pod); claimed == nil && n > 0 && e.signedPool(ctx, &t) {
 		claimed = e.takeWarm(ctx, req, t, n)
 		defer e.refill(ctx, t, n)
 	}

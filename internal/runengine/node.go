@@ -152,16 +152,59 @@ func NodePod(g Group, l *podspec.Label, name string) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// Hold starts a held node's pod and waits until it runs, retrying a launch
-// as runs do; a pod that did not start is deleted.
-func (e *Engine) Hold(ctx context.Context, g Group, pod *corev1.Pod) (*corev1.Pod, error) {
-	return e.start(ctx, runner.Spec{Pod: pod, Container: pod.Spec.Containers[0].Name, PendingTimeout: g.pending(),
-		LaunchRetries: max(0, g.LaunchRetries)})
+// nodeOwner is what a held node's pod p of group g is signed for.
+func nodeOwner(g Group, p *corev1.Pod) warmpool.Owner {
+	return warmpool.Owner{Kind: warmpool.KindNode, Group: g.Name, Label: p.Labels[managed.LabelNodeLabel], Node: p.Name}
 }
 
-// Release deletes a held node's pod and waits until it is gone.
+// Hold starts a held node's pod and waits until it runs, retrying a launch
+// as runs do; a pod that did not start is deleted. Each pod is signed with
+// the catalog key as soon as it is created: runs use only a signed pod.
+func (e *Engine) Hold(ctx context.Context, g Group, pod *corev1.Pod) (*corev1.Pod, error) {
+	key, err := e.key(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the catalog key, which signs the node's pod, is not available: %w", err)
+	}
+	return e.start(ctx, runner.Spec{Pod: pod, Container: pod.Spec.Containers[0].Name, PendingTimeout: g.pending(),
+		LaunchRetries: max(0, g.LaunchRetries),
+		OnCreated: func(ctx context.Context, p *corev1.Pod) error {
+			_, err := warmpool.Sign(ctx, e.clients.Kube, key, nodeOwner(g, p), p)
+			return err
+		}})
+}
+
+// Release deletes the held node's pod called name, ended or not, and waits
+// until it is gone. A pod of the name that is not the group's node, or
+// that kubeplay did not make (its identity signature does not hold), is
+// left in place: Release returns an error that wraps ErrNotNode or a
+// *warmpool.RefusedError. The delete carries the UID of the pod checked.
 func (e *Engine) Release(ctx context.Context, g Group, name string) error {
-	return runner.DeletePod(ctx, e.clients.Kube, g.Namespace, name)
+	p, err := e.clients.Kube.CoreV1().Pods(g.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !managed.Owns(p, managed.LabelContainerGroup, g.Name, managed.LabelNode, name):
+		return fmt.Errorf("pod %s/%s %w", p.Namespace, p.Name, ErrNotNode)
+	}
+	if err := e.verifyNode(ctx, g, p); err != nil {
+		if r := (*warmpool.RefusedError)(nil); !errors.As(err, &r) || !r.Ours {
+			return err
+		}
+	}
+	return runner.DeletePod(ctx, e.clients.Kube, g.Namespace, name, p.UID)
+}
+
+// verifyNode checks that kubeplay made p as the group's held node and that
+// its spec is the one made: nil, a *warmpool.RefusedError, or the error
+// that there is no key.
+func (e *Engine) verifyNode(ctx context.Context, g Group, p *corev1.Pod) error {
+	key, err := e.key(ctx)
+	if err != nil {
+		return fmt.Errorf("the catalog key, which verifies the node's pod, is not available: %w", err)
+	}
+	return warmpool.Verify(key, nodeOwner(g, p), p)
 }
 
 // NodeState is a held node's pod as it is now: nil, with a nil error, when
@@ -232,6 +275,21 @@ func (e *Engine) heldNode(ctx context.Context, g Group, name string) (*corev1.Po
 		return nil, nil, fail(pod+" or namespace "+name, "is gone, or its pod ended")
 	case !warmpool.Ready(p):
 		return nil, nil, fail(pod, "is not running (phase "+string(p.Status.Phase)+")")
+	}
+	// Anyone who may create pods in the namespace can copy the node's name
+	// and labels: the run's bundle goes only into the pod kubeplay made.
+	var r *warmpool.RefusedError
+	switch err := e.verifyNode(ctx, g, p); {
+	case errors.As(err, &r) && r.Ours:
+		return nil, nil, fail(pod, "is refused: it "+r.Reason+"; the run sent it nothing. Replace the node "+
+			"(terraform apply -replace) to get a pod as kubeplay makes it")
+	case errors.As(err, &r):
+		e.log(slog.LevelWarn, "a pod with a held node's name and labels was not made by kubeplay; the run sent it nothing",
+			map[string]any{"pod": g.Namespace + "/" + name, "reason": r.Reason})
+		return nil, nil, fail(pod, "was not made by kubeplay: it "+r.Reason+"; the run sent it nothing. Delete "+
+			"the pod if it is not yours, and replace the node (terraform apply -replace)")
+	case err != nil:
+		return nil, nil, fail(pod, "cannot be verified: "+err.Error())
 	}
 	return p, nil, nil
 }

@@ -4,15 +4,19 @@
 package runengine
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // FuzzNodePod: whatever pod a group's override renders, a held node's pod
 // is named as the node, carries its node label and no run label, and has
-// no deadline: it lives until the node is destroyed.
+// no deadline: it lives until the node is destroyed. Signed, it verifies as
+// the node, and neither a copy of it (another UID) nor it with another
+// image does.
 func FuzzNodePod(f *testing.F) {
 	f.Add("spec: {activeDeadlineSeconds: 5}\n", "debug")
 	f.Add("metadata:\n  name: other\n  generateName: x-\n  labels: {kubeplay.io/node: y, kubeplay.io/run: z}\n", "n-1")
@@ -34,6 +38,24 @@ func FuzzNodePod(f *testing.F) {
 		}
 		if pod.Spec.ActiveDeadlineSeconds != nil {
 			t.Fatalf("a held node's pod has a deadline of %d s", *pod.Spec.ActiveDeadlineSeconds)
+		}
+		// Signed as created, it verifies as the node; another pod with its
+		// name, labels and signatures, or with another spec, does not.
+		pod.UID = "uid-node"
+		pod.Annotations = warmpool.Signatures(nodeKey, nodeOwner(g, pod), pod)
+		if err := warmpool.Verify(nodeKey, nodeOwner(g, pod), pod); err != nil {
+			t.Fatalf("the node's pod as signed: %v", err)
+		}
+		impostor := pod.DeepCopy()
+		impostor.UID = "uid-impostor"
+		var r *warmpool.RefusedError
+		if err := warmpool.Verify(nodeKey, nodeOwner(g, impostor), impostor); !errors.As(err, &r) || r.Ours {
+			t.Fatalf("a pod with the node's name, labels and signatures: %v", err)
+		}
+		changed := pod.DeepCopy()
+		changed.Spec.Containers[0].Image += "-evil"
+		if err := warmpool.Verify(nodeKey, nodeOwner(g, changed), changed); !errors.As(err, &r) || !r.Ours {
+			t.Fatalf("the node's pod with another image: %v", err)
 		}
 	})
 }

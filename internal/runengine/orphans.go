@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
@@ -53,33 +54,35 @@ func orphaned(p *corev1.Pod, now time.Time) bool {
 	return d != nil && p.Status.StartTime != nil && now.After(p.Status.StartTime.Add(time.Duration(*d)*time.Second))
 }
 
-// orphanPods lists the group's orphaned run pods.
-func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, error) {
+// orphanPods lists the group's orphaned run pods: their names, and their
+// UIDs, which their deletes are conditioned on.
+func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, []types.UID, error) {
 	pods, err := e.clients.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runSelector(g.Name)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var names []string
+	var uids []types.UID
 	now := time.Now()
 	for i := range pods.Items {
 		if orphaned(&pods.Items[i], now) {
-			names = append(names, pods.Items[i].Name)
+			names, uids = append(names, pods.Items[i].Name), append(uids, pods.Items[i].UID)
 		}
 	}
-	return names, nil
+	return names, uids, nil
 }
 
 // reapPods deletes the group's orphaned run pods, waiting until each is
 // gone so that the quota they held is free.
 func (e *Engine) reapPods(ctx context.Context, g Group) {
-	names, err := e.orphanPods(ctx, g)
+	names, uids, err := e.orphanPods(ctx, g)
 	if err != nil {
 		e.log(slog.LevelWarn, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
 		return
 	}
-	for _, name := range names {
+	for i, name := range names {
 		e.log(slog.LevelInfo, "removing an orphaned run pod", map[string]any{"pod": name, "namespace": g.Namespace})
-		if err := runner.DeletePod(ctx, e.clients.Kube, g.Namespace, name); err != nil && !errors.Is(err, context.Canceled) {
+		if err := runner.DeletePod(ctx, e.clients.Kube, g.Namespace, name, uids[i]); err != nil && !errors.Is(err, context.Canceled) {
 			e.log(slog.LevelWarn, "removing an orphaned run pod failed", map[string]any{"pod": name, "error": err.Error()})
 		}
 	}

@@ -62,7 +62,7 @@ func TestOrphanPodsAreOnlyOurs(t *testing.T) {
 	delete(noRun.Labels, managed.LabelRun)
 	f := newFake(t, runPod("expired", "runs", "g", corev1.PodRunning, time.Hour), runPod("live", "runs", "g", corev1.PodRunning, 0),
 		runPod("elsewhere", "other", "g", corev1.PodFailed, time.Hour), other, unmanaged, noRun)
-	got, err := f.e.orphanPods(t.Context(), testGroup())
+	got, _, err := f.e.orphanPods(t.Context(), testGroup())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,10 +49,34 @@ func warmPool(req Request, pod *corev1.Pod) (warmpool.Template, int) {
 	return t, int(req.Group.Warm[t.Label])
 }
 
+// signedPool is t with the catalog key, and pods refused for their
+// signatures logged as warnings; false, logged, when there is no key.
+func (e *Engine) signedPool(ctx context.Context, t *warmpool.Template) bool {
+	key, err := e.key(ctx)
+	if err != nil {
+		e.log(slog.LevelWarn, "the catalog key is not available, so warm pods are neither claimed nor made; runs start pods of their own",
+			map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
+		return false
+	}
+	t.Key = key
+	t.OnRefused = func(r *warmpool.RefusedError) {
+		msg := "a pod with the labels of a warm pod was not made by kubeplay: it is not claimed and is left in place"
+		if r.Ours {
+			msg = "a warm pod changed since kubeplay made it: it is not claimed, and the next fill deletes it"
+		}
+		e.log(slog.LevelWarn, msg, map[string]any{"group": t.Group, "label": t.Label, "pod": r.Namespace + "/" + r.Name, "reason": r.Reason})
+	}
+	return true
+}
+
 // takeWarm claims a pod of pool t (of size n) for req's run, or returns nil
 // for the cold path: the pool is empty, or it failed (which is logged, not
-// an error: a run does not need it). A claim starts a refill at once.
+// an error: a run does not need it). A claim starts a refill at once. Only
+// a pod whose signatures hold is claimed; the check reads nothing more.
 func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) *corev1.Pod {
+	if t.Key == nil {
+		return nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
 	defer cancel()
 	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: req.Timeout})
@@ -72,6 +96,9 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 // run's pod holds the quota until the kubelet has stopped it, and a pod
 // kept on failure holds it on.
 func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
+	if t.Key == nil {
+		return
+	}
 	active.enter() // a provider that is stopping waits for the refill
 	go func() {
 		defer active.leave()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
@@ -54,7 +55,12 @@ func BenchmarkWarmRun(b *testing.B) {
 	cold := group
 	cold.Warm = nil
 	// As the provider does: one orphan sweep per group and process.
-	e := runengine.New(c, runengine.Options{Sweeps: (&runengine.Once{}).Do, DryRuns: (&runengine.Once{}).Do})
+	key, err := catalogkey.New([]byte("kubeplay-bench-catalog-key-32-bytes"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := runengine.New(c, runengine.Options{Sweeps: (&runengine.Once{}).Do, DryRuns: (&runengine.Once{}).Do,
+		Key: func(context.Context) (*catalogkey.Key, error) { return key, nil }})
 	run := func(g runengine.Group) (time.Duration, runner.Result) {
 		req := runengine.Request{RunInfo: runengine.RunInfo{ID: runengine.NewID(), Name: "bench"}, Operation: runengine.OperationCreate,
 			Group: g, Bundle: bundle.Bundle{Playbook: twoTasks}, OutputLimit: 64 << 10, Timeout: 2 * time.Minute}
@@ -69,14 +75,15 @@ func BenchmarkWarmRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = warmpool.Drain(context.Background(), c.Kube, ns, group.Name) }()
+	tmpl.Key = key
+	defer func() { _ = warmpool.Drain(context.Background(), c.Kube, key, ns, group.Name, nil) }()
 
 	// The exec alone runs in a pod of the same spec, started once.
 	pod, err := c.Kube.CoreV1().Pods(ns).Create(ctx, tmpl.Pod, metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = runner.DeletePod(context.Background(), c.Kube, ns, pod.Name) }()
+	defer func() { _ = runner.DeletePod(context.Background(), c.Kube, ns, pod.Name, pod.UID) }()
 	if _, err := waitfor.Until(ctx, waitfor.Named(c.Kube.CoreV1().Pods(ns), pod.Name), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && warmpool.Ready(p), nil

@@ -70,7 +70,7 @@ func (e *env) direct(ctx context.Context, cfg *rest.Config, cmd []string, stdin 
 	deleted := false
 	defer func() {
 		if !deleted { // a failed run leaves no pod either
-			_ = runner.DeletePod(context.Background(), e.kube, e.ns, pod.Name)
+			_ = runner.DeletePod(context.Background(), e.kube, e.ns, pod.Name, pod.UID)
 		}
 	}()
 	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
@@ -92,7 +92,7 @@ func (e *env) direct(ctx context.Context, cfg *rest.Config, cmd []string, stdin 
 		return out.String(), err
 	}
 	deleted = true
-	return out.String(), runner.DeletePod(ctx, e.kube, e.ns, pod.Name)
+	return out.String(), runner.DeletePod(ctx, e.kube, e.ns, pod.Name, pod.UID)
 }
 
 // BenchmarkRun100Node takes Terraform out of the 100-run benchmark to show

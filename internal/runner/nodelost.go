@@ -117,7 +117,7 @@ func (r *Runner) apiAnswers(ctx context.Context, pod *corev1.Pod) bool {
 func (r *Runner) deleteOnLostNode(ctx context.Context, res *Result, pod *corev1.Pod, lost *NodeLostError) {
 	c, cancel := context.WithTimeout(ctx, NodeLostDeleteWait)
 	defer cancel()
-	err := DeletePod(c, r.Kube, pod.Namespace, pod.Name)
+	err := DeletePod(c, r.Kube, pod.Namespace, pod.Name, pod.UID)
 	switch {
 	case err == nil:
 	case c.Err() != nil && ctx.Err() == nil:

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
@@ -87,6 +89,10 @@ type Spec struct {
 	// OnEvent, when set, is told of the pod's progress as the waits see it:
 	// created, scheduled, running.
 	OnEvent func(event string)
+	// OnCreated, when set, gets each pod the run creates as the create
+	// returned it, before the wait for it to run; its error ends the launch
+	// (a held node's pod is signed here, while its spec is the one created).
+	OnCreated func(ctx context.Context, pod *corev1.Pod) error
 }
 
 // event tells s.OnEvent, if set.
@@ -245,6 +251,11 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 			res.PodName = pod.Name
 			r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name, "attempt": res.LaunchAttempts})
 			s.event("pod %s/%s created (launch attempt %d)", pod.Namespace, pod.Name, res.LaunchAttempts)
+			if s.OnCreated != nil {
+				if err = s.OnCreated(ctx, pod); err != nil {
+					return pod, err
+				}
+			}
 			pod, err = r.waitRunning(ctx, s, pod)
 		}
 		if err == nil || ctx.Err() != nil || !CanPass(err) {
@@ -257,7 +268,7 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 			return pod, err
 		}
 		if pod != nil {
-			if derr := DeletePod(ctx, r.Kube, pod.Namespace, pod.Name); derr != nil {
+			if derr := DeletePod(ctx, r.Kube, pod.Namespace, pod.Name, pod.UID); derr != nil {
 				return pod, fmt.Errorf("%w; deleting pod %s before a retry failed: %v", err, pod.Name, derr)
 			}
 		}
@@ -275,7 +286,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	if err != nil && pod != nil {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
-		if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+		if derr := DeletePod(cleanup, r.Kube, pod.Namespace, pod.Name, pod.UID); derr != nil {
 			err = fmt.Errorf("%w; deleting pod %s failed: %v", err, pod.Name, derr)
 		}
 	}
@@ -309,7 +320,7 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 			if s.DeleteAsync {
 				del = requestDelete
 			}
-			if derr := del(cleanup, r.Kube, pod.Namespace, pod.Name); derr != nil {
+			if derr := del(cleanup, r.Kube, pod.Namespace, pod.Name, pod.UID); derr != nil {
 				res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
 				if res.Status == StatusSuccessful || res.Status == StatusFailed {
 					res.Status = StatusError
@@ -327,6 +338,8 @@ func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod) string {
 	switch {
 	case apierrors.IsNotFound(err):
 		return "was deleted"
+	case err == nil && pod.UID != "" && p.UID != pod.UID:
+		return "was deleted (another pod has its name now)"
 	case err == nil && p.DeletionTimestamp != nil:
 		return "was deleted (terminating)"
 	case err == nil && p.Status.Phase == corev1.PodFailed:
@@ -557,27 +570,32 @@ func transient(err error) bool {
 		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err)
 }
 
-// DeletePod deletes a pod and waits, watching, until it is gone, so that
-// the quota it held is free when this returns.
-func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	if err := requestDelete(ctx, kube, ns, name); err != nil {
+// DeletePod deletes the pod of uid called name and waits, watching, until
+// it is gone, so that the quota it held is free when this returns. The
+// delete carries a UID precondition: a pod that took the name since is
+// another's, and is neither deleted nor waited for. An empty uid (a pod
+// kubeplay never read) deletes whatever has the name.
+func DeletePod(ctx context.Context, kube kubernetes.Interface, ns, name string, uid types.UID) error {
+	if err := requestDelete(ctx, kube, ns, name, uid); err != nil {
 		return err
 	}
-	return WaitPodGone(ctx, kube, ns, name)
+	return WaitPodGone(ctx, kube, ns, name, uid)
 }
 
-// WaitPodGone waits, watching, until the pod is gone.
-func WaitPodGone(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	return waitfor.Gone(ctx, podListWatch(kube, ns, name), &corev1.Pod{})
+// WaitPodGone waits, watching, until the pod of uid called name is gone
+// (see DeletePod).
+func WaitPodGone(ctx context.Context, kube kubernetes.Interface, ns, name string, uid types.UID) error {
+	return waitfor.GoneUID(ctx, podListWatch(kube, ns, name), &corev1.Pod{}, uid)
 }
 
-// requestDelete deletes a pod without waiting for it to go. An API server
+// requestDelete deletes the pod of uid called name without waiting for it
+// to go; a failed UID precondition means it is gone already. An API server
 // that is restarting cannot be watched for its return: the delete is
 // retried with backoff while the error is one it can recover from.
-func requestDelete(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+func requestDelete(ctx context.Context, kube kubernetes.Interface, ns, name string, uid types.UID) error {
 	return retry.OnError(deleteBackoff, transient, func() error {
-		err := kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
+		err := kube.CoreV1().Pods(ns).Delete(ctx, name, managed.DeleteOptions(uid))
+		if apierrors.IsNotFound(err) || uid != "" && apierrors.IsConflict(err) {
 			return nil
 		}
 		return err

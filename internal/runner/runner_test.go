@@ -264,7 +264,7 @@ func TestAccRunWaitsForQuota(t *testing.T) {
 	freed := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(2 * time.Second)
-		if err := runner.DeletePod(ctx, e.kube, e.ns, blocker); err != nil {
+		if err := runner.DeletePod(ctx, e.kube, e.ns, blocker, ""); err != nil {
 			t.Error(err)
 		}
 		freed <- time.Now()

@@ -221,16 +221,16 @@ func TestDeletePodRetriesTransientErrors(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := DeletePod(t.Context(), kube, "runs", "p"); err != nil || fails != 0 {
+	if err := DeletePod(t.Context(), kube, "runs", "p", ""); err != nil || fails != 0 {
 		t.Fatalf("%v (%d failures left)", err, fails)
 	}
-	if err := DeletePod(t.Context(), kube, "runs", "p"); err != nil {
+	if err := DeletePod(t.Context(), kube, "runs", "p", ""); err != nil {
 		t.Errorf("deleting a pod that is gone: %v", err)
 	}
 	kube.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(podsResource, "p", errors.New("no"))
 	})
-	if err := DeletePod(t.Context(), kube, "runs", "p"); !apierrors.IsForbidden(err) {
+	if err := DeletePod(t.Context(), kube, "runs", "p", ""); !apierrors.IsForbidden(err) {
 		t.Errorf("a permanent error: %v", err)
 	}
 }

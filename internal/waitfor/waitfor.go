@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -95,6 +96,25 @@ func Gone(ctx context.Context, lw cache.ListerWatcher, example runtime.Object) e
 	gone := func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil }
 	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
 		return ev.Type == watch.Deleted, nil
+	})
+	return err
+}
+
+// GoneUID is Gone for the object of uid: another object that took its name
+// since does not hold the wait. An empty uid is Gone.
+func GoneUID(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, uid types.UID) error {
+	if uid == "" {
+		return Gone(ctx, lw, example)
+	}
+	other := func(obj any) bool {
+		m, err := meta.Accessor(obj)
+		return err == nil && m.GetUID() != uid
+	}
+	gone := func(store cache.Store) (bool, error) {
+		return !slices.ContainsFunc(store.List(), func(o any) bool { return !other(o) }), nil
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
+		return ev.Type == watch.Deleted || other(ev.Object), nil
 	})
 	return err
 }

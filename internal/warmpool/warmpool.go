@@ -13,6 +13,11 @@
 // worker that waits for its run without a start timeout: a pool
 // nobody fills or drains any more (its group was removed from a lost state)
 // ends by itself, and the group's next sweep deletes what is left.
+//
+// Whoever may create pods in the group's namespace can copy a warm pod's
+// labels, so a fill signs each pod it creates with the catalog key (see
+// Sign), and a run claims, and a fill or drain deletes, only pods whose
+// signatures hold. Others are reported (Template.OnRefused) and left.
 package warmpool
 
 import (
@@ -31,9 +36,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
@@ -59,6 +66,28 @@ type Template struct {
 	Label string
 	// Pod is the run pod as the engine renders it, without a run id.
 	Pod *corev1.Pod
+	// Key signs the pods a fill creates and verifies those a run claims;
+	// without it nothing is created or claimed.
+	Key *catalogkey.Key
+	// OnRefused, when set, is told of each pod that carries the pool's
+	// labels but whose signatures do not hold: it is neither claimed nor,
+	// unless kubeplay made it (Ours), deleted.
+	OnRefused func(*RefusedError)
+}
+
+// check verifies p as a warm pod of t's group and label at revision rev.
+func (t Template) check(p *corev1.Pod, rev string) *RefusedError {
+	var r *RefusedError
+	if err := Verify(t.Key, t.owner(rev), p); errors.As(err, &r) {
+		return r
+	}
+	return nil
+}
+
+func (t Template) refused(r *RefusedError) {
+	if t.OnRefused != nil {
+		t.OnRefused(r)
+	}
 }
 
 // Revision identifies the pod spec a pool keeps: warm pods of another
@@ -144,13 +173,19 @@ func usable(p *corev1.Pod) bool {
 }
 
 // Count gives the state of the group's pools, all revisions and labels
-// together.
-func Count(ctx context.Context, kube kubernetes.Interface, namespace, group string) (Counts, error) {
+// together: the pods that key verifies as the group's.
+func Count(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, namespace, group string) (Counts, error) {
 	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupSelector(group)})
 	if err != nil {
 		return Counts{}, err
 	}
-	return Tally(list.Items), nil
+	pods := slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return Verify(key, groupOwner(group, &p), &p) != nil })
+	return Tally(pods), nil
+}
+
+// groupOwner is what a warm pod of group says it was made for.
+func groupOwner(group string, p *corev1.Pod) Owner {
+	return Owner{Kind: KindWarm, Group: group, Label: p.Labels[managed.LabelNodeLabel], Revision: p.Labels[LabelRevision]}
 }
 
 // Tally counts the warm pods among pods.
@@ -192,6 +227,9 @@ func Refill(ctx context.Context, kube kubernetes.Interface, t Template, n int) (
 }
 
 func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, waitQuota bool) (int, error) {
+	if t.Key == nil {
+		return 0, fmt.Errorf("filling the warm pool of container group %q: %w", t.Group, ErrNoKey)
+	}
 	v, _ := fills.LoadOrStore(t.Namespace+"\x00"+t.selector(), &sync.Mutex{})
 	if mu, ok := v.(*sync.Mutex); ok {
 		mu.Lock()
@@ -223,10 +261,16 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 	var keep, drop []*corev1.Pod
 	for i := range list.Items {
 		p := &list.Items[i]
+		r := t.check(p, p.Labels[LabelRevision])
+		if r != nil && p.DeletionTimestamp == nil {
+			t.refused(r)
+		}
 		switch {
+		case r != nil && !r.Ours:
+			// Not ours: neither kept, nor deleted, nor waited for.
 		case p.DeletionTimestamp != nil:
 			drop = append(drop, p) // only waited for
-		case p.Labels[LabelRevision] == rev && usable(p):
+		case r == nil && p.Labels[LabelRevision] == rev && usable(p):
 			keep = append(keep, p)
 		default:
 			drop = append(drop, p)
@@ -252,10 +296,13 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 		errs = append(errs, waitGone(ctx, kube, t.Namespace, gone))
 	}
 	for range n - len(keep) {
-		_, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+		p, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
 		if waitfor.QuotaExceeded(err) {
 			refused = true // not an error: the pool is short until room comes
 			break
+		}
+		if err == nil {
+			err = t.sign(ctx, kube, p, rev)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating a warm pod of container group %q: %w", t.Group, err))
@@ -264,6 +311,19 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 		created++
 	}
 	return created, refused, errors.Join(errs...)
+}
+
+// sign signs p, just created at revision rev; an unsigned pod is never
+// claimed, so one that cannot be signed is deleted again.
+func (t Template) sign(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, rev string) error {
+	_, err := Sign(ctx, kube, t.Key, t.owner(rev), p)
+	if err != nil {
+		derr := kube.CoreV1().Pods(p.Namespace).Delete(context.WithoutCancel(ctx), p.Name, managed.DeleteOptions(p.UID))
+		if derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
+			err = fmt.Errorf("%w; deleting the unsigned pod failed: %v", err, derr)
+		}
+	}
+	return err
 }
 
 // deletePod deletes an unclaimed warm pod. The delete is conditioned on
@@ -289,6 +349,8 @@ func deletePod(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (d
 			return false, nil
 		case err != nil:
 			return false, fmt.Errorf("deleting warm pod %s: %w", p.Name, err)
+		case q.UID != p.UID:
+			return false, nil // gone, and its name taken by another pod: not this one to delete
 		}
 		if _, claimed := q.Labels[managed.LabelRun]; claimed {
 			return false, nil
@@ -300,9 +362,10 @@ func deletePod(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (d
 	}
 }
 
-// Drain deletes all the group's unclaimed warm pods, of every pool.
-func Drain(ctx context.Context, kube kubernetes.Interface, namespace, group string) error {
-	return Retain(ctx, kube, namespace, group, nil)
+// Drain deletes all the group's unclaimed warm pods, of every pool: those
+// that key verifies as the group's (see Retain).
+func Drain(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, namespace, group string, onRefused func(*RefusedError)) error {
+	return Retain(ctx, kube, key, namespace, group, nil, onRefused)
 }
 
 // Claim is what a run sets on the warm pod it takes.
@@ -324,12 +387,21 @@ func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (
 	rev := Revision(t.Pod)
 	sel := t.selector() + "," + LabelRevision + "=" + rev
 	var got *corev1.Pod
+	reported := map[types.UID]bool{}
 	_, err := waitfor.Lists(ctx, pods, metav1.ListOptions{LabelSelector: sel}, func(list *corev1.PodList) (bool, error) {
 		var ready []*corev1.Pod
 		starting := false
 		for i := range list.Items {
 			p := &list.Items[i]
+			r := t.check(p, rev)
 			switch {
+			case r != nil:
+				// Not a pod kubeplay made of this template, or changed since:
+				// never a run's. A fill deletes it when it is ours.
+				if Ready(p) && !reported[p.UID] {
+					reported[p.UID] = true
+					t.refused(r)
+				}
 			case !outlives(p, c.Timeout):
 				// Its deadline comes before the run's would: never this run's.
 			case Ready(p):
@@ -397,22 +469,35 @@ func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Clai
 	if !Ready(got) {
 		// It stopped between the list and the claim: it is the run's now,
 		// so the run deletes it, and makes its own pod.
-		_ = kube.CoreV1().Pods(got.Namespace).Delete(context.WithoutCancel(ctx), got.Name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().Pods(got.Namespace).Delete(context.WithoutCancel(ctx), got.Name, managed.DeleteOptions(got.UID))
 		return nil, nil
 	}
 	return got, nil
 }
 
 // Retain deletes the group's unclaimed warm pods of every pool but those of
-// labels ("" for the group's own pod), and waits until they are gone.
-func Retain(ctx context.Context, kube kubernetes.Interface, namespace, group string, labels []string) error {
+// labels ("" for the group's own pod), and waits until they are gone. It
+// deletes only the pods whose identity signature key verifies as the
+// group's; it tells onRefused (when set) of the others and leaves them.
+func Retain(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, namespace, group string, labels []string, onRefused func(*RefusedError)) error {
+	if key == nil {
+		return fmt.Errorf("removing the warm pods of container group %q: %w", group, ErrNoKey)
+	}
 	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupSelector(group)})
 	if err != nil {
 		return err
 	}
 	var drop []*corev1.Pod
 	for i := range list.Items {
-		if p := &list.Items[i]; !slices.Contains(labels, p.Labels[managed.LabelNodeLabel]) {
+		p := &list.Items[i]
+		var r *RefusedError
+		if errors.As(Verify(key, groupOwner(group, p), p), &r) && !r.Ours {
+			if onRefused != nil {
+				onRefused(r)
+			}
+			continue
+		}
+		if !slices.Contains(labels, p.Labels[managed.LabelNodeLabel]) {
 			drop = append(drop, p)
 		}
 	}
@@ -421,8 +506,8 @@ func Retain(ctx context.Context, kube kubernetes.Interface, namespace, group str
 }
 
 // deleteUnclaimed deletes the pods that no run claimed meanwhile (see
-// deletePod) and names those that are going: deleted now, or before.
-func deleteUnclaimed(ctx context.Context, kube kubernetes.Interface, pods []*corev1.Pod) (gone []string, err error) {
+// deletePod) and gives those that are going: deleted now, or before.
+func deleteUnclaimed(ctx context.Context, kube kubernetes.Interface, pods []*corev1.Pod) (gone []*corev1.Pod, err error) {
 	var errs []error
 	for _, p := range pods {
 		deleted := p.DeletionTimestamp != nil
@@ -431,17 +516,18 @@ func deleteUnclaimed(ctx context.Context, kube kubernetes.Interface, pods []*cor
 			errs = append(errs, err)
 		}
 		if deleted {
-			gone = append(gone, p.Name)
+			gone = append(gone, p)
 		}
 	}
 	return gone, errors.Join(errs...)
 }
 
-// waitGone waits, watching, until the named pods are gone.
-func waitGone(ctx context.Context, kube kubernetes.Interface, namespace string, names []string) error {
+// waitGone waits, watching, until the pods are gone; a pod that took the
+// name of one of them since does not hold the wait.
+func waitGone(ctx context.Context, kube kubernetes.Interface, namespace string, pods []*corev1.Pod) error {
 	var errs []error
-	for _, name := range names {
-		errs = append(errs, waitfor.Gone(ctx, waitfor.Named(kube.CoreV1().Pods(namespace), name), &corev1.Pod{}))
+	for _, p := range pods {
+		errs = append(errs, waitfor.GoneUID(ctx, waitfor.Named(kube.CoreV1().Pods(namespace), p.Name), &corev1.Pod{}, p.UID))
 	}
 	return errors.Join(errs...)
 }

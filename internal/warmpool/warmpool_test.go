@@ -31,7 +31,7 @@ func template(ns, image string) warmpool.Template {
 	p.GenerateName = "kubeplay-run-"
 	p.Labels = managed.Labels(managed.LabelContainerGroup, "g")
 	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
-	return warmpool.Template{Group: "g", Namespace: ns, Pod: p}
+	return keyed(warmpool.Template{Group: "g", Namespace: ns, Pod: p}, nil)
 }
 
 // TestAccTakeRace: of eight runs that claim one warm pod at once, exactly
@@ -76,7 +76,7 @@ func TestAccTakeRace(t *testing.T) {
 	if d := *p.Spec.ActiveDeadlineSeconds; d < 60 || d > 120 {
 		t.Errorf("the claimed pod's deadline is %d s; the run's timeout is 60 s", d)
 	}
-	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c != (warmpool.Counts{}) {
+	if c, err := count(ctx, kube, ns); err != nil || c != (warmpool.Counts{}) {
 		t.Errorf("after the claim the pool holds %+v (%v)", c, err)
 	}
 }
@@ -123,10 +123,10 @@ func TestAccFillReplacesAndDrains(t *testing.T) {
 	if _, err := warmpool.Fill(ctx, kube, changed, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := warmpool.Drain(ctx, kube, ns, "g"); err != nil {
+	if err := drain(ctx, kube, ns); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c != (warmpool.Counts{}) {
+	if c, err := count(ctx, kube, ns); err != nil || c != (warmpool.Counts{}) {
 		t.Errorf("after a drain the pool holds %+v (%v)", c, err)
 	}
 	// The claimed pod is a run's now: the drain left it.
@@ -181,7 +181,7 @@ func TestAccRefillWaitsForQuota(t *testing.T) {
 		t.Fatalf("refill after the run's pod was deleted: %d created, %v; want 1", r.n, r.err)
 	}
 	t.Logf("the refill created its pod %s after the run's pod was deleted", time.Since(deleted).Round(time.Millisecond))
-	if c, err := warmpool.Count(ctx, kube, ns, "g"); err != nil || c.Ready+c.Starting != 2 {
+	if c, err := count(ctx, kube, ns); err != nil || c.Ready+c.Starting != 2 {
 		t.Errorf("after the refill the pool holds %+v (%v), want 2", c, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
@@ -165,10 +166,11 @@ func FuzzWarmPod(f *testing.F) {
 // with none such the run goes cold at once instead of listing again and
 // again until the pool's pods end.
 func TestTakeOnlyPodsThatOutliveTheRun(t *testing.T) {
-	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod()}
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
 	warm := func(name string, age time.Duration) *corev1.Pod {
 		p := tmpl.warmPod(Revision(tmpl.Pod))
-		p.Name = name
+		p.Name, p.UID = name, types.UID("uid-"+name)
+		p.Annotations = Signatures(unitKey, tmpl.owner(Revision(tmpl.Pod)), p)
 		p.Status.Phase = corev1.PodRunning
 		p.Status.StartTime = &metav1.Time{Time: time.Now().Add(-age)}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,

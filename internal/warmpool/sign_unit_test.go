@@ -1,0 +1,280 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
+)
+
+var unitKey = mustKey("kubeplay-warmpool-unit-test-key-32b")
+
+func mustKey(s string) *catalogkey.Key {
+	k, err := catalogkey.New([]byte(s))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// signedWarm is a warm pod of t as the API server would return it, signed.
+func signedWarm(t Template, name string) *corev1.Pod {
+	rev := Revision(t.Pod)
+	p := t.warmPod(rev)
+	p.Name, p.UID = name, types.UID("uid-"+name)
+	p.Annotations = Signatures(t.Key, t.owner(rev), p)
+	return p
+}
+
+func refusal(t *testing.T, err error) *RefusedError {
+	t.Helper()
+	var r *RefusedError
+	if err != nil && !errors.As(err, &r) {
+		t.Fatalf("error %v is not a *RefusedError", err)
+	}
+	return r
+}
+
+func TestVerify(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Label: "big", Pod: runPod(), Key: unitKey}
+	rev := Revision(tmpl.Pod)
+	o := tmpl.owner(rev)
+	good := signedWarm(tmpl, "kubeplay-warm-a")
+	if err := Verify(unitKey, o, good); err != nil {
+		t.Fatalf("a signed pod: %v", err)
+	}
+	// What changes after a create without anyone's intent keeps it valid.
+	bound := good.DeepCopy()
+	bound.Spec.NodeName, bound.Spec.ActiveDeadlineSeconds = "node-1", ptr.To[int64](60)
+	bound.Labels = map[string]string{"claimed": "yes"}
+	bound.Status.Phase = corev1.PodRunning
+	if err := Verify(unitKey, o, bound); err != nil {
+		t.Errorf("a bound, claimed pod: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		o      Owner
+		key    *catalogkey.Key
+		ours   bool
+		reason string
+	}{
+		{"unsigned", func(p *corev1.Pod) { p.Annotations = nil }, o, unitKey, false, "no kubeplay signature"},
+		{"another pod with its signatures", func(p *corev1.Pod) { p.UID = "uid-impostor" }, o, unitKey, false, "not its own"},
+		{"renamed", func(p *corev1.Pod) { p.Name = "kubeplay-warm-b" }, o, unitKey, false, "not its own"},
+		{"another group", func(*corev1.Pod) {}, Owner{Kind: KindWarm, Group: "h", Label: "big", Revision: rev}, unitKey, false, "not its own"},
+		{"another label", func(*corev1.Pod) {}, Owner{Kind: KindWarm, Group: "g", Revision: rev}, unitKey, false, "not its own"},
+		{"another revision", func(*corev1.Pod) {}, Owner{Kind: KindWarm, Group: "g", Label: "big", Revision: "0000"}, unitKey, false, "not its own"},
+		{"a node's signature", func(*corev1.Pod) {}, Owner{Kind: KindNode, Group: "g", Label: "big", Revision: rev}, unitKey, false, "not its own"},
+		{"another key", func(*corev1.Pod) {}, o, mustKey("another-catalog-key-of-32-bytes-long"), false, "not its own"},
+		{"no key", func(*corev1.Pod) {}, o, nil, false, "no catalog key"},
+		{"image changed", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil:1" }, o, unitKey, true, "spec changed"},
+		{"toleration added", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+		}, o, unitKey, true, "spec changed"},
+		{"ephemeral container", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
+		}, o, unitKey, true, "spec changed"},
+		{"resized", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+		}, o, unitKey, true, "spec changed"},
+		{"spec signature of another pod", func(p *corev1.Pod) {
+			p.Annotations[AnnotationSpecSignature] = signedWarm(tmpl, "kubeplay-warm-c").Annotations[AnnotationSpecSignature]
+		}, o, unitKey, true, "spec changed"},
+	} {
+		p := good.DeepCopy()
+		c.change(p)
+		r := refusal(t, Verify(c.key, c.o, p))
+		switch {
+		case r == nil:
+			t.Errorf("%s: accepted", c.name)
+		case r.Ours != c.ours || !strings.Contains(r.Error(), c.reason) || !strings.Contains(r.Error(), "pod ns/"):
+			t.Errorf("%s: %v (ours %v), want %q (ours %v)", c.name, r, r.Ours, c.reason, c.ours)
+		}
+	}
+}
+
+// A spec read back through another client may hold [] where the create's
+// answer held nil: that is no change.
+func TestSpecDigestIgnoresNilAndEmpty(t *testing.T) {
+	a := runPod()
+	b := a.DeepCopy()
+	b.Spec.Containers[0].Command, b.Spec.Volumes, b.Spec.Tolerations = []string{}, []corev1.Volume{}, []corev1.Toleration{}
+	if string(specDigest(a)) != string(specDigest(b)) {
+		t.Errorf("nil and empty lists digest differently")
+	}
+	b.Spec.Containers[0].Command = []string{""}
+	if string(specDigest(a)) == string(specDigest(b)) {
+		t.Errorf("a command of one empty word digests as none")
+	}
+}
+
+// Sign writes both signatures onto the pod created; when the pod changed
+// since (a conflict), it reads it again and signs it if it is still the
+// pod created, and not when another pod took its name.
+func TestSign(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	o := tmpl.owner(Revision(tmpl.Pod))
+	created := tmpl.warmPod(Revision(tmpl.Pod))
+	created.Name, created.UID = "kubeplay-warm-x", "uid-x"
+	kube := fake.NewClientset(created)
+	conflicts := 1
+	kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "kubeplay-warm-x", errors.New("bound"))
+		}
+		return false, nil, nil
+	})
+	got, err := Sign(context.Background(), kube, unitKey, o, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(unitKey, o, got); err != nil || conflicts != 0 {
+		t.Errorf("the signed pod: %v (%d conflicts left)", err, conflicts)
+	}
+	// Another pod took the name between the create and the signature.
+	other := created.DeepCopy()
+	other.UID, other.Annotations = "uid-other", nil
+	if _, err := kube.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicts = 1
+	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !strings.Contains(err.Error(), "replaced") {
+		t.Errorf("signing a pod whose name another took: %v", err)
+	}
+	if q, _ := kube.CoreV1().Pods("ns").Get(context.Background(), "kubeplay-warm-x", metav1.GetOptions{}); len(q.Annotations) != 0 {
+		t.Errorf("the other pod was signed: %v", q.Annotations)
+	}
+	if _, err := Sign(context.Background(), kube, nil, tmpl.owner(""), created); !errors.Is(err, ErrNoKey) {
+		t.Errorf("signing without a key: %v", err)
+	}
+}
+
+// A fill leaves pods that carry the pool's labels but that kubeplay did not
+// make, and deletes its own that changed.
+func TestFillLeavesForeignPods(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	running := func(p *corev1.Pod) *corev1.Pod {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		return p
+	}
+	good := running(signedWarm(tmpl, "good"))
+	foreign := running(signedWarm(tmpl, "foreign"))
+	foreign.UID = "uid-impostor"
+	changed := running(signedWarm(tmpl, "changed"))
+	changed.Spec.Containers[0].Image = "evil:1"
+	kube := runnertest.NewClientset(good, foreign, changed)
+	var refused []string
+	tmpl.OnRefused = func(r *RefusedError) { refused = append(refused, r.Name) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := Fill(ctx, kube, tmpl, 1); err != nil || n != 0 {
+		t.Fatalf("fill: %d, %v; want nothing created (good is there)", n, err)
+	}
+	list, err := kube.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != "foreign,good" {
+		t.Errorf("pods after the fill: %v, want foreign and good (changed deleted)", names)
+	}
+	if strings.Join(refused, ",") != "foreign,changed" && strings.Join(refused, ",") != "changed,foreign" {
+		t.Errorf("refused %v", refused)
+	}
+	if c, err := Count(ctx, kube, unitKey, "ns", "g"); err != nil || c != (Counts{Ready: 1}) {
+		t.Errorf("count %+v, %v; want the good pod only", c, err)
+	}
+	if err := Drain(ctx, kube, unitKey, "ns", "g", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Pods("ns").Get(ctx, "foreign", metav1.GetOptions{}); err != nil {
+		t.Errorf("the drain deleted the foreign pod: %v", err)
+	}
+	if _, err := Fill(ctx, kube, Template{Group: "g", Namespace: "ns", Pod: runPod()}, 1); !errors.Is(err, ErrNoKey) {
+		t.Errorf("a fill without a key: %v", err)
+	}
+}
+
+// FuzzVerify: whatever pod an override renders and whatever is changed on
+// it after it was signed (the second input, merged into its spec),
+// Verify never panics, accepts the pod as signed, and refuses it whenever
+// its spec differs from the one signed (but for node, deadline and
+// scheduling gates), or when it is given another identity.
+func FuzzVerify(f *testing.F) {
+	f.Add("spec:\n  containers:\n  - name: worker\n    env:\n    - {name: X, value: '1'}\n", `{"containers":[{"name":"worker","image":"evil:1"}]}`, "big", "")
+	f.Add("", `{"hostPID":true}`, "", "uid-2")
+	f.Add("", `{"nodeName":"n1","activeDeadlineSeconds":5}`, "", "")
+	f.Add("", `{"tolerations":[{"operator":"Exists"}]}`, "l", "")
+	f.Add("", `{"ephemeralContainers":[{"name":"d","image":"busybox"}]}`, "", "")
+	f.Add("", `{"volumes":[{"name":"root","hostPath":{"path":"/"}}]}`, "", "")
+	f.Add("", `{"containers":[]}`, "", "")
+	f.Add("", `{"containers":[{"name":"worker","resources":{"limits":{"cpu":"1000m"}}}]}`, "", "")
+	f.Add("spec: {securityContext: {runAsUser: 0}}\n", `{"securityContext":{"runAsUser":0}}`, "", "")
+	f.Fuzz(func(t *testing.T, override, change, label, uid string) {
+		pod, err := podspec.RenderGroup(podspec.Group{Name: "g", Namespace: "ns", Image: "img:1", Override: override})
+		if err != nil || len(pod.Spec.Containers) == 0 {
+			return
+		}
+		tmpl := Template{Group: "g", Namespace: "ns", Label: label, Pod: pod, Key: unitKey}
+		rev := Revision(pod)
+		p := signedWarm(tmpl, "kubeplay-warm-f")
+		o := tmpl.owner(rev)
+		if err := Verify(unitKey, o, p); err != nil {
+			t.Fatalf("the pod as signed: %v", err)
+		}
+		q := p.DeepCopy()
+		if b, err := yaml.YAMLToJSON([]byte(change)); err == nil && yaml.Unmarshal(b, &q.Spec) != nil {
+			return
+		}
+		if uid != "" {
+			q.UID = types.UID(uid)
+		}
+		q.Annotations = maps.Clone(p.Annotations)
+		err = Verify(unitKey, o, q)
+		was, is := p.Spec.DeepCopy(), q.Spec.DeepCopy()
+		for _, s := range []*corev1.PodSpec{was, is} {
+			s.NodeName, s.ActiveDeadlineSeconds, s.SchedulingGates = "", nil, nil
+		}
+		if err == nil && (q.UID != p.UID || !equality.Semantic.DeepEqual(was, is)) {
+			t.Fatalf("accepted a pod that is not the one signed: uid %s (was %s), spec %s", q.UID, p.UID, diff(was, is))
+		}
+		if err != nil && q.UID == p.UID && equality.Semantic.DeepEqual(was, is) {
+			t.Fatalf("refused the pod as signed: %v", err)
+		}
+	})
+}
+
+func diff(a, b *corev1.PodSpec) string {
+	x, _ := yaml.Marshal(a)
+	y, _ := yaml.Marshal(b)
+	return "\n" + string(x) + "\nvs\n" + string(y)
+}
