@@ -471,7 +471,7 @@ func (r *runResource) groupFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, p.partial, nil
 	}
-	g, err = readDefinition(ctx, r.data, (*catalog.Store).GetGroup, name)
+	g, err = readDefinition(ctx, r.data, (*catalog.Store).TrustedGroup, name)
 	if err == nil && g == nil {
 		err = &missingGroupError{name: name, namespace: r.data.catalogNamespace}
 	}
@@ -495,7 +495,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, nil
 	}
-	l, err := readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name)
+	l, err := readDefinition(ctx, r.data, (*catalog.Store).TrustedLabel, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -640,6 +640,15 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, name string, a
 		// runs that are not in the state, and must not block a destroy.
 		resp.Diagnostics.AddAttributeWarning(at, "Container Group Not Found", err.Error()+" (for example "+
 			"container_groups = [kubeplay_container_group.a.name]). The apply fails unless the group exists by then.")
+		return nil, ""
+	}
+	if errors.Is(err, catalog.ErrTampered) {
+		// A warning, as above; the apply refuses the run with the same words.
+		var d diag.Diagnostics
+		addDefinitionRefused(&d, at, err)
+		for _, e := range d.Errors() {
+			resp.Diagnostics.AddAttributeWarning(at, e.Summary(), e.Detail()+" Until then, applying this run fails.")
+		}
 		return nil, ""
 	}
 	if err != nil {
@@ -839,7 +848,9 @@ func (r *runResource) candidates(ctx context.Context, m runModel, operation stri
 	for i, name := range names {
 		t, err := r.target(ctx, name, paths[i], m, false)
 		if err != nil {
-			diags.AddAttributeError(paths[i], "Container Group Unavailable", err.Error()+".")
+			if !addDefinitionRefused(diags, paths[i], err) {
+				diags.AddAttributeError(paths[i], "Container Group Unavailable", err.Error()+".")
+			}
 			continue
 		}
 		targets = append(targets, t)
