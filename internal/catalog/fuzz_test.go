@@ -154,4 +154,6 @@ func FuzzCredentialSecret(f *testing.F) {
 	})
 }
 
-func podLabelForFuzz() podspec.Label { return podspec.Label{Name: "l", Type: podspec.TypePod, Image: "i"} }
+func podLabelForFuzz() podspec.Label {
+	return podspec.Label{Name: "l", Type: podspec.TypePod, Image: "i"}
+}
