@@ -33,4 +33,3 @@ func forgeSigned(ctx context.Context, kube kubernetes.Interface, catalogNamespac
 	_, err = s.PutGroup(ctx, g, catalog.CreateOrUpdate)
 	return err
 }
-
