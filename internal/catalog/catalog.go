@@ -36,9 +36,9 @@ var (
 	// ErrNotDefinition: an object of the name exists but does not hold a
 	// kubeplay definition of the kind asked for.
 	ErrNotDefinition = errors.New("not a kubeplay definition")
-	// ErrTampered: the object no longer holds what kubeplay wrote (its
-	// content does not match the digest kubeplay recorded), so it is not
-	// used to connect anywhere.
+	// ErrTampered: the object may no longer hold what kubeplay wrote (its
+	// signature does not vouch for its content), so nothing connects with it
+	// or runs it.
 	ErrTampered = errors.New("changed outside kubeplay")
 )
 
@@ -89,8 +89,7 @@ func (e *Error) Error() string {
 	case errors.Is(e.Err, ErrNotDefinition):
 		return fmt.Sprintf("%s is not a kubeplay %s (%s)", e.Object, e.Kind, e.Reason)
 	case errors.Is(e.Err, ErrTampered):
-		return fmt.Sprintf("%s %q is refused: %s, so it may no longer hold what kubeplay wrote (its content does not "+
-			"match the digest kubeplay recorded)", e.Kind, e.Name, e.Reason)
+		return fmt.Sprintf("%s %q is refused: %s", e.Kind, e.Name, e.Reason)
 	}
 	return fmt.Sprintf("%s %s: %v", e.Op, e.Object, e.Err)
 }
@@ -293,9 +292,8 @@ func (c *codec[T, O, L]) drift(object, recorded string, key *catalogkey.Key, key
 	switch {
 	case !catalogkey.Signed(recorded):
 		// A plain digest: written before kubeplay signed, or by anyone since.
-		return object + " carries a digest from before kubeplay signed its catalog, which anyone who can edit it " +
-			"can compute; it was written before kubeplay signed its catalog or changed outside kubeplay since, so " +
-			"apply its definition again to sign it"
+		return object + " has an unsigned digest, which anyone who can edit it can compute: it was written before " +
+			"kubeplay signed its catalog, or changed outside kubeplay since; apply its definition again to sign it"
 	case key == nil:
 		return object + " cannot be verified: " + keyErr.Error()
 	case !key.Verify(recorded, c.domain, c.parts(o)...):

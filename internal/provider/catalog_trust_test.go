@@ -158,8 +158,8 @@ func TestAccRun_groupChangedOutsideKubeplay(t *testing.T) {
 					})
 				},
 				Config: e.providerBlock() + trustRun(fmt.Sprintf("%q", group), "null"),
-				ExpectError: expectError(fmt.Sprintf(`(?s)Container Group Changed Outside Kubeplay.*container group "%s" is `+
-					`refused: ConfigMap %s/%s carries a digest from before kubeplay signed its catalog.*Nothing was started.*`+
+				ExpectError: expectError(fmt.Sprintf(`(?s)Container Group Changed Outside Kubeplay.*Container group "%s" is `+
+					`refused: ConfigMap %s/%s has an unsigned digest, which anyone who can edit it can compute.*Nothing was started.*`+
 					`Write it again from its definition: apply the workspace that manages the kubeplay_container_group named "%s"`,
 					group, e.catalog, group, group)),
 			},
@@ -205,8 +205,8 @@ func TestAccRun_labelChangedOutsideKubeplay(t *testing.T) {
 					})
 				},
 				Config: e.providerBlock() + groupOnly + trustRun("kubeplay_container_group.g.name", fmt.Sprintf("%q", label)),
-				ExpectError: expectError(fmt.Sprintf(`(?s)Node Label Changed Outside Kubeplay.*node label "%s" is refused: `+
-					`PodTemplate %s/%s carries a digest from before kubeplay signed its catalog.*Write it again from its `+
+				ExpectError: expectError(fmt.Sprintf(`(?s)Node Label Changed Outside Kubeplay.*Node label "%s" is refused: `+
+					`PodTemplate %s/%s has an unsigned digest.*Nothing was started.*Write it again from its `+
 					`definition: apply the workspace that manages the kubeplay_node_label named "%s"`, label, e.catalog, label, label)),
 			},
 			{
@@ -244,7 +244,10 @@ func (c forgePlanCheck) CheckPlan(ctx context.Context, _ plancheck.CheckPlanRequ
 // TestAccRun_groupChangedAfterPlan: a saved plan of a run, then the group
 // is rewritten with a valid signature (by someone holding the catalog key)
 // before the plan is applied. The apply must not run a pod other than the
-// planned rendered_pod; nothing is created.
+// planned rendered_pod; nothing is created. Terraform itself stops this
+// one: it plans the run again at apply, which renders the rewritten group,
+// and refuses a plan whose known rendered_pod changed. The run's own check
+// (TestAccRun_groupChangedDuringApply) covers changes after that plan.
 func TestAccRun_groupChangedAfterPlan(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("plan-after")
@@ -262,7 +265,7 @@ func TestAccRun_groupChangedAfterPlan(t *testing.T) {
 					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(regexp.MustCompile(`image: `))),
 					forgePlanCheck{e: e, group: group},
 				}},
-				ExpectError: expectError(`(?s)rendered_pod`),
+				ExpectError: expectError(`(?s)Provider produced inconsistent final plan.*kubeplay_run.test.*\.rendered_pod: was`),
 			},
 			{
 				PreConfig: func() { e.checkNoPodEver(ns) },
