@@ -165,7 +165,7 @@ resource "kubeplay_container_group" "test" {
 			{
 				// Written again by its owner, with a matching digest, it is used.
 				PreConfig: func() { write(catalog.CreateOrUpdate) },
-				Config: dataSource,
+				Config:    dataSource,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.kubeplay_credential.shared", tfjsonpath.New("username"), knownvalue.StringExact("someone")),
 				},
