@@ -354,3 +354,46 @@ resource "kubeplay_run" "test" {
 		},
 	})
 }
+
+// TestAccNode_groupChangedOutsideKubeplay: a held node is not started from
+// a group changed outside kubeplay either; applying the group again repairs
+// it and the node starts.
+func TestAccNode_groupChangedOutsideKubeplay(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("plan-node")
+	group, node := randName("plan-grp"), randName("plan-node")
+	defs, forget, adopt := e.trustConfig(group, ns, "")
+	held := func(groupRef string) string {
+		return fmt.Sprintf("\nresource \"kubeplay_node\" \"n\" {\n  name            = %q\n  container_group = %s\n}\n", node, groupRef)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: e.providerBlock() + defs},
+			{Config: e.providerBlock() + forget},
+			{
+				PreConfig: func() {
+					e.forgeGroup(group, func(g map[string]any) {
+						g["pod_security_level"] = "privileged"
+						g["pod_spec_override"] = `{"spec":{"hostPID":true}}`
+					})
+				},
+				Config:      e.providerBlock() + held(fmt.Sprintf("%q", group)),
+				ExpectError: expectError(`(?s)Container Group Changed Outside Kubeplay.*Container group "` + group + `" is refused.*Write it again`),
+			},
+			{
+				PreConfig: func() { e.checkNoPodEver(ns) },
+				Config:    e.providerBlock() + defs + adopt + held("kubeplay_container_group.g.name"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_container_group.g", plancheck.ResourceActionUpdate),
+				}},
+				Check: func(s *terraform.State) error {
+					if p := s.RootModule().Resources["kubeplay_node.n"].Primary.Attributes["rendered_pod"]; p == "" || strings.Contains(p, "hostPID") {
+						return fmt.Errorf("the node's pod:\n%s", p)
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
