@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -35,9 +36,9 @@ var (
 	// ErrNotDefinition: an object of the name exists but does not hold a
 	// kubeplay definition of the kind asked for.
 	ErrNotDefinition = errors.New("not a kubeplay definition")
-	// ErrTampered: the object no longer holds what kubeplay wrote (its
-	// content does not match the digest kubeplay recorded), so it is not
-	// used to connect anywhere.
+	// ErrTampered: the object may no longer hold what kubeplay wrote (its
+	// signature does not vouch for its content), so nothing connects with it
+	// or runs it.
 	ErrTampered = errors.New("changed outside kubeplay")
 )
 
@@ -52,9 +53,18 @@ const (
 )
 
 // AnnotationDigest holds, on a container group's ConfigMap and a node
-// label's PodTemplate, the digest of the content as the API server stored it
-// when kubeplay wrote it. Credentials keep theirs in credential.AnnotationDigest.
+// label's PodTemplate, the signature (catalogkey) of the content as the API
+// server stored it when kubeplay wrote it. Credentials keep theirs in
+// credential.AnnotationDigest.
 const AnnotationDigest = "kubeplay.io/digest"
+
+// The signature domains of the kinds, so that one kind's signature is never
+// taken for another's.
+const (
+	domainCredential = "kubeplay.io/catalog/credential"
+	domainGroup      = "kubeplay.io/catalog/container-group"
+	domainLabel      = "kubeplay.io/catalog/node-label"
+)
 
 // Error is a failed catalog operation on one object.
 type Error struct {
@@ -79,8 +89,7 @@ func (e *Error) Error() string {
 	case errors.Is(e.Err, ErrNotDefinition):
 		return fmt.Sprintf("%s is not a kubeplay %s (%s)", e.Object, e.Kind, e.Reason)
 	case errors.Is(e.Err, ErrTampered):
-		return fmt.Sprintf("%s %q is refused: %s, so it may no longer hold what kubeplay wrote (its content does not "+
-			"match the digest kubeplay recorded)", e.Kind, e.Name, e.Reason)
+		return fmt.Sprintf("%s %q is refused: %s", e.Kind, e.Name, e.Reason)
 	}
 	return fmt.Sprintf("%s %s: %v", e.Op, e.Object, e.Err)
 }
@@ -109,8 +118,9 @@ type Entry[T any] struct {
 	// content does.
 	Digest string
 	// Drift says how the object was changed outside kubeplay since kubeplay
-	// last wrote it; empty when it was not, or cannot tell (an object written
-	// before kubeplay recorded digests).
+	// last wrote it, or why kubeplay cannot tell that it was not (no
+	// signature, or one from before kubeplay signed its catalog); empty
+	// only when its signature verifies.
 	Drift string
 }
 
@@ -118,21 +128,35 @@ type Entry[T any] struct {
 type Store struct {
 	kube      kubernetes.Interface
 	namespace string
+	keys      *catalogkey.Source
 
 	mu    sync.Mutex
 	ready bool
 }
 
-// New returns the store of namespace on the cluster kube reaches.
-func New(kube kubernetes.Interface, namespace string) *Store {
-	return &Store{kube: kube, namespace: namespace}
+// New returns the store of namespace on the cluster kube reaches, which
+// signs and verifies with the key keys gives; nil keys is the key Secret in
+// namespace (catalogkey.NewSource without a configured key).
+func New(kube kubernetes.Interface, namespace string, keys *catalogkey.Source) *Store {
+	if keys == nil {
+		keys, _ = catalogkey.NewSource(kube, namespace, nil) // no configured key: no error
+	}
+	return &Store{kube: kube, namespace: namespace, keys: keys}
+}
+
+// Key returns the catalog's key, for others that sign what kubeplay makes
+// (warm pods, held nodes). It does not create the key Secret: writers do,
+// in EnsureNamespace.
+func (s *Store) Key(ctx context.Context) (*catalogkey.Key, error) {
+	return s.keys.Key(ctx, false)
 }
 
 // Namespace is the catalog namespace.
 func (s *Store) Namespace() string { return s.namespace }
 
-// EnsureNamespace creates the catalog namespace unless it exists, once per
-// store; writers call it before their first write.
+// EnsureNamespace creates the catalog namespace unless it exists, and the
+// key Secret unless it exists or the key is configured, once per store;
+// writers call it before their first write.
 func (s *Store) EnsureNamespace(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,6 +167,9 @@ func (s *Store) EnsureNamespace(ctx context.Context) error {
 	_, err := s.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: managed.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating catalog namespace %q: %w", s.namespace, err)
+	}
+	if _, err := s.keys.Key(ctx, true); err != nil {
+		return err
 	}
 	s.ready = true
 	return nil
@@ -200,11 +227,14 @@ type codec[T any, O object, L runtime.Object] struct {
 	// decode reads an owned object back; an error says why it is not a
 	// definition.
 	decode func(o O) (T, string, error)
-	// digestKey is the annotation that records digest(o); with
-	// digestRequired an object without it counts as changed outside kubeplay.
-	digestKey      string
-	digestRequired bool
-	digest         func(o O) string
+	// digestKey is the annotation that records the signature of parts(o)
+	// in domain; an object whose signature does not verify counts as
+	// changed outside kubeplay.
+	digestKey string
+	domain    string
+	parts     func(o O) [][]byte
+	// digest is the plain digest of the content, for Entry.Digest.
+	digest func(o O) string
 	// assign copies the content of src into dst.
 	assign func(dst, src O)
 }
@@ -227,10 +257,10 @@ func get[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 		}
 		return Entry[T]{}, e
 	}
-	return c.entry(s, o)
+	return c.entry(ctx, s, o)
 }
 
-func (c *codec[T, O, L]) entry(s *Store, o O) (Entry[T], error) {
+func (c *codec[T, O, L]) entry(ctx context.Context, s *Store, o O) (Entry[T], error) {
 	if !managed.Owns(o, managed.LabelComponent, c.component) {
 		e := s.fail("reading", c.kind, o.GetName(), ErrNotDefinition)
 		e.Reason = fmt.Sprintf("label %s=%s missing", managed.LabelComponent, c.component)
@@ -243,13 +273,33 @@ func (c *codec[T, O, L]) entry(s *Store, o O) (Entry[T], error) {
 		return Entry[T]{}, e
 	}
 	en := Entry[T]{Value: v, Rendered: rendered, Object: objectName(c.resource, o.GetNamespace(), o.GetName()), Digest: c.digest(o)}
-	switch recorded := o.GetAnnotations()[c.digestKey]; {
-	case recorded == "" && c.digestRequired:
+	recorded := o.GetAnnotations()[c.digestKey]
+	if recorded == "" {
 		en.Drift = en.Object + " has lost its digest annotation " + c.digestKey
-	case recorded != "" && recorded != en.Digest:
-		en.Drift = en.Object + " was changed outside kubeplay"
+		return en, nil
 	}
+	key, err := s.keys.Key(ctx, false)
+	if err != nil && !errors.Is(err, catalogkey.ErrRefused) && !errors.Is(err, catalogkey.ErrMissing) {
+		return Entry[T]{}, s.fail("reading", c.kind, o.GetName(), err)
+	}
+	en.Drift = c.drift(en.Object, recorded, key, err, o)
 	return en, nil
+}
+
+// drift says why the signature recorded on o does not vouch for its
+// content; "" when it does. keyErr is why there is no key.
+func (c *codec[T, O, L]) drift(object, recorded string, key *catalogkey.Key, keyErr error, o O) string {
+	switch {
+	case !catalogkey.Signed(recorded):
+		// A plain digest: written before kubeplay signed, or by anyone since.
+		return object + " has an unsigned digest, which anyone who can edit it can compute: it was written before " +
+			"kubeplay signed its catalog, or changed outside kubeplay since; apply its definition again to sign it"
+	case key == nil:
+		return object + " cannot be verified: " + keyErr.Error()
+	case !key.Verify(recorded, c.domain, c.parts(o)...):
+		return object + " was changed outside kubeplay (its signature does not match its content)"
+	}
+	return ""
 }
 
 func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *codec[T, O, L], v T, name string, mode Mode) (Entry[T], error) {
@@ -257,6 +307,19 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 	if err != nil {
 		return Entry[T]{}, fmt.Errorf("encoding %s %q: %w", c.kind, name, err)
 	}
+	key, err := s.keys.Key(ctx, true)
+	if err != nil {
+		return Entry[T]{}, s.fail("writing", c.kind, name, err)
+	}
+	sign := func(o O) {
+		a := o.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[c.digestKey] = key.Sign(c.domain, c.parts(o)...)
+		o.SetAnnotations(a)
+	}
+	sign(want)
 	cl := c.client(s.kube, s.namespace)
 	got, err := write(ctx, cl, want, mode, c.assign)
 	if err != nil {
@@ -270,16 +333,14 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 		return Entry[T]{}, e
 	}
 	// The API server may have defaulted fields (a PodTemplate's pod spec):
-	// record the digest of what it stored, which is what later reads see.
-	if d := c.digest(got); got.GetAnnotations()[c.digestKey] != d {
-		a := got.GetAnnotations()
-		a[c.digestKey] = d
-		got.SetAnnotations(a)
+	// sign what it stored, which is what later reads see.
+	if !key.Verify(got.GetAnnotations()[c.digestKey], c.domain, c.parts(got)...) {
+		sign(got)
 		if got, err = cl.Update(ctx, got, metav1.UpdateOptions{FieldManager: managed.FieldManager}); err != nil {
 			return Entry[T]{}, s.fail("writing", c.kind, name, err)
 		}
 	}
-	return c.entry(s, got)
+	return c.entry(ctx, s, got)
 }
 
 // write creates want, or with CreateOrUpdate replaces the content of the
@@ -341,11 +402,22 @@ func list[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *c
 	}
 	var out []Entry[T]
 	for _, o := range c.items(l) {
-		if en, err := c.entry(s, o); err == nil {
+		if en, err := c.entry(ctx, s, o); err == nil {
 			out = append(out, en)
 		}
 	}
 	return out, nil
+}
+
+// trusted is e, or an *Error wrapping ErrTampered when e has drifted: what
+// runs, warm pools and held nodes use must hold what kubeplay wrote.
+func trusted[T any](s *Store, k Kind, name string, e Entry[T], err error) (Entry[T], error) {
+	if err != nil || e.Drift == "" {
+		return e, err
+	}
+	f := s.fail("reading", k, name, ErrTampered)
+	f.Reason = e.Drift
+	return Entry[T]{}, f
 }
 
 // digest is a SHA-256 over length-prefixed parts, so that no two lists of

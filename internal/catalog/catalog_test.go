@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
@@ -28,7 +29,7 @@ const ns = "kp-catalog"
 
 func newStore(objs ...runtime.Object) (*Store, *fake.Clientset) {
 	kube := fake.NewClientset(objs...)
-	return New(kube, ns), kube
+	return New(kube, ns, nil), kube
 }
 
 func bearer(name string) Credential {
@@ -143,15 +144,15 @@ func TestDrift(t *testing.T) {
 	_, _ = core.PodTemplates(ns).Update(ctx, pt, metav1.UpdateOptions{})
 
 	c, err := s.GetCredential(ctx, "awx")
-	if err != nil || c.Drift != "Secret kp-catalog/awx was changed outside kubeplay" {
+	if err != nil || c.Drift != "Secret kp-catalog/awx was changed outside kubeplay"+sigMismatch {
 		t.Errorf("credential drift = %q, %v", c.Drift, err)
 	}
 	g, err := s.GetGroup(ctx, "g")
-	if err != nil || g.Drift != "ConfigMap kp-catalog/g was changed outside kubeplay" || g.Rendered != "edited" {
+	if err != nil || g.Drift != "ConfigMap kp-catalog/g was changed outside kubeplay"+sigMismatch || g.Rendered != "edited" {
 		t.Errorf("group drift = %q, rendered %q, %v", g.Drift, g.Rendered, err)
 	}
 	l, err := s.GetLabel(ctx, "l")
-	if err != nil || l.Drift != "PodTemplate kp-catalog/l was changed outside kubeplay" {
+	if err != nil || l.Drift != "PodTemplate kp-catalog/l was changed outside kubeplay"+sigMismatch {
 		t.Errorf("label drift = %q, %v", l.Drift, err)
 	}
 	// Writing again repairs it.
@@ -170,18 +171,18 @@ func TestDrift(t *testing.T) {
 	}
 }
 
-// An object written before kubeplay recorded digests cannot tell: no drift.
-func TestNoDigestNoDrift(t *testing.T) {
+// An object without a signature is drift: removing the annotation must not
+// hide an edit.
+func TestNoDigestIsDrift(t *testing.T) {
 	cm, err := encodeGroup(Group{Name: "g", Namespace: "runs"}, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(cm.Annotations, AnnotationDigest)
 	cm.Data[GroupPodKey] = "anything"
 	s, _ := newStore(cm)
 	g, err := s.GetGroup(context.Background(), "g")
-	if err != nil || g.Drift != "" {
-		t.Errorf("drift = %q, %v", g.Drift, err)
+	if want := "ConfigMap kp-catalog/g has lost its digest annotation kubeplay.io/digest"; err != nil || g.Drift != want {
+		t.Errorf("drift = %q, %v; want %q", g.Drift, err, want)
 	}
 }
 
@@ -335,8 +336,12 @@ func TestEnsureNamespaceOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(kube.Actions()); n != 1 {
-		t.Errorf("%d API calls for two ensures, want 1", n)
+	// The namespace, and the key Secret read and created.
+	if n := len(kube.Actions()); n != 3 {
+		t.Errorf("%d API calls for two ensures, want 3", n)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, catalogkey.SecretName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the key Secret: %v", err)
 	}
 	s2, kube2 := newStore()
 	kube2.PrependReactor("create", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -405,10 +410,10 @@ func TestTrustedCredential(t *testing.T) {
 		name, want string
 		edit       func(*corev1.Secret)
 	}{
-		{"edited", "Secret kp-catalog/awx was changed outside kubeplay", func(s *corev1.Secret) { s.Data["host"] = []byte("https://evil:1") }},
+		{"edited", "Secret kp-catalog/awx was changed outside kubeplay" + sigMismatch, func(s *corev1.Secret) { s.Data["host"] = []byte("https://evil:1") }},
 		{"digest removed", "Secret kp-catalog/awx has lost its digest annotation kubeplay.io/secret-digest",
 			func(s *corev1.Secret) { delete(s.Annotations, credential.AnnotationDigest) }},
-		{"opt-in added", "Secret kp-catalog/awx was changed outside kubeplay", func(s *corev1.Secret) { s.Data["allow-exec-plugin"] = []byte("true") }},
+		{"opt-in added", "Secret kp-catalog/awx was changed outside kubeplay" + sigMismatch, func(s *corev1.Secret) { s.Data["allow-exec-plugin"] = []byte("true") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, kube := newStore()

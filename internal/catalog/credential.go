@@ -5,6 +5,8 @@ package catalog
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,13 +44,25 @@ var credentials = &codec[Credential, *corev1.Secret, *corev1.SecretList]{
 		checked, _ := time.Parse(time.RFC3339, at)
 		return Credential{Spec: spec, Report: rep, CheckedAt: checked}, "", nil
 	},
-	// kubeplay has recorded a credential's digest since its first version.
-	digestKey:      credential.AnnotationDigest,
-	digestRequired: true,
-	digest:         func(sec *corev1.Secret) string { return credential.Digest(sec.Data) },
+	digestKey: credential.AnnotationDigest,
+	domain:    domainCredential,
+	parts:     secretParts,
+	digest:    func(sec *corev1.Secret) string { return credential.Digest(sec.Data) },
 	assign: func(dst, src *corev1.Secret) {
 		dst.Data, dst.StringData, dst.Type = src.Data, nil, src.Type
 	},
+}
+
+// secretParts are what a credential's signature covers: its data, which is
+// what connects. Annotations hold the description and the last check's
+// report, which connect nowhere.
+func secretParts(sec *corev1.Secret) [][]byte {
+	keys := slices.Sorted(maps.Keys(sec.Data))
+	parts := make([][]byte, 0, 2*len(keys))
+	for _, k := range keys {
+		parts = append(parts, []byte(k), sec.Data[k])
+	}
+	return parts
 }
 
 // GetCredential reads the credential called name.
@@ -63,12 +77,7 @@ func (s *Store) GetCredential(ctx context.Context, name string) (Entry[Credentia
 // definition repairs it.
 func (s *Store) TrustedCredential(ctx context.Context, name string) (Entry[Credential], error) {
 	e, err := s.GetCredential(ctx, name)
-	if err != nil || e.Drift == "" {
-		return e, err
-	}
-	f := s.fail("reading", KindCredential, name, ErrTampered)
-	f.Reason = e.Drift
-	return Entry[Credential]{}, f
+	return trusted(s, KindCredential, name, e, err)
 }
 
 // PutCredential stores c, checked at c.CheckedAt.

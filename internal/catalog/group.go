@@ -108,6 +108,8 @@ var groups = &codec[Group, *corev1.ConfigMap, *corev1.ConfigMapList]{
 	encode:    encodeGroup,
 	decode:    decodeGroup,
 	digestKey: AnnotationDigest,
+	domain:    domainGroup,
+	parts:     configMapParts,
 	digest:    configMapDigest,
 	assign:    func(dst, src *corev1.ConfigMap) { dst.Data, dst.BinaryData = src.Data, nil },
 }
@@ -130,7 +132,6 @@ func encodeGroup(g Group, ns string) (*corev1.ConfigMap, error) {
 		},
 		Data: map[string]string{GroupSpecKey: string(body), GroupPodKey: rendered},
 	}
-	cm.Annotations = map[string]string{AnnotationDigest: configMapDigest(cm)}
 	return cm, nil
 }
 
@@ -145,19 +146,32 @@ func decodeGroup(cm *corev1.ConfigMap) (Group, string, error) {
 	return g, cm.Data[GroupPodKey], nil
 }
 
-func configMapDigest(cm *corev1.ConfigMap) string {
+// configMapParts are what a group's signature covers: all of its data.
+func configMapParts(cm *corev1.ConfigMap) [][]byte {
 	keys := slices.Sorted(maps.Keys(cm.Data))
 	parts := make([][]byte, 0, 2*len(keys))
 	for _, k := range keys {
 		parts = append(parts, []byte(k), []byte(cm.Data[k]))
 	}
-	return digest(parts...)
+	return parts
 }
+
+func configMapDigest(cm *corev1.ConfigMap) string { return digest(configMapParts(cm)...) }
 
 // GetGroup reads the container group called name; Rendered is its default
 // run pod.
 func (s *Store) GetGroup(ctx context.Context, name string) (Entry[Group], error) {
 	return get(ctx, s, groups, name)
+}
+
+// TrustedGroup reads the container group called name for what runs or
+// starts pods of it: one whose ConfigMap was changed outside kubeplay is
+// refused with an *Error that wraps ErrTampered, since whoever changed it
+// chooses the pod that receives the run's secrets. Writing the group again
+// from its definition repairs it.
+func (s *Store) TrustedGroup(ctx context.Context, name string) (Entry[Group], error) {
+	e, err := s.GetGroup(ctx, name)
+	return trusted(s, KindGroup, name, e, err)
 }
 
 // PutGroup stores g with its rendered default run pod.

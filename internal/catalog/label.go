@@ -52,6 +52,8 @@ var labels = &codec[podspec.Label, *corev1.PodTemplate, *corev1.PodTemplateList]
 	},
 	decode:    decodeLabel,
 	digestKey: AnnotationDigest,
+	domain:    domainLabel,
+	parts:     podTemplateParts,
 	digest:    podTemplateDigest,
 	assign:    func(dst, src *corev1.PodTemplate) { dst.Template = src.Template },
 }
@@ -98,7 +100,6 @@ func labelTemplate(l podspec.Label, ns string) (*corev1.PodTemplate, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	pt.Annotations[AnnotationDigest] = podTemplateDigest(pt)
 	return pt, rendered, nil
 }
 
@@ -158,9 +159,10 @@ func decodeLabel(pt *corev1.PodTemplate) (podspec.Label, string, error) {
 	return l, rendered, nil
 }
 
-// podTemplateDigest covers the template and kubeplay's annotations but the
-// digest itself: what runs and people read of a label.
-func podTemplateDigest(pt *corev1.PodTemplate) string {
+// podTemplateParts are what a label's signature covers: the template and
+// kubeplay's annotations but the signature itself, which is what runs and
+// people read of a label.
+func podTemplateParts(pt *corev1.PodTemplate) [][]byte {
 	tpl, _ := json.Marshal(pt.Template)
 	parts := [][]byte{tpl}
 	for _, k := range slices.Sorted(maps.Keys(pt.Annotations)) {
@@ -168,12 +170,21 @@ func podTemplateDigest(pt *corev1.PodTemplate) string {
 			parts = append(parts, []byte(k), []byte(pt.Annotations[k]))
 		}
 	}
-	return digest(parts...)
+	return parts
 }
+
+func podTemplateDigest(pt *corev1.PodTemplate) string { return digest(podTemplateParts(pt)...) }
 
 // GetLabel reads the node label called name; Rendered is as RenderLabel.
 func (s *Store) GetLabel(ctx context.Context, name string) (Entry[podspec.Label], error) {
 	return get(ctx, s, labels, name)
+}
+
+// TrustedLabel reads the node label called name for what runs or starts
+// pods of it, refusing one changed outside kubeplay as TrustedGroup does.
+func (s *Store) TrustedLabel(ctx context.Context, name string) (Entry[podspec.Label], error) {
+	e, err := s.GetLabel(ctx, name)
+	return trusted(s, KindLabel, name, e, err)
 }
 
 // PutLabel stores l.

@@ -50,6 +50,10 @@ const (
 // ErrRefused: the key Secret exists but kubeplay cannot trust it.
 var ErrRefused = errors.New("catalog key refused")
 
+// ErrMissing: there is no key Secret (and the key is not configured), so
+// nothing in the catalog can be verified.
+var ErrMissing = errors.New("catalog key missing")
+
 // Key signs and verifies. The zero value is not usable; use New or Load.
 type Key struct{ b []byte }
 
@@ -155,8 +159,8 @@ func Load(ctx context.Context, kube kubernetes.Interface, namespace string, crea
 		}
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("the catalog key Secret %s/%s does not exist: kubeplay creates it with the first "+
-			"definition it writes to the catalog, or set the provider's catalog_key", namespace, SecretName)
+		return nil, fmt.Errorf("%w: the catalog key Secret %s/%s does not exist: kubeplay creates it with the first "+
+			"definition it writes to the catalog, or set the provider's catalog_key", ErrMissing, namespace, SecretName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the catalog key Secret %s/%s: %w", namespace, SecretName, err)

@@ -37,7 +37,7 @@ func newResolver(t *testing.T) (*Resolver, *catalog.Store, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewClientset()
 	base := &kubeclient.Clients{Config: &rest.Config{Host: "https://127.0.0.1:6443"}, Kube: kube}
-	store := catalog.New(kube, "kubeplay-system")
+	store := catalog.New(kube, "kubeplay-system", nil)
 	r := New(kubeclient.NewPool(),
 		func() (*kubeclient.Clients, error) { return base, nil },
 		func() (*catalog.Store, error) { return store, nil })

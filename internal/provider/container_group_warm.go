@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,9 +78,13 @@ func warmPools(ctx context.Context, d *providerData, g catalog.Group, planning b
 			}
 			l = p.value
 		} else {
-			l, err = readDefinition(ctx, d, (*catalog.Store).GetLabel, name)
+			l, err = readDefinition(ctx, d, (*catalog.Store).TrustedLabel, name)
 		}
 		switch {
+		case errors.Is(err, catalog.ErrTampered):
+			fail(refusalSummary(err), fmt.Sprintf("%s. The group keeps no warm pods of it until it is repaired: "+
+				"whoever changed it could choose the pods that runs' secrets are sent to. %s.", upperFirst(err.Error()), refusalRemedy(err)))
+			continue
 		case err != nil:
 			fail("Node Label Unreadable", fmt.Sprintf("Reading node label %q from the catalog: %v. Check that "+
 				"catalog namespace %q is reachable with the provider's connection.", name, err, d.catalogNamespace))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
@@ -103,9 +104,14 @@ func TestAccCredential_tamperedCatalogRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := e.kube.CoreV1().Secrets(e.catalog)
-	if _, err := secrets.Create(ctx, spec.Secret(e.catalog, credential.Report{Username: "someone"}, time.Now()), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	store := catalog.New(e.kube, e.catalog, nil) // signs as that workspace does
+	write := func(mode catalog.Mode) {
+		c := catalog.Credential{Spec: spec, Report: credential.Report{Username: "someone"}, CheckedAt: time.Now()}
+		if _, err := store.PutCredential(ctx, c, mode); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write(catalog.NewOnly)
 	tamper := func() {
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -158,18 +164,8 @@ resource "kubeplay_container_group" "test" {
 			},
 			{
 				// Written again by its owner, with a matching digest, it is used.
-				PreConfig: func() {
-					sec := spec.Secret(e.catalog, credential.Report{Username: "someone"}, time.Now())
-					old, err := secrets.Get(ctx, name, metav1.GetOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					sec.ResourceVersion = old.ResourceVersion
-					if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				},
-				Config: dataSource,
+				PreConfig: func() { write(catalog.CreateOrUpdate) },
+				Config:    dataSource,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.kubeplay_credential.shared", tfjsonpath.New("username"), knownvalue.StringExact("someone")),
 				},

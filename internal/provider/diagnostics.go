@@ -43,7 +43,10 @@ func addCredentialUnavailable(diags *diag.Diagnostics, group, cred string, err e
 // refusalSummary is the summary of a credential kubeplay refuses to use,
 // or "" when err is not such a refusal.
 func refusalSummary(err error) string {
+	var ce *catalog.Error
 	switch {
+	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce) && ce.Kind != "":
+		return kindTitle(ce.Kind) + " Changed Outside Kubeplay"
 	case errors.Is(err, catalog.ErrTampered):
 		return "Credential Changed Outside Kubeplay"
 	case errors.Is(err, kubeclient.ErrHostAccess):
@@ -60,10 +63,12 @@ func refusalRemedy(err error) string {
 	var he *kubeclient.HostAccessError
 	switch {
 	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce):
-		return fmt.Sprintf("Write it again from its definition: apply the workspace that manages the kubeplay_credential "+
-			"named %q (its plan shows the update that rewrites the Secret), or run `terraform apply -replace=ADDRESS` there "+
-			"with the address of that kubeplay_credential. If no workspace manages it, delete %s and create the credential "+
-			"again", ce.Name, ce.Object)
+		typ, what := definitionResource(ce.Kind)
+		object, _, _ := strings.Cut(ce.Object, " ")
+		return fmt.Sprintf("Write it again from its definition: apply the workspace that manages the %s "+
+			"named %q (its plan shows the update that rewrites the %s), or run `terraform apply -replace=ADDRESS` there "+
+			"with the address of that %s. If no workspace manages it, delete %s and create the %s "+
+			"again", typ, ce.Name, object, typ, ce.Object, what)
 	case errors.As(err, &he):
 		return hostAccessRemedy(he, false)
 	}
@@ -111,6 +116,39 @@ func addCredentialRefused(diags *diag.Diagnostics, p path.Path, err error) bool 
 		return false
 	}
 	diags.AddAttributeError(p, refusalSummary(err), fmt.Sprintf("%s. %s.", upperFirst(err.Error()), refusalRemedy(err)))
+	return true
+}
+
+// definitionResource is the resource type that writes a kind of definition,
+// and the kind's name in a sentence.
+func definitionResource(k catalog.Kind) (string, string) {
+	switch k {
+	case catalog.KindGroup:
+		return "kubeplay_container_group", "container group"
+	case catalog.KindLabel:
+		return "kubeplay_node_label", "node label"
+	}
+	return "kubeplay_credential", "credential"
+}
+
+// addDefinitionRefused reports a group, label or credential that a run,
+// warm pool or held node refuses because it was changed outside kubeplay,
+// at the attribute that names it (node_label for a label, else at); false
+// when err is not that.
+func addDefinitionRefused(diags *diag.Diagnostics, at path.Path, err error) bool {
+	var ce *catalog.Error
+	if !errors.Is(err, catalog.ErrTampered) || !errors.As(err, &ce) {
+		return false
+	}
+	detail := upperFirst(err.Error()) + "." // a credential's: credentialClients added the remedy
+	if ce.Kind == catalog.KindLabel {
+		at = path.Root("node_label")
+	}
+	if ce.Kind != catalog.KindCredential {
+		detail = fmt.Sprintf("%s. Nothing was started: whoever changed it could choose the pod that receives the "+
+			"run's secrets. %s.", upperFirst(err.Error()), refusalRemedy(err))
+	}
+	diags.AddAttributeError(at, refusalSummary(err), detail)
 	return true
 }
 

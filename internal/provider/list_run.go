@@ -88,7 +88,7 @@ func (l *runList) List(ctx context.Context, req list.ListRequest, stream *list.L
 
 // pods lists the group's run pods on its cluster.
 func (l *runList) pods(ctx context.Context, group string, diags *diag.Diagnostics) []runengine.RunPod {
-	g, err := readDefinition(ctx, l.data, (*catalog.Store).GetGroup, group)
+	g, err := readDefinition(ctx, l.data, (*catalog.Store).TrustedGroup, group)
 	if err == nil && g == nil {
 		addNotFound(diags, catalog.KindGroup, group, l.data.catalogNamespace)
 		return nil

@@ -101,6 +101,9 @@ func (r *nodeKubeconfigEphemeral) Open(ctx context.Context, req ephemeral.OpenRe
 	}
 	group, node, _ := strings.Cut(m.NodeID.ValueString(), "/") // validated
 	g, _, e, err := nodeTarget(ctx, r.data, group, "")
+	if addDefinitionRefused(&resp.Diagnostics, path.Root("node_id"), err) {
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("node_id"), "Node Target Unavailable", err.Error()+
 			". Check the group's name and that its credential reaches its cluster.")

@@ -204,7 +204,7 @@ func (r *nodeResource) target(ctx context.Context, group, label string) (runengi
 // nodeTarget is what a held node needs from the catalog and the cluster:
 // the group and label ("" for none) and an engine of the group's cluster.
 func nodeTarget(ctx context.Context, d *providerData, group, label string) (runengine.Group, *podspec.Label, *runengine.Engine, error) {
-	g, err := readDefinition(ctx, d, (*catalog.Store).GetGroup, group)
+	g, err := readDefinition(ctx, d, (*catalog.Store).TrustedGroup, group)
 	if err == nil && g == nil {
 		err = &missingGroupError{name: group, namespace: d.catalogNamespace}
 	}
@@ -213,7 +213,7 @@ func nodeTarget(ctx context.Context, d *providerData, group, label string) (rune
 	}
 	var l *podspec.Label
 	if label != "" {
-		if l, err = readDefinition(ctx, d, (*catalog.Store).GetLabel, label); err == nil && l == nil {
+		if l, err = readDefinition(ctx, d, (*catalog.Store).TrustedLabel, label); err == nil && l == nil {
 			err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a kubeplay_node_label "+
 				"resource, and make the node depend on it", label, d.catalogNamespace)
 		}
@@ -235,6 +235,9 @@ func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, r
 		return
 	}
 	g, l, e, err := r.target(ctx, plan.ContainerGroup.ValueString(), plan.NodeLabel.ValueString())
+	if addDefinitionRefused(&resp.Diagnostics, path.Root("container_group"), err) {
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("container_group"), "Node Target Unavailable", err.Error()+
 			". Make the node depend on its kubeplay_container_group (and kubeplay_node_label), and check the group's credential.")

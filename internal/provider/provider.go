@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/connect"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
@@ -66,6 +67,7 @@ type providerModel struct {
 	ConfigContextCluster  types.String `tfsdk:"config_context_cluster"`
 	ProxyURL              types.String `tfsdk:"proxy_url"`
 	CatalogNamespace      types.String `tfsdk:"catalog_namespace"`
+	CatalogKey            types.String `tfsdk:"catalog_key"`
 	Exec                  *execModel   `tfsdk:"exec"`
 }
 
@@ -185,6 +187,7 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				Optional:   true,
 				Validators: []validator.String{dnsLabel()},
 			},
+			"catalog_key": catalogKeyAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -273,6 +276,11 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 	if !m.CatalogNamespace.IsNull() && !m.CatalogNamespace.IsUnknown() {
 		data.catalogNamespace = m.CatalogNamespace.ValueString()
 	}
+	key, diags := catalogKeyFrom(m.CatalogKey, os.Getenv)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	data.catalogKey = key
 	if !req.Config.Raw.IsFullyKnown() {
 		// Known after another resource is applied: resources report this when
 		// they need the cluster, which keeps `terraform plan` of other parts working.
@@ -381,4 +389,47 @@ func (p *kubeplayProvider) DataSources(context.Context) []func() datasource.Data
 		newNodeLabelDataSource,
 		newPhaseDataSource,
 	}
+}
+
+// envCatalogKey sets catalog_key when the configuration does not.
+const envCatalogKey = "KUBEPLAY_CATALOG_KEY"
+
+func catalogKeyAttribute() schema.StringAttribute {
+	return schema.StringAttribute{
+		MarkdownDescription: "The key with which kubeplay signs the definitions it writes to the catalog (credentials, " +
+			"container groups, node labels) and checks them before it uses them, so that a definition changed by " +
+			"anyone but kubeplay is refused rather than run. At least " + fmt.Sprint(catalogkey.MinLength) + " bytes; " +
+			"keep it in a secret store and pass it in, for example from an ephemeral value. Can be set with `" +
+			envCatalogKey + "`. Without it, kubeplay creates a random key in the Secret `" + catalogkey.SecretName +
+			"` of `catalog_namespace`, and whoever can read (or replace) Secrets there can sign definitions of their own. " +
+			"Every workspace that shares a catalog must use the same key: definitions signed with another key are " +
+			"refused as changed outside kubeplay until they are applied again.",
+		Optional:   true,
+		Sensitive:  true,
+		Validators: []validator.String{stringvalidator.LengthAtLeast(catalogkey.MinLength)},
+	}
+}
+
+// catalogKeyFrom is the configured catalog key, or the environment's; nil
+// for none (the key Secret).
+func catalogKeyFrom(v types.String, getenv func(string) string) ([]byte, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if v.IsUnknown() {
+		return nil, diags // known at apply: the configuration is not fully known, and nothing connects
+	}
+	key, from := v.ValueString(), "catalog_key"
+	if v.IsNull() {
+		key, from = getenv(envCatalogKey), envCatalogKey
+	}
+	if key != "" && len(key) < catalogkey.MinLength {
+		diags.AddAttributeError(path.Root("catalog_key"), "Catalog Key Too Short",
+			fmt.Sprintf("%s is %d bytes long; a catalog key needs at least %d, so that nobody can guess it. Generate "+
+				"one, for example with `openssl rand -base64 48`, and give the same key to every workspace that shares "+
+				"the catalog.", from, len(key), catalogkey.MinLength))
+		return nil, diags
+	}
+	if key == "" {
+		return nil, diags
+	}
+	return []byte(key), diags
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/connect"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
@@ -27,7 +28,9 @@ type providerData struct {
 	restConfig       *rest.Config
 	configUnknown    bool
 	catalogNamespace string
-	version          string
+	// catalogKey is the configured catalog key; nil for the key Secret.
+	catalogKey []byte
+	version    string
 
 	storeMu sync.Mutex
 	store   *catalog.Store
@@ -123,7 +126,11 @@ func (d *providerData) catalog() (*catalog.Store, error) {
 	d.storeMu.Lock()
 	defer d.storeMu.Unlock()
 	if d.store == nil {
-		d.store = catalog.New(c.Kube, d.catalogNamespace)
+		keys, err := catalogkey.NewSource(c.Kube, d.catalogNamespace, d.catalogKey)
+		if err != nil {
+			return nil, fmt.Errorf("the provider's catalog_key: %w", err)
+		}
+		d.store = catalog.New(c.Kube, d.catalogNamespace, keys)
 	}
 	return d.store, nil
 }
@@ -146,15 +153,22 @@ func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostic
 		return nil
 	}
 	if err := s.EnsureNamespace(ctx); err != nil {
+		if errors.Is(err, catalogkey.ErrRefused) {
+			diags.AddError("Catalog Key Refused", err.Error()+".")
+			return nil
+		}
 		diags.AddError("Catalog Namespace Unavailable", err.Error()+". The provider's identity needs to create or read "+
-			"namespaces, or create the namespace first.")
+			"namespaces, and to read and create the Secret "+catalogkey.SecretName+" there unless the provider sets "+
+			"catalog_key; or create the namespace first.")
 		return nil
 	}
 	return s
 }
 
-// readDefinition reads a definition from the catalog for a run; nil when it
-// does not exist.
+// readDefinition reads a definition from the catalog for a run, a warm pool
+// or a held node; nil when it does not exist. get is a Trusted getter, such
+// as (*catalog.Store).TrustedGroup: a definition changed outside kubeplay is
+// an error that wraps catalog.ErrTampered, whatever get is.
 func readDefinition[T any](ctx context.Context, data *providerData, get catalogGetter[T], name string) (*T, error) {
 	s, err := data.catalog()
 	if err != nil {
@@ -166,6 +180,10 @@ func readDefinition[T any](ctx context.Context, data *providerData, get catalogG
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.Drift != "" {
+		// A getter that does not refuse drift: refuse it here.
+		return nil, fmt.Errorf("%w: %s", catalog.ErrTampered, e.Drift)
 	}
 	return &e.Value, nil
 }

@@ -59,6 +59,10 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"`halt` (the default) fails the apply and stops further actions; `taint` does too, and marks a resource that " +
 	"was just created as tainted so that the next apply replaces it; `continue` turns the error into a warning and " +
 	"the apply goes on.\n\n" +
+	"An action has no plan of its pod: Terraform plans an action's invocation, not what it renders, so there is no " +
+	"`rendered_pod` to hold it to as the resource is. It uses its container group and node label as the catalog " +
+	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
+	"that runs must be the one a reviewed plan showed.\n\n" +
 	"The attributes are the resource's, with its descriptions, but for `triggers` and `destroy_playbook`, which " +
 	"have no meaning for an action, and its `timeouts` block, which is the `timeout` attribute here. Where a " +
 	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +

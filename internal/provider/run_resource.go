@@ -385,7 +385,13 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				"kubeplay_container_group.g.name`) so that Terraform plans and applies them first, and a group whose " +
 				"credential is created in the same apply or known only then: rendering needs no cluster (only the plan's " +
 				"server-side dry run of the pod does, and it is skipped until the credential exists). Unknown at plan when " +
-				"a node label's `dynamic_labels` use `{run.id}`.", Computed: true},
+				"a node label's `dynamic_labels` use `{run.id}`, when the run names a `node`, when its groups' pods differ, " +
+				"and when its group or label is known only at apply. What runs is what the plan showed: when " +
+				"`rendered_pod` is known at plan, apply renders the pod again from the catalog and compares it with the " +
+				"planned value before it creates or claims a pod or sends anything; a difference (the group or label " +
+				"changed between plan and apply) fails the run with the difference shown, and you plan again. When it is " +
+				"unknown at plan there is nothing to compare with, and the run uses the group and label as the catalog " +
+				"holds them at apply (still refusing any that were changed outside kubeplay).", Computed: true},
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
@@ -481,7 +487,7 @@ func (r *runResource) groupFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, p.partial, nil
 	}
-	g, err = readDefinition(ctx, r.data, (*catalog.Store).GetGroup, name)
+	g, err = readDefinition(ctx, r.data, (*catalog.Store).TrustedGroup, name)
 	if err == nil && g == nil {
 		err = &missingGroupError{name: name, namespace: r.data.catalogNamespace}
 	}
@@ -505,7 +511,7 @@ func (r *runResource) labelFor(ctx context.Context, name string, planning bool) 
 		}
 		return p.value, p.changing, nil
 	}
-	l, err := readDefinition(ctx, r.data, (*catalog.Store).GetLabel, name)
+	l, err := readDefinition(ctx, r.data, (*catalog.Store).TrustedLabel, name)
 	if err == nil && l == nil {
 		err = fmt.Errorf("node label %q does not exist in catalog namespace %q; create it with a "+
 			"kubeplay_node_label resource, and make the run depend on it", name, r.data.catalogNamespace)
@@ -653,6 +659,15 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, name string, a
 			"container_groups = [kubeplay_container_group.a.name]). The apply fails unless the group exists by then.")
 		return nil, ""
 	}
+	if errors.Is(err, catalog.ErrTampered) {
+		// A warning, as above; the apply refuses the run with the same words.
+		var d diag.Diagnostics
+		addDefinitionRefused(&d, at, err)
+		for _, e := range d.Errors() {
+			resp.Diagnostics.AddAttributeWarning(at, e.Summary(), e.Detail()+" Until then, applying this run fails.")
+		}
+		return nil, ""
+	}
 	if err != nil {
 		// The group may be created in this same apply: nothing to check yet.
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
@@ -780,7 +795,14 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if !resolveProject(ctx, &plan, false, &resp.Diagnostics) {
 		return
 	}
-	out, placed, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
+	// The pod must be the one the plan showed, when the plan knew it: the
+	// group or label may have changed since (catalog signatures do not stop
+	// whoever holds the key).
+	hooks := runHooks{}
+	if !plan.RenderedPod.IsUnknown() && !plan.RenderedPod.IsNull() {
+		hooks.planned = plan.RenderedPod.ValueString()
+	}
+	out, placed, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, hooks, &resp.Diagnostics)
 	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
@@ -796,6 +818,8 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 // kubeplay_run action streams them to Terraform's UI.
 type runHooks struct {
 	onLine, onEvent func(string)
+	// planned is the pod the plan showed (runengine.Request.Planned).
+	planned string
 }
 
 // execute runs playbook (or the command) once in a fresh pod of the run's
@@ -822,6 +846,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		},
 		OnEvent: hooks.onEvent,
 		Node:    plan.Node.ValueString(),
+		Planned: hooks.planned,
 	}, cands)
 	if err != nil {
 		notStarted(err, groupsAt, diags)
@@ -850,7 +875,9 @@ func (r *runResource) candidates(ctx context.Context, m runModel, operation stri
 	for i, name := range names {
 		t, err := r.target(ctx, name, paths[i], m, false)
 		if err != nil {
-			diags.AddAttributeError(paths[i], "Container Group Unavailable", err.Error()+".")
+			if !addDefinitionRefused(diags, paths[i], err) {
+				diags.AddAttributeError(paths[i], "Container Group Unavailable", err.Error()+".")
+			}
 			continue
 		}
 		targets = append(targets, t)
@@ -879,7 +906,14 @@ func notStarted(err error, group path.Path, diags *diag.Diagnostics) {
 	var ne *runengine.NamespaceError
 	var pe *runengine.PlacementError
 	var node *runengine.NodeError
+	var pm *runengine.PlanMismatchError
 	switch {
+	case errors.As(err, &pm):
+		diags.AddAttributeError(path.Root("rendered_pod"), "Run Pod Differs From Plan", fmt.Sprintf("Container group "+
+			"%q or the run's node label changed between plan and apply, so the run's pod is not the one the plan "+
+			"showed. Nothing was created, claimed or sent to a pod. The difference, from the planned pod to the pod "+
+			"at apply:\n\n%s\nPlan again (terraform plan), check rendered_pod, and apply that plan. If you did not "+
+			"make the change, find out who can write the catalog namespace before you do.", pm.Group, pm.Diff))
 	case errors.As(err, &node) && node.Busy:
 		diags.AddAttributeError(path.Root("node"), "Held Node Busy", err.Error()+". Nothing of the run is left, and "+
 			"the turns of the runs still on the node are theirs. Apply again, or lengthen the run's create timeout when "+

@@ -133,6 +133,10 @@ type Request struct {
 	// Node names a held node of the group (kubeplay_node) to run in,
 	// instead of a pod of the run's own; "" for none.
 	Node string
+	// Planned is the pod the plan showed (the run's rendered_pod), as YAML;
+	// "" when the plan did not know it. A run whose pod renders otherwise
+	// fails with *PlanMismatchError before anything is created or claimed.
+	Planned string
 }
 
 // Outcome is what one execution gives.
@@ -149,8 +153,8 @@ type Outcome struct {
 
 // Run executes req in a fresh pod of its group and gives back the group's
 // capacity and the run namespace on every path. An error means the run did
-// not start: ErrGroupUnavailable, *PodSecurityError, *CapacityError or
-// *NamespaceError; a run that started, whatever became of it, is an Outcome.
+// not start: ErrGroupUnavailable, *PodSecurityError, *PlanMismatchError,
+// *CapacityError or *NamespaceError; a run that started, whatever became of it, is an Outcome.
 func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) {
 	active.enter()
 	defer active.leave()
@@ -176,6 +180,11 @@ func (e *Engine) prepare(ctx context.Context, req Request, out *Outcome) (*corev
 		return nil, err
 	}
 	out.Rendered, _ = podspec.ToYAML(pod)
+	// The pod's as planned, or nothing is created, claimed or sent: the
+	// warm pool claimed from is this pod's too.
+	if err := checkPlanned(req.Group.Name, req.Planned, out.Rendered); err != nil {
+		return nil, err
+	}
 	pod.Labels[managed.LabelRun] = req.ID
 	e.sweep(ctx, req.Group, namespaceLabel(req.Label) != nil)
 	return pod, nil
