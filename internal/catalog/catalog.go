@@ -296,10 +296,17 @@ func (c *codec[T, O, L]) drift(object, recorded string, key *catalogkey.Key, key
 			"kubeplay signed its catalog, or changed outside kubeplay since; apply its definition again to sign it"
 	case key == nil:
 		return object + " cannot be verified: " + keyErr.Error()
-	case !key.Verify(recorded, c.domain, c.parts(o)...):
+	case !key.Verify(recorded, c.domain, c.signed(o)...):
 		return object + " was changed outside kubeplay (its signature does not match its content)"
 	}
 	return ""
+}
+
+// signed are the parts a signature covers: the object's namespace and name,
+// so that a signed definition copied under another name or into another
+// catalog that shares the key does not verify, then its content.
+func (c *codec[T, O, L]) signed(o O) [][]byte {
+	return append([][]byte{[]byte(o.GetNamespace()), []byte(o.GetName())}, c.parts(o)...)
 }
 
 func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *codec[T, O, L], v T, name string, mode Mode) (Entry[T], error) {
@@ -316,7 +323,7 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 		if a == nil {
 			a = map[string]string{}
 		}
-		a[c.digestKey] = key.Sign(c.domain, c.parts(o)...)
+		a[c.digestKey] = key.Sign(c.domain, c.signed(o)...)
 		o.SetAnnotations(a)
 	}
 	sign(want)
@@ -334,7 +341,7 @@ func put[T any, O object, L runtime.Object](ctx context.Context, s *Store, c *co
 	}
 	// The API server may have defaulted fields (a PodTemplate's pod spec):
 	// sign what it stored, which is what later reads see.
-	if !key.Verify(got.GetAnnotations()[c.digestKey], c.domain, c.parts(got)...) {
+	if !key.Verify(got.GetAnnotations()[c.digestKey], c.domain, c.signed(got)...) {
 		sign(got)
 		if got, err = cl.Update(ctx, got, metav1.UpdateOptions{FieldManager: managed.FieldManager}); err != nil {
 			return Entry[T]{}, s.fail("writing", c.kind, name, err)

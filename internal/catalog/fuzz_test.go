@@ -39,12 +39,12 @@ func checkEntry[T any, O object, L runtime.Object](t *testing.T, c *codec[T, O, 
 		if a == nil {
 			a = map[string]string{}
 		}
-		a[c.digestKey] = key.Sign(c.domain, c.parts(o)...)
+		a[c.digestKey] = key.Sign(c.domain, c.signed(o)...)
 		o.SetAnnotations(a)
 	}
-	before := c.parts(o)
+	before := c.signed(o)
 	edit(o)
-	edited := !equalParts(before, c.parts(o))
+	edited := !equalParts(before, c.signed(o))
 	en, err := c.entry(context.Background(), s, o)
 	if err != nil {
 		if en.Drift != "" || en.Object != "" {
@@ -52,7 +52,7 @@ func checkEntry[T any, O object, L runtime.Object](t *testing.T, c *codec[T, O, 
 		}
 		return
 	}
-	verifies := key.Verify(o.GetAnnotations()[c.digestKey], c.domain, c.parts(o)...)
+	verifies := key.Verify(o.GetAnnotations()[c.digestKey], c.domain, c.signed(o)...)
 	if en.Drift == "" && (!verifies || (sign && edited)) {
 		t.Fatalf("no drift for content that does not verify (signed %v, edited %v)", sign, edited)
 	}

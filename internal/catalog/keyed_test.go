@@ -164,3 +164,29 @@ func TestConfiguredKey(t *testing.T) {
 		t.Errorf("Key: %v", err)
 	}
 }
+
+// A signed credential copied under another credential's name keeps its
+// signature but must not verify there: otherwise whoever can write Secrets
+// in the catalog could swap where two credentials point.
+func TestSignedCopyUnderAnotherNameIsDrift(t *testing.T) {
+	ctx := context.Background()
+	s, kube := newStore()
+	secrets := kube.CoreV1().Secrets(ns)
+	for _, name := range []string{"prod", "lab"} {
+		if _, err := s.PutCredential(ctx, bearer(name), NewOnly); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lab, _ := secrets.Get(ctx, "lab", metav1.GetOptions{})
+	prod, _ := secrets.Get(ctx, "prod", metav1.GetOptions{})
+	prod.Data, prod.Annotations = lab.Data, lab.Annotations
+	if _, err := secrets.Update(ctx, prod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.GetCredential(ctx, "prod"); err != nil || c.Drift == "" {
+		t.Errorf("lab's signed content under the name prod: drift %q, %v", c.Drift, err)
+	}
+	if c, err := s.GetCredential(ctx, "lab"); err != nil || c.Drift != "" {
+		t.Errorf("lab itself: drift %q, %v", c.Drift, err)
+	}
+}

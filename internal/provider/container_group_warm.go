@@ -120,7 +120,7 @@ type warmPool struct {
 // fillWarm tops the group's pools up and drains the pools it no longer
 // keeps. Failures are warnings: runs take the cold path without warm pods.
 func fillWarm(ctx context.Context, d *providerData, kube kubernetes.Interface, g catalog.Group, pools []warmPool, diags *diag.Diagnostics) {
-	key, err := d.catalogKey(ctx)
+	key, err := d.signingKey(ctx)
 	if err != nil {
 		diags.AddWarning("Warm Pods Not Started", fmt.Sprintf("Container group %q: the catalog key, which signs warm "+
 			"pods, is not available: %v. Runs start pods of their own until an apply of the group can read it.", g.Name, err))
@@ -170,7 +170,7 @@ func warmCounts(ctx context.Context, d *providerData, g catalog.Group) (types.In
 	gc, err := d.credentialClients(ctx, g.Credential)
 	if err == nil {
 		var key *catalogkey.Key
-		if key, err = d.catalogKey(ctx); err == nil {
+		if key, err = d.signingKey(ctx); err == nil {
 			c, err = warmpool.Count(ctx, gc.Kube, key, g.Namespace, g.Name)
 		}
 	}
@@ -213,7 +213,7 @@ func drainWarm(ctx context.Context, d *providerData, kube kubernetes.Interface, 
 	if g.WarmTotal() == 0 {
 		return nil
 	}
-	key, err := d.catalogKey(ctx)
+	key, err := d.signingKey(ctx)
 	if err != nil {
 		return fmt.Errorf("the catalog key, which tells kubeplay's warm pods from others, is not available: %w", err)
 	}

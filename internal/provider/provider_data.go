@@ -34,8 +34,6 @@ type providerData struct {
 
 	storeMu sync.Mutex
 	store   *catalog.Store
-	// catalogKeys caches catalogKey's answer.
-	catalogKeys keyCache
 
 	// What this plan walk plans for groups, labels and credentials; see plannedSet.
 	plannedGroups       plannedSet[catalog.Group]

@@ -566,7 +566,7 @@ func (r *runResource) engine(ctx context.Context, c *kubeclient.Clients) *runeng
 // runs and logs with tflog.
 func engineFor(ctx context.Context, d *providerData, c *kubeclient.Clients) *runengine.Engine {
 	return runengine.New(c, runengine.Options{
-		Sweeps: d.sweeps.Do, DryRuns: d.dryRuns.Do, Key: d.catalogKey,
+		Sweeps: d.sweeps.Do, DryRuns: d.dryRuns.Do, Key: d.signingKey,
 		Log: func(level slog.Level, msg string, f map[string]any) {
 			switch {
 			case level >= slog.LevelWarn:
