@@ -101,6 +101,24 @@ func NamespaceLabels(level string) map[string]string {
 	return map[string]string{EnforceLabel: l, EnforceVersionLabel: api.VersionLatest}
 }
 
+// LabelPrefix starts every label of the PodSecurity admission plugin.
+const LabelPrefix = "pod-security.kubernetes.io/"
+
+// ModeLabels are NamespaceLabels plus the warn and audit modes at the same
+// level: a refused pod is refused, a workload whose pods would be is warned
+// about when it is made, and both are audited. nil for an invalid level.
+func ModeLabels(level string) map[string]string {
+	l, err := Level(level)
+	if err != nil {
+		return nil
+	}
+	return map[string]string{
+		EnforceLabel: l, EnforceVersionLabel: api.VersionLatest,
+		api.WarnLevelLabel: l, api.WarnVersionLabel: api.VersionLatest,
+		api.AuditLevelLabel: l, api.AuditVersionLabel: api.VersionLatest,
+	}
+}
+
 var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 	return policy.NewEvaluator(policy.DefaultChecks(), nil)
 })
