@@ -64,8 +64,11 @@ func (o Owner) describe() string {
 
 // String names o in messages.
 func (o Owner) String() string {
-	if o.ID == "" {
-		return "a " + o.Kind + " made before owner ids"
+	switch {
+	case o.ID == "":
+		return o.describe() + ", made before owner ids"
+	case !ValidOwnerID(o.ID):
+		return o.describe() // being created: its id comes at apply
 	}
 	return o.describe() + " (owner id " + o.ID + ")"
 }
