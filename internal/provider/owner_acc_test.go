@@ -364,3 +364,61 @@ resource "echo" "k" {}
 		Steps:                    []resource.TestStep{{Config: cfg, Check: check}},
 	})
 }
+
+// TestAccCredential_serviceAccountOwnerUnique: another configuration's
+// service_account credential "runner" (a catalog in another catalog
+// namespace) made its ServiceAccount and token Secret in the namespace. A
+// credential of the same name here is refused, naming the other, and
+// neither changes nor deletes what the other made.
+func TestAccCredential_serviceAccountOwnerUnique(t *testing.T) {
+	e := newTestEnv(t)
+	ns, name := e.namespace("kp-saown"), randName("runner")
+	const otherID = "fedcba9876543210fedcba9876543210"
+	meta := func(n string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: n, Labels: map[string]string{"app.kubernetes.io/managed-by": "kubeplay",
+			"kubeplay.io/credential": name}, Annotations: map[string]string{"kubeplay.io/owner-id": otherID,
+			"kubeplay.io/owner": `credential "` + name + `" of catalog namespace "team-b"`}}
+	}
+	var secretUID string
+	others := func() {
+		ctx := context.Background()
+		if _, err := e.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta(name)}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m := meta(name + "-token")
+		m.Annotations[corev1.ServiceAccountNameKey] = name
+		sec, err := e.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: m, Type: corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secretUID = string(sec.UID)
+	}
+	intact := func(*terraform.State) error {
+		ctx := context.Background()
+		sec, err := e.kube.CoreV1().Secrets(ns).Get(ctx, name+"-token", metav1.GetOptions{})
+		if err != nil || string(sec.UID) != secretUID || sec.Annotations["kubeplay.io/owner-id"] != otherID {
+			return fmt.Errorf("the other credential's token Secret was changed or deleted (%v)", err)
+		}
+		sa, err := e.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || sa.Annotations["kubeplay.io/owner-id"] != otherID {
+			return fmt.Errorf("the other credential's ServiceAccount was changed or deleted (%v)", err)
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             intact,
+		Steps: []resource.TestStep{{
+			PreConfig: others,
+			Config: e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_credential" "test" {
+  name      = %q
+  kind      = "service_account"
+  namespace = %q
+}
+`, name, ns),
+			ExpectError: regexp.MustCompile(`(?s)Service Account Object Owned By Another Credential.*catalog\s+namespace\s+"team-b"` +
+				`.*` + otherID),
+		}},
+	})
+}
