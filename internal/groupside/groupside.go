@@ -246,6 +246,34 @@ func MayManage(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 	return s.mayManage(ns)
 }
 
+// Orphan is the owner id that s's objects (its managed namespace, else
+// its quota and ledgers) record when a definition of s's name in s's own
+// catalog made them (managed.OrphanOf); "" when none does. A group being
+// created, which its catalog does not hold yet, takes it over.
+func Orphan(ctx context.Context, kube kubernetes.Interface, s Spec) string {
+	kv := []string{managed.LabelContainerGroup, s.Name}
+	if s.ManageNamespace {
+		if ns, err := kube.CoreV1().Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); err == nil {
+			return managed.OrphanOf(ns, s.Owner, kv...)
+		}
+		return ""
+	}
+	if q, err := kube.CoreV1().ResourceQuotas(s.Namespace).Get(ctx, capacity.QuotaName(s.Name), metav1.GetOptions{}); err == nil {
+		if id := managed.OrphanOf(q, s.Owner, kv...); id != "" {
+			return id
+		}
+	}
+	for _, kind := range []string{capacity.Forks, capacity.Runs} {
+		led := capacity.Ledger{Namespace: s.Namespace, Group: s.Name, Kind: kind}
+		if cm, err := kube.CoreV1().ConfigMaps(s.Namespace).Get(ctx, led.ConfigMapName(), metav1.GetOptions{}); err == nil {
+			if id := managed.OrphanOf(cm, s.Owner, kv...); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
 // owner is s.Owner, named for messages when it came without a name.
 func (s Spec) owner() managed.Owner {
 	o := s.Owner

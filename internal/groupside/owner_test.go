@@ -145,3 +145,37 @@ func TestForeignNamespaceStaysExistsError(t *testing.T) {
 		t.Errorf("MayManage on a foreign namespace: %v; want NamespaceExistsError", err)
 	}
 }
+
+// TestOrphan: objects that a deleted definition of the same name in the
+// same catalog (by its namespace's UID) left are offered to the new one;
+// another catalog's, or a catalog namespace of the same name elsewhere,
+// are not.
+func TestOrphan(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	old := deploy(idA, "team-a", true)
+	old.Owner.CatalogUID = "uid-a"
+	if _, err := Ensure(ctx, kube, old); err != nil {
+		t.Fatal(err)
+	}
+	again := deploy("", "team-a", true)
+	again.Owner.CatalogUID = "uid-a"
+	if got := Orphan(ctx, kube, again); got != idA {
+		t.Errorf("Orphan in the same catalog = %q, want %q", got, idA)
+	}
+	elsewhere := deploy("", "team-a", true)
+	elsewhere.Owner.CatalogUID = "uid-other-cluster"
+	if got := Orphan(ctx, kube, elsewhere); got != "" {
+		t.Errorf("Orphan for a same-named catalog on another cluster = %q, want none", got)
+	}
+	other := deploy("", "team-b", true)
+	other.Owner.CatalogUID = "uid-a"
+	if got := Orphan(ctx, kube, other); got != "" {
+		t.Errorf("Orphan for another catalog namespace = %q, want none", got)
+	}
+	quotaOnly := deploy("", "team-a", false)
+	quotaOnly.Owner.CatalogUID = "uid-a"
+	if got := Orphan(ctx, kube, quotaOnly); got != idA {
+		t.Errorf("Orphan by the quota = %q, want %q", got, idA)
+	}
+}

@@ -24,6 +24,10 @@ const (
 	// AnnotationOwner names that definition for people: its kind, name and
 	// catalog namespace. Only the id is compared.
 	AnnotationOwner = "kubeplay.io/owner"
+	// AnnotationOwnerCatalog holds the UID of the owner's catalog
+	// namespace: it tells the owner's catalog apart from a namespace of the
+	// same name on another catalog cluster.
+	AnnotationOwnerCatalog = "kubeplay.io/owner-catalog-uid"
 )
 
 // Owner is the definition an object belongs to.
@@ -34,6 +38,8 @@ type Owner struct {
 	// Kind is "container group" or "credential"; Name its name; Catalog
 	// the catalog namespace that holds it.
 	Kind, Name, Catalog string
+	// CatalogUID is the UID of the catalog namespace; "" when unknown.
+	CatalogUID string
 }
 
 var ownerIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -55,7 +61,26 @@ func (o Owner) Annotations() map[string]string {
 	if o.ID == "" {
 		return nil
 	}
-	return map[string]string{AnnotationOwnerID: o.ID, AnnotationOwner: o.describe()}
+	a := map[string]string{AnnotationOwnerID: o.ID, AnnotationOwner: o.describe()}
+	if o.CatalogUID != "" {
+		a[AnnotationOwnerCatalog] = o.CatalogUID
+	}
+	return a
+}
+
+// OrphanOf is the owner id obj records when its owner was a definition of
+// o's kind and name in o's own catalog (by the catalog namespace's UID);
+// "" otherwise. A definition being created in that catalog, where no
+// definition of that name exists any more, may take that id over: the
+// objects are its predecessor's, as after the definition was deleted out
+// of band.
+func OrphanOf(obj metav1.Object, o Owner, kv ...string) string {
+	id, who := OwnerOf(obj)
+	uid := obj.GetAnnotations()[AnnotationOwnerCatalog]
+	if !Owns(obj, kv...) || !ValidOwnerID(id) || o.CatalogUID == "" || uid != o.CatalogUID || who != o.describe() {
+		return ""
+	}
+	return id
 }
 
 func (o Owner) describe() string {

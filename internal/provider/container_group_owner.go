@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
@@ -32,8 +34,18 @@ const unassignedOwnerID = "unassigned"
 // holds, when it replaces a group of its own); an update keeps its id, and
 // a group stored before owner ids gets one now and adopts, this once, the
 // objects kubeplay made for its name.
-func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog.Store, g *catalog.Group, create bool, diags *diag.Diagnostics) (groupside.Spec, bool) {
+func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog.Store, kube kubernetes.Interface, g *catalog.Group, create bool, diags *diag.Diagnostics) (groupside.Spec, bool) {
 	adopt := false
+	catalogUID := r.catalogUID(ctx)
+	if create {
+		// What this catalog's deleted definition of the name left (the
+		// catalog does not hold the name: CheckAbsent passed) is the new one's.
+		probe := sideSpec(*g)
+		probe.Owner.Catalog, probe.Owner.CatalogUID = r.data.catalogNamespace, catalogUID
+		if id := groupside.Orphan(ctx, kube, probe); id != "" {
+			g.OwnerID = id
+		}
+	}
 	if !managed.ValidOwnerID(g.OwnerID) {
 		if !create {
 			if prev, err := store.GetGroup(ctx, g.Name); err == nil && managed.ValidOwnerID(prev.Value.OwnerID) {
@@ -50,8 +62,23 @@ func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog
 		}
 	}
 	side := sideSpec(*g)
-	side.Owner.Catalog, side.Adopt = r.data.catalogNamespace, adopt
+	side.Owner.Catalog, side.Owner.CatalogUID, side.Adopt = r.data.catalogNamespace, catalogUID, adopt
 	return side, true
+}
+
+// catalogUID is the UID of the catalog namespace, which owner annotations
+// record; "" when it cannot be read.
+func (r *containerGroupResource) catalogUID(ctx context.Context) string {
+	c, err := r.data.clients()
+	if err != nil {
+		return ""
+	}
+	ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, r.data.catalogNamespace, metav1.GetOptions{})
+	if err != nil {
+		tflog.Debug(ctx, "the catalog namespace's UID is unknown", map[string]any{"error": err.Error()})
+		return ""
+	}
+	return string(ns.UID)
 }
 
 // checkOnCluster holds the planned group to what its cluster holds and
@@ -78,10 +105,13 @@ func (r *containerGroupResource) checkOnCluster(ctx context.Context, g catalog.G
 		}
 	}
 	side := sideSpec(g)
-	side.Owner.Catalog = r.data.catalogNamespace
+	side.Owner.Catalog, side.Owner.CatalogUID = r.data.catalogNamespace, r.catalogUID(ctx)
 	switch {
 	case creating:
 		side.Owner.ID = unassignedOwnerID
+		if id := groupside.Orphan(ctx, gc.Kube, side); id != "" {
+			side.Owner.ID = id // left by this catalog's deleted definition: taken over at apply
+		}
 	case stateOwner.IsNull() || stateOwner.IsUnknown():
 		side.Owner.ID, side.Adopt = "", true // from before owner ids: adopts at apply
 	default:

@@ -765,7 +765,7 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		addCredentialUnavailable(diags, g.Name, g.Credential, err)
 		return
 	}
-	side, ok := r.assignOwner(ctx, store, &g, create, diags)
+	side, ok := r.assignOwner(ctx, store, gc.Kube, &g, create, diags)
 	if !ok {
 		return
 	}
