@@ -57,23 +57,23 @@ func FuzzLedgerDecode(f *testing.F) {
 			delete(cm.Annotations, managed.AnnotationOwnerID)
 		}
 		l := Ledger{Namespace: "runs", Group: "g", Limit: limit, Owner: managed.Owner{ID: fuzzOwner}}
-		got, max, err := l.decode(cm)
+		got, decoded, err := l.decode(cm)
 		if err != nil {
 			return
 		}
 		if owner != fuzzOwner || managedBy != managed.ManagedByValue || group != "g" {
 			t.Fatalf("accepted a ledger of owner %q, managed-by %q, group %q", owner, managedBy, group)
 		}
-		if max < 1 {
-			t.Fatalf("accepted a limit of %d", max)
+		if decoded < 1 {
+			t.Fatalf("accepted a limit of %d", decoded)
 		}
 		for k, e := range got {
 			if !e.valid() {
 				t.Fatalf("accepted the invalid entry %q: %+v", k, e)
 			}
 		}
-		if n := used(got, max); n < 0 || n > max {
-			t.Fatalf("claims add up to %d of %d", n, max)
+		if n := used(got, decoded); n < 0 || n > decoded {
+			t.Fatalf("claims add up to %d of %d", n, decoded)
 		}
 		// A ledger of the group without an owner id is the legacy group's
 		// only.

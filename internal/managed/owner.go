@@ -126,10 +126,10 @@ func RelationOf(obj metav1.Object, o Owner, kv ...string) Relation {
 	if !Owns(obj, kv...) {
 		return Foreign
 	}
-	switch id, _ := OwnerOf(obj); {
-	case id == o.ID:
+	switch id, _ := OwnerOf(obj); id {
+	case o.ID:
 		return Mine
-	case id == "":
+	case "":
 		return Legacy
 	}
 	return Foreign

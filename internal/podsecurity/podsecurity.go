@@ -200,17 +200,21 @@ func ServerVersion(d discovery.ServerVersionInterface) (string, error) {
 	if d == nil {
 		return "", errors.New("reading the API server's version: no client")
 	}
-	if !reflect.TypeOf(d).Comparable() {
-		// not a key: ask every time
-	} else if v, ok := versions.Load(d); ok {
-		return v.(string), nil
+	// A client of a type that cannot be a map key is asked every time.
+	cacheable := reflect.TypeOf(d).Comparable()
+	if cacheable {
+		if v, ok := versions.Load(d); ok {
+			if s, ok := v.(string); ok {
+				return s, nil
+			}
+		}
 	}
 	info, err := d.ServerVersion()
 	if err != nil {
 		return "", fmt.Errorf("reading the API server's version: %w", err)
 	}
 	v := PolicyVersion(info)
-	if reflect.TypeOf(d).Comparable() {
+	if cacheable {
 		versions.Store(d, v)
 	}
 	return v, nil

@@ -254,7 +254,10 @@ func TestPolicyVersion(t *testing.T) {
 // TestServerVersionCached: the version is asked once per client.
 func TestServerVersionCached(t *testing.T) {
 	kube := fake.NewClientset()
-	fd := kube.Discovery().(*fakediscovery.FakeDiscovery)
+	fd, ok := kube.Discovery().(*fakediscovery.FakeDiscovery)
+	if !ok {
+		t.Fatalf("the fake clientset's discovery is a %T", kube.Discovery())
+	}
 	fd.FakedServerVersion = &version.Info{Major: "1", Minor: "32"}
 	if v, err := podsecurity.ServerVersion(fd); err != nil || v != "v1.32" {
 		t.Fatalf("ServerVersion = %q, %v", v, err)
