@@ -296,14 +296,14 @@ func TestNamespaceUsersAcc(t *testing.T) {
 	}
 	pod("run-1", map[string]string{managed.LabelContainerGroup: "g"})
 	runs := int64(5)
-	if err := ApplyQuota(ctx, kube, "g", ns, Limits{MaxConcurrentRuns: &runs}); err != nil {
+	if err := ApplyQuota(ctx, kube, "g", ns, Limits{MaxConcurrentRuns: &runs}, managed.Owner{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if users, err := NamespaceUsers(ctx, kube, ns, "g"); err != nil || len(users) != 0 {
 		t.Fatalf("only the group's own objects: %v, %v", users, err)
 	}
 	pod("web", nil)
-	if err := ApplyQuota(ctx, kube, "other", ns, Limits{MaxConcurrentRuns: &runs}); err != nil {
+	if err := ApplyQuota(ctx, kube, "other", ns, Limits{MaxConcurrentRuns: &runs}, managed.Owner{}, false); err != nil {
 		t.Fatal(err)
 	}
 	users, err = NamespaceUsers(ctx, kube, ns, "g")
@@ -311,7 +311,7 @@ func TestNamespaceUsersAcc(t *testing.T) {
 		users[1] != `ResourceQuota "kubeplay-other"` {
 		t.Fatalf("users = %q, %v", users, err)
 	}
-	if err := DeleteQuota(ctx, kube, "other", ns); err != nil {
+	if err := DeleteQuota(ctx, kube, "other", ns, managed.Owner{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, QuotaName("other"), metav1.GetOptions{}); err == nil {

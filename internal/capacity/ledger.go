@@ -53,6 +53,12 @@ type Ledger struct {
 	Limit int64
 	// OnWait, when set, is told once that Acquire has to wait for capacity.
 	OnWait func()
+	// Owner is the group definition the ledger belongs to: a ConfigMap of
+	// the ledger's name with another owner id is no ledger of the group's
+	// (runs need only Owner.ID; Ensure writes the rest). Adopt lets Ensure
+	// take over a ledger from before owner ids.
+	Owner managed.Owner
+	Adopt bool
 }
 
 // The kinds of ledger.
@@ -103,7 +109,7 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 				Name:        l.name(),
 				Namespace:   l.Namespace,
 				Labels:      map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: l.Group},
-				Annotations: map[string]string{AnnotationMaxForks: strconv.FormatInt(maxForks, 10)},
+				Annotations: managed.Merge(l.Owner.Annotations(), map[string]string{AnnotationMaxForks: strconv.FormatInt(maxForks, 10)}),
 			}}
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 			if apierrors.IsAlreadyExists(err) {
@@ -114,13 +120,11 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 		if err != nil {
 			return err
 		}
-		if !l.owns(cm) {
-			return l.notOwned()
+		if rel := l.relation(cm); rel != managed.Mine && (rel != managed.Legacy || !l.Adopt) {
+			return l.notOwned(cm)
 		}
-		if cm.Annotations == nil {
-			cm.Annotations = map[string]string{}
-		}
-		cm.Annotations[AnnotationMaxForks] = strconv.FormatInt(maxForks, 10)
+		cm.Annotations = managed.Merge(cm.Annotations, l.Owner.Annotations(),
+			map[string]string{AnnotationMaxForks: strconv.FormatInt(maxForks, 10)})
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 		if apierrors.IsConflict(err) {
 			continue
@@ -129,18 +133,27 @@ func (l Ledger) Ensure(ctx context.Context, maxForks int64) error {
 	}
 }
 
-// Delete removes the ledger when it is the group's (managed.DeleteOwned):
-// a ConfigMap of its name that kubeplay did not make is left alone.
+// Delete removes the ledger when it is the group's, by its labels and
+// owner id (managed.DeleteMine): a ConfigMap of its name that kubeplay did
+// not make, or made for another definition, is left alone.
 func (l Ledger) Delete(ctx context.Context) error {
-	_, err := managed.DeleteOwned(ctx, l.Kube.CoreV1().ConfigMaps(l.Namespace), l.name(), managed.LabelContainerGroup, l.Group)
+	_, err := managed.DeleteMine(ctx, l.Kube.CoreV1().ConfigMaps(l.Namespace), l.name(), l.Owner, managed.LabelContainerGroup, l.Group)
 	return err
 }
 
-func (l Ledger) owns(cm *corev1.ConfigMap) bool {
-	return managed.Owns(cm, managed.LabelContainerGroup, l.Group)
+func (l Ledger) relation(cm *corev1.ConfigMap) managed.Relation {
+	return managed.RelationOf(cm, l.Owner, managed.LabelContainerGroup, l.Group)
 }
 
-func (l Ledger) notOwned() error {
+// notOwned is the error that cm is not the group's ledger.
+func (l Ledger) notOwned(cm *corev1.ConfigMap) error {
+	if managed.Owns(cm, managed.LabelContainerGroup, l.Group) {
+		o := l.Owner
+		if o.Name == "" {
+			o.Kind, o.Name = "container group", l.Group
+		}
+		return managed.OtherOwner("ConfigMap", cm, o)
+	}
 	return &managed.NotOwnedError{Kind: "ConfigMap", Namespace: l.Namespace, Name: l.name(),
 		Labels: managed.Labels(managed.LabelContainerGroup, l.Group)}
 }
@@ -290,10 +303,14 @@ func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
 
 // decode reads the entries and the limit: the group's (l.Limit) when set,
 // else the annotation, which must be at least 1. A ConfigMap of the
-// ledger's name that kubeplay did not make is no ledger.
+// ledger's name that kubeplay did not make, or made for a definition with
+// another owner id, is no ledger.
 func (l Ledger) decode(cm *corev1.ConfigMap) (map[string]Entry, int64, error) {
-	if !l.owns(cm) {
-		return nil, 0, l.notOwned()
+	if cm == nil {
+		return nil, 0, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
+	}
+	if l.relation(cm) != managed.Mine {
+		return nil, 0, l.notOwned(cm)
 	}
 	maxForks := l.Limit
 	if maxForks < 1 {

@@ -51,6 +51,10 @@ func QuotaName(group string) string { return "kubeplay-" + group }
 // concurrent runs and warm pods, requests.cpu and requests.memory for cores and RAM (what
 // Nodepool counts), and max_resources as given. Quantities must be valid.
 func Quota(group, namespace string, l Limits) (*corev1.ResourceQuota, error) {
+	return ownedQuota(group, namespace, l, managed.Owner{})
+}
+
+func ownedQuota(group, namespace string, l Limits, o managed.Owner) (*corev1.ResourceQuota, error) {
 	hard := corev1.ResourceList{}
 	if l.MaxConcurrentRuns != nil {
 		hard[corev1.ResourcePods] = *resource.NewQuantity(*l.MaxConcurrentRuns+l.WarmPods, resource.DecimalSI)
@@ -75,21 +79,24 @@ func Quota(group, namespace string, l Limits) (*corev1.ResourceQuota, error) {
 	return &corev1.ResourceQuota{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      QuotaName(group),
-			Namespace: namespace,
-			Labels:    map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: group},
+			Name:        QuotaName(group),
+			Namespace:   namespace,
+			Labels:      map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelContainerGroup: group},
+			Annotations: o.Annotations(),
 		},
 		Spec: corev1.ResourceQuotaSpec{Hard: hard},
 	}, nil
 }
 
 // ApplyQuota creates or updates the group's quota, or deletes it when the
-// limits are empty.
-func ApplyQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string, l Limits) error {
+// limits are empty. The quota is o's: one of its name that another
+// definition made (by its owner id) is neither changed nor deleted; one
+// from before owner ids is adopted when adopt is set.
+func ApplyQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string, l Limits, o managed.Owner, adopt bool) error {
 	if l.Empty() {
-		return DeleteQuota(ctx, kube, group, namespace)
+		return DeleteQuota(ctx, kube, group, namespace, o)
 	}
-	want, err := Quota(group, namespace, l)
+	want, err := ownedQuota(group, namespace, l, o)
 	if err != nil {
 		return err
 	}
@@ -102,20 +109,31 @@ func ApplyQuota(ctx context.Context, kube kubernetes.Interface, group, namespace
 	if err != nil {
 		return err
 	}
-	if !managed.Owns(got, managed.LabelContainerGroup, group) {
+	switch managed.RelationOf(got, o, managed.LabelContainerGroup, group) {
+	case managed.Mine:
+	case managed.Legacy:
+		if !adopt {
+			return managed.OtherOwner("ResourceQuota", got, o)
+		}
+	default:
+		if managed.Owns(got, managed.LabelContainerGroup, group) {
+			return managed.OtherOwner("ResourceQuota", got, o)
+		}
 		return &managed.NotOwnedError{Kind: "ResourceQuota", Namespace: namespace, Name: want.Name, Labels: want.Labels}
 	}
 	got.Labels, got.Spec = want.Labels, want.Spec
+	got.Annotations = managed.Merge(got.Annotations, want.Annotations)
 	_, err = quotas.Update(ctx, got, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 	return err
 }
 
 // DeleteQuota deletes the group's quota, when it carries the group's
-// ownership labels (managed.DeleteOwned), and waits until it is gone. A
-// quota of its name that kubeplay did not make is left alone.
-func DeleteQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string) error {
+// ownership labels and o's owner id (managed.DeleteMine), and waits until
+// it is gone. A quota of its name that kubeplay did not make, or made for
+// another definition, is left alone.
+func DeleteQuota(ctx context.Context, kube kubernetes.Interface, group, namespace string, o managed.Owner) error {
 	quotas := kube.CoreV1().ResourceQuotas(namespace)
-	deleted, err := managed.DeleteOwned(ctx, quotas, QuotaName(group), managed.LabelContainerGroup, group)
+	deleted, err := managed.DeleteMine(ctx, quotas, QuotaName(group), o, managed.LabelContainerGroup, group)
 	if err != nil || !deleted {
 		return err
 	}

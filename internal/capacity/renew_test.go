@@ -245,7 +245,7 @@ func TestForeignQuotaAndLedgerLeftAlone(t *testing.T) {
 	kube := fake.NewClientset(&corev1.ResourceQuota{ObjectMeta: qm}, &corev1.ConfigMap{ObjectMeta: lm,
 		Data: map[string]string{"x": "theirs"}})
 	var no *managed.NotOwnedError
-	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "1"}); !errors.As(err, &no) || no.Kind != "ResourceQuota" {
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "1"}, managed.Owner{}, false); !errors.As(err, &no) || no.Kind != "ResourceQuota" {
 		t.Errorf("ApplyQuota over a foreign quota: %v", err)
 	}
 	led := Ledger{Kube: kube, Namespace: "runs", Group: "g", Limit: 5}
@@ -255,7 +255,7 @@ func TestForeignQuotaAndLedgerLeftAlone(t *testing.T) {
 	if _, err := led.Acquire(ctx, "r1", 1, time.Minute); !errors.As(err, &no) {
 		t.Errorf("Acquire from a foreign ConfigMap: %v", err)
 	}
-	if err := DeleteQuota(ctx, kube, "g", "runs"); err != nil {
+	if err := DeleteQuota(ctx, kube, "g", "runs", managed.Owner{}); err != nil {
 		t.Errorf("DeleteQuota: %v", err)
 	}
 	if err := led.Delete(ctx); err != nil {

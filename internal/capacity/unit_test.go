@@ -34,7 +34,7 @@ func TestApplyQuotaFake(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset()
 	quotas := kube.CoreV1().ResourceQuotas("runs")
-	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxConcurrentRuns: ptr.To[int64](2)}); err != nil {
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxConcurrentRuns: ptr.To[int64](2)}, managed.Owner{}, false); err != nil {
 		t.Fatal(err)
 	}
 	q, err := quotas.Get(ctx, "kubeplay-g", metav1.GetOptions{})
@@ -46,23 +46,23 @@ func TestApplyQuotaFake(t *testing.T) {
 	if _, err := quotas.Update(ctx, q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "3"}); err != nil {
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "3"}, managed.Owner{}, false); err != nil {
 		t.Fatal(err)
 	}
 	q, _ = quotas.Get(ctx, "kubeplay-g", metav1.GetOptions{})
 	if cpu := q.Spec.Hard[corev1.ResourceRequestsCPU]; len(q.Spec.Hard) != 1 || cpu.String() != "3" {
 		t.Errorf("updated hard = %v", q.Spec.Hard)
 	}
-	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "many"}); err == nil {
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{MaxCores: "many"}, managed.Owner{}, false); err == nil {
 		t.Error("a malformed max_cores was applied")
 	}
-	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{}); err != nil {
+	if err := ApplyQuota(ctx, kube, "g", "runs", Limits{}, managed.Owner{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := quotas.Get(ctx, "kubeplay-g", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("empty limits left the quota: %v", err)
 	}
-	if err := DeleteQuota(ctx, kube, "g", "runs"); err != nil {
+	if err := DeleteQuota(ctx, kube, "g", "runs", managed.Owner{}); err != nil {
 		t.Errorf("deleting a quota that is gone: %v", err)
 	}
 }

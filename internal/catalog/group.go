@@ -52,6 +52,10 @@ type Group struct {
 	// WarmLabels how many of each node label's (Nodepool's min-ready).
 	WarmPods   int64            `json:"warm_pods,omitempty"`
 	WarmLabels map[string]int64 `json:"warm_labels,omitempty"`
+	// OwnerID is the definition's owner id (managed.NewOwnerID), written
+	// on everything the group provisions; "" for a group stored before
+	// owner ids.
+	OwnerID string `json:"owner_id,omitempty"`
 }
 
 // Warm maps a node label ("" for the group's own pod) to its warm pods.

@@ -26,6 +26,13 @@ type Account struct {
 	Name      string
 	// Credential is the owning credential's name, recorded in labels.
 	Credential string
+	// Owner is the credential's definition: every object carries its owner
+	// id, and only objects with it are changed or deleted, so that a
+	// credential of the same name in another catalog does not take them.
+	// Adopt lets Provision take over objects of the credential's labels
+	// from before owner ids (once: it writes its id).
+	Owner managed.Owner
+	Adopt bool
 }
 
 // RoleName is the pod-manager Role and its RoleBinding.
@@ -52,7 +59,9 @@ type Provisioned struct {
 // token lives as long as the Secret: deleting the Secret or the account
 // revokes it. An object of one of these names that lacks the credential's
 // ownership labels is never adopted: Provision fails with a
-// *managed.NotOwnedError before it writes anything.
+// *managed.NotOwnedError before it writes anything; one that carries them
+// but another definition's owner id (a credential of the same name in
+// another catalog) fails with a *managed.OwnedByOtherError.
 func Provision(ctx context.Context, kube kubernetes.Interface, a Account) (Provisioned, error) {
 	if _, err := kube.CoreV1().Namespaces().Get(ctx, a.Namespace, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -101,8 +110,9 @@ func (a Account) objects(kube kubernetes.Interface) []accountObject {
 	create := metav1.CreateOptions{FieldManager: managed.FieldManager}
 	apply := metav1.ApplyOptions{FieldManager: managed.FieldManager, Force: true}
 	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: a.labels()}
+		return metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: a.labels(), Annotations: a.Owner.Annotations()}
 	}
+	owner := a.Owner.Annotations()
 	own := []string{managed.LabelCredential, a.Credential}
 	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: a.Name, Namespace: a.Namespace}
 	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.RoleName()}
@@ -115,10 +125,13 @@ func (a Account) objects(kube kubernetes.Interface) []accountObject {
 			return err
 		},
 		apply: func(ctx context.Context) error {
-			_, err := sas.Apply(ctx, corev1ac.ServiceAccount(a.Name, a.Namespace).WithLabels(a.labels()), apply)
+			_, err := sas.Apply(ctx, corev1ac.ServiceAccount(a.Name, a.Namespace).WithLabels(a.labels()).WithAnnotations(owner), apply)
 			return err
 		},
-		del: func(ctx context.Context) error { _, err := managed.DeleteOwned(ctx, sas, a.Name, own...); return err },
+		del: func(ctx context.Context) error {
+			_, err := managed.DeleteMine(ctx, sas, a.Name, a.Owner, own...)
+			return err
+		},
 	}, {
 		kind: "Role", name: a.RoleName(),
 		get: func(ctx context.Context) (metav1.Object, error) {
@@ -129,11 +142,12 @@ func (a Account) objects(kube kubernetes.Interface) []accountObject {
 			return err
 		},
 		apply: func(ctx context.Context) error {
-			_, err := roles.Apply(ctx, rbacv1ac.Role(a.RoleName(), a.Namespace).WithLabels(a.labels()).WithRules(ruleConfigs()...), apply)
+			_, err := roles.Apply(ctx, rbacv1ac.Role(a.RoleName(), a.Namespace).WithLabels(a.labels()).WithAnnotations(owner).
+				WithRules(ruleConfigs()...), apply)
 			return err
 		},
 		del: func(ctx context.Context) error {
-			_, err := managed.DeleteOwned(ctx, roles, a.RoleName(), own...)
+			_, err := managed.DeleteMine(ctx, roles, a.RoleName(), a.Owner, own...)
 			return err
 		},
 	}, {
@@ -147,13 +161,13 @@ func (a Account) objects(kube kubernetes.Interface) []accountObject {
 			return err
 		},
 		apply: func(ctx context.Context) error {
-			_, err := rbs.Apply(ctx, rbacv1ac.RoleBinding(a.RoleName(), a.Namespace).WithLabels(a.labels()).
+			_, err := rbs.Apply(ctx, rbacv1ac.RoleBinding(a.RoleName(), a.Namespace).WithLabels(a.labels()).WithAnnotations(owner).
 				WithSubjects(rbacv1ac.Subject().WithKind(subject.Kind).WithName(a.Name).WithNamespace(a.Namespace)).
 				WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(roleRef.APIGroup).WithKind(roleRef.Kind).WithName(roleRef.Name)), apply)
 			return err
 		},
 		del: func(ctx context.Context) error {
-			_, err := managed.DeleteOwned(ctx, rbs, a.RoleName(), own...)
+			_, err := managed.DeleteMine(ctx, rbs, a.RoleName(), a.Owner, own...)
 			return err
 		},
 	}, {
@@ -163,17 +177,17 @@ func (a Account) objects(kube kubernetes.Interface) []accountObject {
 		},
 		create: func(ctx context.Context) error {
 			m := meta(a.TokenSecretName())
-			m.Annotations = tokenAnnotations
+			m.Annotations = managed.Merge(m.Annotations, tokenAnnotations)
 			_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: m, Type: corev1.SecretTypeServiceAccountToken}, create)
 			return err
 		},
 		apply: func(ctx context.Context) error {
 			_, err := secrets.Apply(ctx, corev1ac.Secret(a.TokenSecretName(), a.Namespace).WithLabels(a.labels()).
-				WithAnnotations(tokenAnnotations).WithType(corev1.SecretTypeServiceAccountToken), apply)
+				WithAnnotations(managed.Merge(owner, tokenAnnotations)).WithType(corev1.SecretTypeServiceAccountToken), apply)
 			return err
 		},
 		del: func(ctx context.Context) error {
-			_, err := managed.DeleteOwned(ctx, secrets, a.TokenSecretName(), own...)
+			_, err := managed.DeleteMine(ctx, secrets, a.TokenSecretName(), a.Owner, own...)
 			return err
 		},
 	}}
@@ -188,7 +202,16 @@ func ruleConfigs() []*rbacv1ac.PolicyRuleApplyConfiguration {
 	return out
 }
 
-func (o accountObject) notOwned(a Account) error {
+// notOwned is the error that obj (nil when unknown) is not the account's:
+// another definition's, or not kubeplay's.
+func (o accountObject) notOwned(a Account, obj metav1.Object) error {
+	if obj != nil && managed.Owns(obj, managed.LabelCredential, a.Credential) {
+		owner := a.Owner
+		if owner.Name == "" {
+			owner.Kind, owner.Name = "credential", a.Credential
+		}
+		return managed.OtherOwner(o.kind, obj, owner)
+	}
 	return &managed.NotOwnedError{Kind: o.kind, Namespace: a.Namespace, Name: o.name, Labels: a.labels()}
 }
 
@@ -200,8 +223,8 @@ func (o accountObject) check(ctx context.Context, a Account) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading %s %s/%s: %w", o.kind, a.Namespace, o.name, err)
-	case !a.owns(obj):
-		return o.notOwned(a)
+	case !a.mayWrite(obj):
+		return o.notOwned(a, obj)
 	}
 	return nil
 }
@@ -213,10 +236,10 @@ func (o accountObject) write(ctx context.Context, a Account) error {
 	case apierrors.IsNotFound(err):
 		err = o.create(ctx)
 		if apierrors.IsAlreadyExists(err) {
-			return o.notOwned(a) // created by someone else since check
+			return o.notOwned(a, nil) // created by someone else since check
 		}
-	case err == nil && !a.owns(obj):
-		return o.notOwned(a)
+	case err == nil && !a.mayWrite(obj):
+		return o.notOwned(a, obj)
 	case err == nil:
 		err = o.apply(ctx)
 	}
@@ -226,8 +249,15 @@ func (o accountObject) write(ctx context.Context, a Account) error {
 	return nil
 }
 
+// owns: obj is the account's, by its labels and owner id.
 func (a Account) owns(obj metav1.Object) bool {
-	return managed.Owns(obj, managed.LabelCredential, a.Credential)
+	return managed.RelationOf(obj, a.Owner, managed.LabelCredential, a.Credential) == managed.Mine
+}
+
+// mayWrite: obj is the account's, or from before owner ids and adopted.
+func (a Account) mayWrite(obj metav1.Object) bool {
+	rel := managed.RelationOf(obj, a.Owner, managed.LabelCredential, a.Credential)
+	return rel == managed.Mine || (rel == managed.Legacy && a.Adopt)
 }
 
 func waitForToken(ctx context.Context, kube kubernetes.Interface, a Account) (*corev1.Secret, error) {
@@ -273,7 +303,7 @@ func Exists(ctx context.Context, kube kubernetes.Interface, a Account) (bool, er
 }
 
 // Deprovision deletes what Provision created: each object only when it
-// carries the credential's ownership labels, with a UID precondition from
+// carries the credential's ownership labels and owner id, with a UID precondition from
 // the read just before, so that an object of the same name that someone
 // else made, or made in between, is left alone. Missing objects are fine.
 func Deprovision(ctx context.Context, kube kubernetes.Interface, a Account) error {

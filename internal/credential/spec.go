@@ -63,6 +63,7 @@ const (
 	keyClusterNS      = "cluster-namespace"
 	keyWaitTimeout    = "kubeconfig-timeout"
 	keyAllowExec      = "allow-exec-plugin"
+	keyOwnerID        = "owner-id"
 )
 
 // Spec is one credential as kubeplay stores it.
@@ -90,6 +91,9 @@ type Spec struct {
 	// namespace the account lives in.
 	Namespace      string
 	ServiceAccount string
+	// OwnerID is a service_account credential's owner id: the objects it
+	// provisions carry it (Account.Owner); "" before owner ids.
+	OwnerID string
 
 	// SecretVersion and ExportKubeconfig are Terraform settings kept in
 	// annotations so that import restores them.
@@ -157,6 +161,7 @@ func (s Spec) data() map[string][]byte {
 	put(keyContext, s.Context)
 	put(keyNamespace, s.Namespace)
 	put(keyServiceAccount, s.ServiceAccount)
+	put(keyOwnerID, s.OwnerID)
 	put(keyParent, s.Parent)
 	put(keyClusterName, s.ClusterName)
 	put(keyClusterNS, s.ClusterNamespace)
@@ -214,6 +219,7 @@ func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
 		Context:        get(keyContext),
 		Namespace:      get(keyNamespace),
 		ServiceAccount: get(keyServiceAccount),
+		OwnerID:        get(keyOwnerID),
 		VerifySSL:      true,
 
 		Parent:            get(keyParent),

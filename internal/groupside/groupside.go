@@ -21,7 +21,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // Spec is what provisioning needs to know of a group.
@@ -34,6 +34,13 @@ type Spec struct {
 	// PodSecurityLevel is enforced on a managed namespace by the API
 	// server's PodSecurity admission; "" is podsecurity.Default.
 	PodSecurityLevel string
+	// Owner is the group's definition; every object the group provisions
+	// carries its owner id, and only objects with that id are changed or
+	// deleted (Owner.ID "" is a definition from before owner ids, which
+	// owns what carries none). Adopt lets Ensure take over objects of the
+	// group's labels that carry no owner id: once, as it writes its id.
+	Owner managed.Owner
+	Adopt bool
 }
 
 // namespaceLabels are the labels of a managed namespace: the group's, and
@@ -59,7 +66,9 @@ const (
 )
 
 // NamespaceExistsError: a managed namespace exists and was not created by
-// the group; kubeplay does not adopt it, since it would delete it.
+// kubeplay for a group of this name; kubeplay does not adopt it, since it
+// would delete it. A namespace kubeplay made for another definition of the
+// name gives a *managed.OwnedByOtherError instead.
 type NamespaceExistsError struct{ Namespace, Group string }
 
 func (e *NamespaceExistsError) Error() string {
@@ -131,7 +140,8 @@ const (
 
 // Ensure creates or checks the namespace, then sets the quota and the
 // ledgers to match s. Errors are *NamespaceExistsError,
-// *NamespaceMissingError, *NamespaceError, *QuotaError or *LedgerError.
+// *managed.OwnedByOtherError, *NamespaceMissingError, *NamespaceError,
+// *QuotaError or *LedgerError.
 func Ensure(ctx context.Context, kube kubernetes.Interface, s Spec) (Outcome, error) {
 	// Objects a pods-only group does not need are left alone when the
 	// credential may not touch them.
@@ -144,14 +154,14 @@ func Ensure(ctx context.Context, kube kubernetes.Interface, s Spec) (Outcome, er
 	if out, done, err := ensureNamespace(ctx, kube, s, tolerate); done || err != nil {
 		return out, err
 	}
-	if err := tolerate(capacity.ApplyQuota(ctx, kube, s.Name, s.Namespace, s.Limits)); err != nil {
+	if err := tolerate(capacity.ApplyQuota(ctx, kube, s.Name, s.Namespace, s.Limits, s.Owner, s.Adopt)); err != nil {
 		return Ready, &QuotaError{Op: OpWrite, Namespace: s.Namespace, Name: capacity.QuotaName(s.Name), Err: err}
 	}
 	for _, l := range []struct {
 		kind string
 		max  *int64
 	}{{capacity.Forks, s.MaxForks}, {capacity.Runs, s.Limits.MaxConcurrentRuns}} {
-		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: l.kind}
+		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: l.kind, Owner: s.Owner, Adopt: s.Adopt}
 		var err error
 		if l.max != nil {
 			err = led.Ensure(ctx, *l.max)
@@ -173,10 +183,11 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 	switch {
 	case err != nil && tolerate(err) == nil:
 		return PodsOnly, true, nil
-	case err == nil && s.ManageNamespace && !managed.Owns(ns, managed.LabelContainerGroup, s.Name):
-		return Ready, true, &NamespaceExistsError{Namespace: s.Namespace, Group: s.Name}
 	case err == nil && s.ManageNamespace:
-		if err := relabel(ctx, kube, ns, s.namespaceLabels()); err != nil {
+		if err := s.mayManage(ns); err != nil {
+			return Ready, true, err
+		}
+		if err := relabel(ctx, kube, ns, s.namespaceLabels(), s.Owner.Annotations()); err != nil {
 			return Ready, true, &NamespaceError{Op: OpWrite, Namespace: s.Namespace, Err: err}
 		}
 		return Ready, false, nil
@@ -186,7 +197,7 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 		return Ready, true, &NamespaceError{Op: OpRead, Namespace: s.Namespace, Err: err}
 	case s.ManageNamespace:
 		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace,
-			Labels: s.namespaceLabels()}}, metav1.CreateOptions{FieldManager: managed.FieldManager})
+			Labels: s.namespaceLabels(), Annotations: s.Owner.Annotations()}}, metav1.CreateOptions{FieldManager: managed.FieldManager})
 		if err != nil {
 			return Ready, true, &NamespaceError{Op: OpCreate, Namespace: s.Namespace, Err: err}
 		}
@@ -197,18 +208,103 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface, s Spec, tol
 	return NamespaceAbsent, true, nil
 }
 
-// relabel sets want on the group's own namespace ns, such as a changed
-// pod security level, by a merge patch that keeps the labels it does not
-// name.
-func relabel(ctx context.Context, kube kubernetes.Interface, ns *corev1.Namespace, want map[string]string) error {
+// MayManage says whether the group s may manage namespace ns: nil when
+// kubeplay made it for s's definition (its owner id), or for a group of
+// s's name before owner ids and s adopts; else a *managed.OwnedByOtherError
+// naming the owner, or a *NamespaceExistsError.
+func (s Spec) mayManage(ns *corev1.Namespace) error {
+	switch managed.RelationOf(ns, s.Owner, managed.LabelContainerGroup, s.Name) {
+	case managed.Mine:
+		return nil
+	case managed.Legacy:
+		if s.Adopt {
+			return nil
+		}
+		return managed.OtherOwner("namespace", ns, s.owner())
+	}
+	if id, _ := managed.OwnerOf(ns); id != "" || managed.Owns(ns, managed.LabelContainerGroup, s.Name) {
+		return managed.OtherOwner("namespace", ns, s.owner())
+	}
+	return &NamespaceExistsError{Namespace: s.Namespace, Group: s.Name}
+}
+
+// MayManage reads s's namespace and says whether s may manage it, as
+// Ensure will: nil also when it does not exist (Ensure creates it) or s
+// does not manage it. Plans call it, to refuse a namespace of another
+// definition before anything is applied.
+func MayManage(ctx context.Context, kube kubernetes.Interface, s Spec) error {
+	if !s.ManageNamespace {
+		return nil
+	}
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return &NamespaceError{Op: OpRead, Namespace: s.Namespace, Err: err}
+	}
+	return s.mayManage(ns)
+}
+
+// Orphan is the owner id that s's objects (its managed namespace, else
+// its quota and ledgers) record when a definition of s's name in s's own
+// catalog made them (managed.OrphanOf); "" when none does. A group being
+// created, which its catalog does not hold yet, takes it over.
+func Orphan(ctx context.Context, kube kubernetes.Interface, s Spec) string {
+	kv := []string{managed.LabelContainerGroup, s.Name}
+	if s.ManageNamespace {
+		if ns, err := kube.CoreV1().Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); err == nil {
+			return managed.OrphanOf(ns, s.Owner, kv...)
+		}
+		return ""
+	}
+	if q, err := kube.CoreV1().ResourceQuotas(s.Namespace).Get(ctx, capacity.QuotaName(s.Name), metav1.GetOptions{}); err == nil {
+		if id := managed.OrphanOf(q, s.Owner, kv...); id != "" {
+			return id
+		}
+	}
+	for _, kind := range []string{capacity.Forks, capacity.Runs} {
+		led := capacity.Ledger{Namespace: s.Namespace, Group: s.Name, Kind: kind}
+		if cm, err := kube.CoreV1().ConfigMaps(s.Namespace).Get(ctx, led.ConfigMapName(), metav1.GetOptions{}); err == nil {
+			if id := managed.OrphanOf(cm, s.Owner, kv...); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// owner is s.Owner, named for messages when it came without a name.
+func (s Spec) owner() managed.Owner {
+	o := s.Owner
+	if o.Name == "" {
+		o.Kind, o.Name = "container group", s.Name
+	}
+	return o
+}
+
+// relabel sets want and the owner's annotations on the group's own
+// namespace ns, such as a changed pod security level or an adopted
+// namespace's owner id, by a merge patch that keeps what it does not name.
+func relabel(ctx context.Context, kube kubernetes.Interface, ns *corev1.Namespace, want, annotations map[string]string) error {
 	same := true
 	for k, v := range want {
 		same = same && ns.Labels[k] == v
 	}
+	for k, v := range annotations {
+		same = same && ns.Annotations[k] == v
+	}
 	if same {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
+	meta := map[string]any{"labels": want}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	// The resourceVersion makes the patch fail when the namespace changed
+	// since it was checked, such as by another definition's adoption.
+	meta["resourceVersion"] = ns.ResourceVersion
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return err
 	}
@@ -268,13 +364,18 @@ func Sharing(ctx context.Context, kube kubernetes.Interface, s Spec, others []Sp
 
 // Remove deletes what Ensure made: a managed namespace with everything in
 // it, waiting until it is gone, or else the quota and the ledgers. Each is
-// deleted only when it carries the group's ownership labels, with a UID
-// precondition from the read just before; anything else of those names is
-// left alone. A pods-only group made none of them, and its credential may
+// deleted only when it carries the group's ownership labels and its owner
+// id, with a UID precondition from the read just before; anything else of
+// those names, another definition's included, is left alone. A pods-only group made none of them, and its credential may
 // lack the rights to delete them: nothing is done. Errors are as Ensure's.
 func Remove(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 	if s.ManageNamespace {
-		if err := runnamespace.Delete(ctx, kube, s.Namespace, managed.LabelContainerGroup, s.Name); err != nil {
+		nss := kube.CoreV1().Namespaces()
+		deleted, err := managed.DeleteMine(ctx, nss, s.Namespace, s.Owner, managed.LabelContainerGroup, s.Name)
+		if err == nil && deleted {
+			err = waitfor.Gone(ctx, waitfor.Named(nss, s.Namespace), &corev1.Namespace{})
+		}
+		if err != nil {
 			return &NamespaceError{Op: OpDelete, Namespace: s.Namespace, Err: err}
 		}
 		return nil
@@ -282,11 +383,11 @@ func Remove(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 	if !s.needsNamespace() {
 		return nil
 	}
-	if err := capacity.DeleteQuota(ctx, kube, s.Name, s.Namespace); err != nil && !apierrors.IsNotFound(err) {
+	if err := capacity.DeleteQuota(ctx, kube, s.Name, s.Namespace, s.Owner); err != nil && !apierrors.IsNotFound(err) {
 		return &QuotaError{Op: OpDelete, Namespace: s.Namespace, Name: capacity.QuotaName(s.Name), Err: err}
 	}
 	for _, kind := range []string{capacity.Runs, capacity.Forks} {
-		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: kind}
+		led := capacity.Ledger{Kube: kube, Namespace: s.Namespace, Group: s.Name, Kind: kind, Owner: s.Owner}
 		if err := led.Delete(ctx); err != nil {
 			return &LedgerError{Op: OpDelete, Kind: kind, Namespace: s.Namespace, Name: led.ConfigMapName(), Err: err}
 		}

@@ -10,10 +10,15 @@ package podsecurity
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 )
@@ -96,15 +101,41 @@ func NamespaceLabels(level string) map[string]string {
 	return map[string]string{EnforceLabel: l, EnforceVersionLabel: api.VersionLatest}
 }
 
+// LabelPrefix starts every label of the PodSecurity admission plugin.
+const LabelPrefix = "pod-security.kubernetes.io/"
+
+// ModeLabels are NamespaceLabels plus the warn and audit modes at the same
+// level: a refused pod is refused, a workload whose pods would be is warned
+// about when it is made, and both are audited. nil for an invalid level.
+func ModeLabels(level string) map[string]string {
+	l, err := Level(level)
+	if err != nil {
+		return nil
+	}
+	return map[string]string{
+		EnforceLabel: l, EnforceVersionLabel: api.VersionLatest,
+		api.WarnLevelLabel: l, api.WarnVersionLabel: api.VersionLatest,
+		api.AuditLevelLabel: l, api.AuditVersionLabel: api.VersionLatest,
+	}
+}
+
 var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 	return policy.NewEvaluator(policy.DefaultChecks(), nil)
 })
 
-// Check evaluates pod against level at the latest version of the checks,
-// as a namespace labelled with NamespaceLabels(level) would. It returns a
-// *ViolationError listing every failed check, an error wrapping
+// Check evaluates pod against level at the latest version of the checks
+// this build knows. Where the cluster is known, CheckAt with its
+// ServerVersion says what its API server says.
+func Check(level string, pod *corev1.Pod) error { return CheckAt(level, "", pod) }
+
+// CheckAt evaluates pod against level with the checks of policy version
+// ("v1.32"; "" or "latest" for the newest this build knows), as a namespace
+// labelled with NamespaceLabels(level) would on an API server of that
+// version: "latest" there means the server's own version, and newer checks
+// relax some (hostUsers: false passes runAsNonRoot from v1.35 only). It
+// returns a *ViolationError listing every failed check, an error wrapping
 // ErrInvalidLevel, or nil. A nil pod passes: there is nothing to check.
-func Check(level string, pod *corev1.Pod) error {
+func CheckAt(level, version string, pod *corev1.Pod) error {
 	l, err := Level(level)
 	if err != nil {
 		return err
@@ -116,7 +147,13 @@ func Check(level string, pod *corev1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("pod security checks: %w", err)
 	}
-	lv := api.LevelVersion{Level: api.Level(l), Version: api.LatestVersion()}
+	v := api.LatestVersion()
+	if version != "" {
+		if v, err = api.ParseVersion(version); err != nil {
+			return fmt.Errorf("pod security policy version %q: %v", version, err)
+		}
+	}
+	lv := api.LevelVersion{Level: api.Level(l), Version: v}
 	var out []Violation
 	for _, r := range ev.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec) {
 		if !r.Allowed {
@@ -131,4 +168,54 @@ func Check(level string, pod *corev1.Pod) error {
 		return &ViolationError{Level: l, Violations: out}
 	}
 	return nil
+}
+
+// PolicyVersion is the policy version ("v1.32") that an API server of info
+// enforces for "latest"; "" when info does not say (then the newest checks
+// apply).
+func PolicyVersion(info *version.Info) string {
+	if info == nil {
+		return ""
+	}
+	major, err := strconv.Atoi(info.Major)
+	// Minor may carry a suffix, as "32+" on some distributions.
+	digits := strings.FieldsFunc(info.Minor, func(r rune) bool { return !unicode.IsDigit(r) })
+	if err != nil || major != 1 || len(digits) == 0 {
+		return ""
+	}
+	minor, err := strconv.Atoi(digits[0])
+	if err != nil {
+		return ""
+	}
+	return "v1." + strconv.Itoa(minor)
+}
+
+// versions caches ServerVersion per client: an API server's version does
+// not change under a client, and every plan and run asks.
+var versions sync.Map // discovery.ServerVersionInterface -> string
+
+// ServerVersion is the policy version of the API server that d talks to,
+// asked once per client by discovery. An error leaves nothing cached.
+func ServerVersion(d discovery.ServerVersionInterface) (string, error) {
+	if d == nil {
+		return "", errors.New("reading the API server's version: no client")
+	}
+	// A client of a type that cannot be a map key is asked every time.
+	cacheable := reflect.TypeOf(d).Comparable()
+	if cacheable {
+		if v, ok := versions.Load(d); ok {
+			if s, ok := v.(string); ok {
+				return s, nil
+			}
+		}
+	}
+	info, err := d.ServerVersion()
+	if err != nil {
+		return "", fmt.Errorf("reading the API server's version: %w", err)
+	}
+	v := PolicyVersion(info)
+	if cacheable {
+		versions.Store(d, v)
+	}
+	return v, nil
 }

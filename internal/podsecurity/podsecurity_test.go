@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
@@ -189,4 +192,81 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("a refusal without a check: %v", err)
 		}
 	})
+}
+
+// rootInUserNamespace is a restricted pod but for running as root, in a
+// user namespace (hostUsers: false).
+func rootInUserNamespace() *corev1.Pod {
+	p := restrictedPod()
+	p.Spec.SecurityContext.RunAsNonRoot = nil
+	p.Spec.SecurityContext.RunAsUser = ptr.To[int64](0)
+	p.Spec.HostUsers = ptr.To(false)
+	return p
+}
+
+// TestCheckAtVersion: a v1.32 API server relaxes runAsNonRoot and
+// runAsUser for hostUsers: false only behind a feature gate that is off by
+// default, v1.35 does so always: kubeplay says what the server of that
+// version says.
+func TestCheckAtVersion(t *testing.T) {
+	for _, v := range []string{"v1.32", "v1.34"} {
+		err := podsecurity.CheckAt(podsecurity.Restricted, v, rootInUserNamespace())
+		var ve *podsecurity.ViolationError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), "runAsNonRoot != true") || !strings.Contains(err.Error(), "runAsUser=0") {
+			t.Errorf("CheckAt(restricted, %s, root with hostUsers: false) = %v, want runAsNonRoot and runAsUser refused", v, err)
+		}
+	}
+	for _, v := range []string{"v1.35", "latest", ""} {
+		if err := podsecurity.CheckAt(podsecurity.Restricted, v, rootInUserNamespace()); err != nil {
+			t.Errorf("CheckAt(restricted, %q, root with hostUsers: false) = %v, want the v1.35 relaxation", v, err)
+		}
+	}
+	// Without the user namespace, every version refuses root.
+	p := rootInUserNamespace()
+	p.Spec.HostUsers = nil
+	if err := podsecurity.CheckAt(podsecurity.Restricted, "v1.35", p); err == nil {
+		t.Error("root without a user namespace passes restricted at v1.35")
+	}
+	if err := podsecurity.CheckAt(podsecurity.Restricted, "1.32", restrictedPod()); err == nil || !strings.Contains(err.Error(), "1.32") {
+		t.Errorf("CheckAt with a malformed version = %v, want an error naming it", err)
+	}
+}
+
+func TestPolicyVersion(t *testing.T) {
+	cases := []struct {
+		info *version.Info
+		want string
+	}{
+		{&version.Info{Major: "1", Minor: "32", GitVersion: "v1.32.3+k3s1"}, "v1.32"},
+		{&version.Info{Major: "1", Minor: "30+"}, "v1.30"},
+		{&version.Info{Major: "2", Minor: "0"}, ""},
+		{&version.Info{Major: "1", Minor: ""}, ""},
+		{&version.Info{Major: "x", Minor: "1"}, ""},
+		{nil, ""},
+	}
+	for _, c := range cases {
+		if got := podsecurity.PolicyVersion(c.info); got != c.want {
+			t.Errorf("PolicyVersion(%+v) = %q, want %q", c.info, got, c.want)
+		}
+	}
+}
+
+// TestServerVersionCached: the version is asked once per client.
+func TestServerVersionCached(t *testing.T) {
+	kube := fake.NewClientset()
+	fd, ok := kube.Discovery().(*fakediscovery.FakeDiscovery)
+	if !ok {
+		t.Fatalf("the fake clientset's discovery is a %T", kube.Discovery())
+	}
+	fd.FakedServerVersion = &version.Info{Major: "1", Minor: "32"}
+	if v, err := podsecurity.ServerVersion(fd); err != nil || v != "v1.32" {
+		t.Fatalf("ServerVersion = %q, %v", v, err)
+	}
+	fd.FakedServerVersion = &version.Info{Major: "1", Minor: "35"}
+	if v, _ := podsecurity.ServerVersion(fd); v != "v1.32" {
+		t.Errorf("second ServerVersion = %q, want the cached v1.32", v)
+	}
+	if v, _ := podsecurity.ServerVersion(fake.NewClientset().Discovery()); v == "v1.32" {
+		t.Error("another client got the first client's version")
+	}
 }

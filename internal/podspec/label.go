@@ -275,23 +275,37 @@ const NamespaceAccount = "kubeplay"
 // NamespaceObjects are what a namespace label gives a run: a fresh
 // namespace with a ServiceAccount whose Role lets it manage common workloads
 // there. Every rule names a real API group; logs are "pods/log".
+//
+// The Role grants what deploying and testing workloads needs, and nothing
+// that outlives the token or leaves the group's Pod Security level: no
+// Secrets create, update or patch (a Secret of type
+// kubernetes.io/service-account-token would mint a token that never
+// expires), no ServiceAccounts writes and no serviceaccounts/token (more
+// accounts, more tokens), no Roles or RoleBindings (escalation), and no
+// pods/ephemeralcontainers. Pods, and the workloads that make them, are
+// held to the group's level by the namespace's Pod Security labels.
 func NamespaceObjects(namespace, labelName string) (*corev1.Namespace, *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	labels := map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelNodeLabel: labelName}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: maps.Clone(labels)}
 	}
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	read := []string{"get", "list", "watch"}
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: maps.Clone(labels)}}
-	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(NamespaceAccount)}
+	// Pods that name the account get no token of it unless they ask.
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(NamespaceAccount),
+		AutomountServiceAccountToken: ptr.To(false)}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: meta(NamespaceAccount),
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods", "services", "configmaps", "secrets",
-				"persistentvolumeclaims", "serviceaccounts", "endpoints", "events"}, Verbs: all},
+			{APIGroups: []string{""}, Resources: []string{"pods", "services", "configmaps",
+				"persistentvolumeclaims", "endpoints", "events"}, Verbs: all},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: read},
 			{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/portforward"}, Verbs: []string{"create", "get"}},
-			{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: read},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: all},
 			{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: all},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "networkpolicies"}, Verbs: all},

@@ -32,6 +32,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/groupside"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
@@ -91,6 +92,7 @@ type containerGroupModel struct {
 	WarmRevision               types.String `tfsdk:"warm_revision"`
 	WarmPodsReady              types.Int64  `tfsdk:"warm_pods_ready"`
 	WarmPodsStarting           types.Int64  `tfsdk:"warm_pods_starting"`
+	OwnerID                    types.String `tfsdk:"owner_id"`
 }
 
 func (r *containerGroupResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -338,6 +340,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Default:             stringdefault.StaticString(podsecurity.Default),
 				Validators:          []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
 			},
+			"owner_id": schema.StringAttribute{
+				MarkdownDescription: "A random id that kubeplay gives the group when it creates it, stored with the group in " +
+					"the catalog. The group's managed namespace, ResourceQuota and ledgers carry it in the annotation " +
+					"`kubeplay.io/owner-id`, and kubeplay changes or deletes only objects that carry the group's own id: " +
+					"another configuration's group of the same name (another `catalog_namespace`, or another catalog " +
+					"cluster) on the same namespace is refused at plan, not adopted. A group created before owner ids gets " +
+					"one at its next apply, and then adopts the objects made for it by name.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
 			"rendered_pod": schema.StringAttribute{
 				MarkdownDescription: "The group's default run pod as YAML, after `image`, `labels`, `annotations` and " +
 					"`pod_spec_override`; known at plan time when they are. Each run adds its name, labels and node label.",
@@ -493,6 +505,7 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		PodSecurityLevel:  m.PodSecurityLevel.ValueString(),
 		WarmPods:          m.WarmPods.ValueInt64(),
 		WarmLabels:        goInt64Map(ctx, m.WarmLabels, diags),
+		OwnerID:           m.OwnerID.ValueString(),
 	}, known && !m.WarmPods.IsUnknown() && !m.WarmLabels.IsUnknown()
 }
 
@@ -526,6 +539,7 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 		m.PodSecurityLevel = types.StringValue(g.PodSecurityLevel) // a plan refuses it
 	}
 	m.RenderedPod = types.StringValue(rendered)
+	m.OwnerID = stringOrNull(g.OwnerID)
 	m.WarmPods = types.Int64Value(g.WarmPods)
 	m.WarmLabels = nullableInt64Map(ctx, g.WarmLabels, diags)
 	if m.WarmPodsReady.IsUnknown() || m.WarmPodsReady.IsNull() {
@@ -559,6 +573,9 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
 		plan.ID = plan.Name // so that references to id are known at plan, as name is
+	}
+	if !req.State.Raw.IsNull() && state.OwnerID.IsNull() {
+		plan.OwnerID = types.StringUnknown() // a group from before owner ids gets one
 	}
 	plan.RenderedPod = types.StringUnknown()
 	spec, known := specFromGroupModel(ctx, plan, &resp.Diagnostics)
@@ -598,6 +615,9 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	if known && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)
+	}
+	if known {
+		r.checkOnCluster(ctx, spec, req.State.Raw.IsNull(), state.OwnerID, &resp.Diagnostics)
 	}
 }
 
@@ -662,7 +682,8 @@ func violationList(ve *podsecurity.ViolationError) string {
 // sideSpec is what the group's cluster must hold for it.
 func sideSpec(g catalog.Group) groupside.Spec {
 	return groupside.Spec{Name: g.Name, Namespace: g.Namespace, ManageNamespace: g.ManageNamespace,
-		Limits: g.Limits(), MaxForks: g.MaxForks, PodSecurityLevel: g.PodSecurityLevel}
+		Limits: g.Limits(), MaxForks: g.MaxForks, PodSecurityLevel: g.PodSecurityLevel,
+		Owner: managed.Owner{ID: g.OwnerID, Kind: groupOwnerKind, Name: g.Name}}
 }
 
 // warnShared warns when the group's namespace holds another group or other
@@ -744,7 +765,11 @@ func (r *containerGroupResource) write(ctx context.Context, getPlan getter, crea
 		addCredentialUnavailable(diags, g.Name, g.Credential, err)
 		return
 	}
-	outcome, err := groupside.Ensure(ctx, gc.Kube, sideSpec(g))
+	side, ok := r.assignOwner(ctx, store, gc.Kube, &g, create, diags)
+	if !ok {
+		return
+	}
+	outcome, err := groupside.Ensure(ctx, gc.Kube, side)
 	if err != nil {
 		addGroupSideError(diags, g, gc.Config.Host, err)
 		return
@@ -782,8 +807,11 @@ func addGroupSideError(diags *diag.Diagnostics, g catalog.Group, host string, er
 		nsErr   *groupside.NamespaceError
 		quota   *groupside.QuotaError
 		ledger  *groupside.LedgerError
+		other   *managed.OwnedByOtherError
 	)
 	switch {
+	case errors.As(err, &other):
+		addOwnedByOtherError(diags, g, host, other)
 	case errors.As(err, &exists):
 		diags.AddAttributeError(path.Root("manage_namespace"), "Namespace Already Exists",
 			fmt.Sprintf("Namespace %q already exists on %s and was not created by container group %q; a managed namespace "+

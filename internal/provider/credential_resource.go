@@ -76,6 +76,7 @@ type credentialModel struct {
 	ClusterName        types.String `tfsdk:"cluster_name"`
 	ClusterNamespace   types.String `tfsdk:"cluster_namespace"`
 	KubeconfigTimeout  types.String `tfsdk:"kubeconfig_timeout"`
+	OwnerID            types.String `tfsdk:"owner_id"`
 }
 
 func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -249,6 +250,16 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "The run permissions the credential lacks in `namespace`, as `verb resource`.",
 				Computed:            true,
 				ElementType:         types.StringType,
+			},
+			"owner_id": schema.StringAttribute{
+				MarkdownDescription: "For `service_account`: a random id that kubeplay gives the credential when it " +
+					"creates it, stored with it in the catalog. The ServiceAccount, Role, RoleBinding and token Secret carry " +
+					"it in the annotation `kubeplay.io/owner-id`, and kubeplay changes or deletes only those that carry the " +
+					"credential's own id, so a credential of the same name in another catalog does not take them. A " +
+					"credential created before owner ids gets one at its next update, and adopts its objects then. Null " +
+					"for other kinds.",
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"checked_at": schema.StringAttribute{
 				MarkdownDescription: "When the credential was last checked against its cluster (RFC 3339).",
@@ -517,8 +528,19 @@ func (r *credentialResource) provision(ctx context.Context, c *kubeclient.Client
 	if spec.Kind != credential.KindServiceAccount {
 		return credential.Account{}, true
 	}
-	account := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
+	account, ok := r.ownedAccount(spec, create, diags)
+	if !ok {
+		return account, false
+	}
 	prov, err := credential.Provision(ctx, c.Kube, account)
+	if other := (*managed.OwnedByOtherError)(nil); errors.As(err, &other) {
+		diags.AddAttributeError(path.Root("service_account_name"), "Service Account Object Owned By Another Credential",
+			fmt.Sprintf("Credential %q would provision %s/%s, but %v. It is another configuration's: a credential of the "+
+				"same name in another catalog_namespace or on another catalog cluster, whose token would stop working. Set "+
+				"service_account_name to a name that is free in namespace %q.", spec.Name, account.Namespace, other.Name, err,
+				account.Namespace))
+		return account, false
+	}
 	if no := (*managed.NotOwnedError)(nil); errors.As(err, &no) {
 		diags.AddAttributeError(path.Root("service_account_name"), "Service Account Object Exists",
 			fmt.Sprintf("Credential %q would provision %s/%s, but %v. kubeplay does not adopt or delete objects it did not "+
@@ -635,7 +657,8 @@ func (r *credentialResource) accountDrift(ctx context.Context, spec credential.S
 		addConnectionUnavailable(diags, err)
 		return "", false
 	}
-	a := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name}
+	a := credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name,
+		Owner: managed.Owner{ID: spec.OwnerID}}
 	ok, err := credential.Exists(ctx, c.Kube, a)
 	if err != nil {
 		diags.AddError("Reading Service Account Failed", fmt.Sprintf("Reading %s/%s: %v.", a.Namespace, a.Name, err))
@@ -660,7 +683,7 @@ func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	if state.Kind.ValueString() == credential.KindServiceAccount {
 		a := credential.Account{Namespace: state.Namespace.ValueString(), Name: state.ServiceAccountName.ValueString(),
-			Credential: state.Name.ValueString()}
+			Credential: state.Name.ValueString(), Owner: managed.Owner{ID: state.OwnerID.ValueString()}}
 		if err := credential.Deprovision(ctx, c.Kube, a); err != nil {
 			resp.Diagnostics.AddError("Deleting Service Account Failed", err.Error()+".")
 			return
@@ -696,7 +719,7 @@ func specFromModel(plan, config credentialModel) credential.Spec {
 		s.Kubeconfig, s.Context = config.Kubeconfig.ValueString(), plan.Context.ValueString()
 		s.AllowExecPlugin = plan.AllowExecPlugin.ValueBool()
 	case credential.KindServiceAccount:
-		s.ServiceAccount = plan.ServiceAccountName.ValueString()
+		s.ServiceAccount, s.OwnerID = plan.ServiceAccountName.ValueString(), plan.OwnerID.ValueString()
 	case credential.KindClusterAPI:
 		s.Parent, s.ClusterName = plan.Parent.ValueString(), plan.ClusterName.ValueString()
 		s.ClusterNamespace, s.KubeconfigTimeout = plan.ClusterNamespace.ValueString(), plan.KubeconfigTimeout.ValueString()
@@ -718,6 +741,7 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
 	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
 	m.ExportedKubeconfig = types.StringNull()
+	m.OwnerID = stringOrNull(spec.OwnerID)
 	m.Parent, m.ClusterName = stringOrNull(spec.Parent), stringOrNull(spec.ClusterName)
 	m.ClusterNamespace, m.KubeconfigTimeout = stringOrNull(spec.ClusterNamespace), stringOrNull(spec.KubeconfigTimeout)
 	switch spec.Kind {
@@ -787,4 +811,22 @@ func (r *credentialResource) checkParentCycle(ctx context.Context, plan credenti
 		}
 		next = e.Value.Spec.Parent
 	}
+}
+
+// ownedAccount is the account a service_account credential provisions,
+// owned by its definition: a new credential gets a fresh owner id (or the
+// one its plan holds, replacing one of its own), one stored before owner
+// ids gets one now and adopts, this once, the objects made for its name.
+func (r *credentialResource) ownedAccount(spec *credential.Spec, create bool, diags *diag.Diagnostics) (credential.Account, bool) {
+	adopt := false
+	if !managed.ValidOwnerID(spec.OwnerID) {
+		id, err := managed.NewOwnerID()
+		if err != nil {
+			diags.AddError("Owner Id Not Made", fmt.Sprintf("Credential %q: %v. The system's random source failed; try again.", spec.Name, err))
+			return credential.Account{}, false
+		}
+		spec.OwnerID, adopt = id, !create
+	}
+	return credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name, Adopt: adopt,
+		Owner: managed.Owner{ID: spec.OwnerID, Kind: "credential", Name: spec.Name, Catalog: r.data.catalogNamespace}}, true
 }

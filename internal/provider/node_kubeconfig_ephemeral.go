@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -79,8 +80,9 @@ func (r *nodeKubeconfigEphemeral) Schema(_ context.Context, _ ephemeral.SchemaRe
 				Computed:            true,
 				Sensitive:           true,
 			},
-			"namespace":  schema.StringAttribute{MarkdownDescription: "The node's namespace.", Computed: true},
-			"expires_at": schema.StringAttribute{MarkdownDescription: "When the token expires (RFC 3339).", Computed: true},
+			"namespace": schema.StringAttribute{MarkdownDescription: "The node's namespace.", Computed: true},
+			"expires_at": schema.StringAttribute{MarkdownDescription: "When the token expires (RFC 3339), as the API server " +
+				"issued it: earlier than `ttl` asks when the server caps tokens (`--service-account-max-token-expiration`).", Computed: true},
 		},
 	}
 }
@@ -109,8 +111,11 @@ func (r *nodeKubeconfigEphemeral) Open(ctx context.Context, req ephemeral.OpenRe
 			". Check the group's name and that its credential reaches its cluster.")
 		return
 	}
-	issued := time.Now()
-	raw, _, err := e.NodeAccess(ctx, g, node, ttl)
+	grant, err := e.NodeAccess(ctx, g, node, ttl)
+	if err == nil && grant.Expires.IsZero() {
+		err = errors.New("the API server issued a token without an expiry")
+	}
+	raw := grant.Kubeconfig
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("node_id"), "Node Kubeconfig Not Issued", fmt.Sprintf("Held node %q "+
 			"of container group %q: %v. Name a kubeplay_node of a namespace node label, make this depend on it, and "+
@@ -133,7 +138,8 @@ func (r *nodeKubeconfigEphemeral) Open(ctx context.Context, req ephemeral.OpenRe
 	}
 	m.Kubeconfig = types.StringValue(string(raw))
 	m.Namespace = types.StringValue(node)
-	m.ExpiresAt = types.StringValue(issued.Add(ttl).UTC().Format(time.RFC3339))
+	// The token's own expiry: the API server may cap the ttl asked for.
+	m.ExpiresAt = types.StringValue(grant.Expires.UTC().Format(time.RFC3339))
 	resp.Diagnostics.Append(resp.Result.Set(ctx, &m)...)
 }
 

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -111,7 +112,11 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"fails the run's plan, which names each failed check.\n\n" +
 			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
 			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
-			"removed when the run ends; the run's pod stays in its group's namespace and its playbook gets a kubeconfig " +
+			"removed when the run ends. The Role may read Secrets and ServiceAccounts but not create or change them, and " +
+			"has no `serviceaccounts/token`, Roles or RoleBindings, so the account cannot mint a token that outlives the " +
+			"one it was given. The namespace enforces (and warns and audits) its container group's `pod_security_level` " +
+			"with the Pod Security admission labels, set after the label's `labels`, so what the account creates there " +
+			"meets the group's level. The run's pod stays in its group's namespace and its playbook gets a kubeconfig " +
 			"for the account (see `kubeplay_run`'s `node_label`). Its PodTemplate holds a placeholder container the API requires; " +
 			"`rendered_template` shows the namespace's objects instead.",
 		Attributes: map[string]schema.Attribute{
@@ -239,10 +244,12 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"labels": schema.MapAttribute{
-				MarkdownDescription: "Labels put on the run's pod (or namespace).",
-				Optional:            true,
-				ElementType:         types.StringType,
-				Validators:          []validator.Map{k8sLabelMap()},
+				MarkdownDescription: "Labels put on the run's pod (or namespace). A namespace label may not set the Pod " +
+					"Security admission labels (`pod-security.kubernetes.io/*`): the namespace enforces, warns and audits the " +
+					"`pod_security_level` of the run's container group.",
+				Optional:    true,
+				ElementType: types.StringType,
+				Validators:  []validator.Map{k8sLabelMap()},
 			},
 			"dynamic_labels": schema.MapAttribute{
 				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
@@ -325,6 +332,7 @@ func (r *nodeLabelResource) ValidateConfig(ctx context.Context, req resource.Val
 				fmt.Sprintf("A node label of type \"namespace\" gives runs a namespace, not a pod, so %s does not apply. "+
 					"Remove it, or use type = \"pod\".", a))
 		}
+		checkNoPodSecurityLabels(m.Labels, &resp.Diagnostics)
 		return
 	}
 	if !m.Spec.IsNull() {
@@ -580,4 +588,22 @@ func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteReque
 
 func (r *nodeLabelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, req, resp)
+}
+
+// checkNoPodSecurityLabels refuses Pod Security admission labels among a
+// namespace label's labels: the namespace enforces its group's
+// pod_security_level, which a label may not lower (kubeplay drops such
+// labels from the namespace in any case).
+func checkNoPodSecurityLabels(labels types.Map, diags *diag.Diagnostics) {
+	if labels.IsNull() || labels.IsUnknown() {
+		return
+	}
+	for k := range labels.Elements() {
+		if strings.HasPrefix(k, podsecurity.LabelPrefix) {
+			diags.AddAttributeError(path.Root("labels").AtMapKey(k), "Pod Security Label Not Allowed",
+				fmt.Sprintf("Label %q would set the Pod Security admission of the run's namespace, which enforces the "+
+					"pod_security_level of the run's container group (warn and audit too) so that what the run's account "+
+					"creates there meets it. Remove the label, and set pod_security_level on the container group instead.", k))
+		}
+	}
 }

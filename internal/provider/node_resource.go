@@ -225,7 +225,9 @@ func nodeTarget(ctx context.Context, d *providerData, group, label string) (rune
 	if c, err = d.credentialClients(ctx, g.Credential); err != nil {
 		return runengine.Group{}, nil, nil, fmt.Errorf("container group %q: %w", g.Name, err)
 	}
-	return engineGroup(g), l, engineFor(ctx, d, c), nil
+	eg := engineGroup(g)
+	eg.PodSecurityVersion = serverPolicyVersion(ctx, c)
+	return eg, l, engineFor(ctx, d, c), nil
 }
 
 func (r *nodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

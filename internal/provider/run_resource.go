@@ -42,6 +42,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
@@ -459,6 +460,17 @@ func (t *runTarget) attr() path.Path {
 	return t.at
 }
 
+// serverPolicyVersion is the Pod Security policy version c's API server
+// enforces, so that kubeplay refuses what it refuses; "" (the newest
+// checks) when it cannot be read.
+func serverPolicyVersion(ctx context.Context, c *kubeclient.Clients) string {
+	v, err := podsecurity.ServerVersion(c.Kube.Discovery())
+	if err != nil {
+		tflog.Debug(ctx, "checking pod security with the newest checks", map[string]any{"reason": err.Error()})
+	}
+	return v
+}
+
 // engineGroup is the run engine's view of a group: the one place that
 // converts the catalog's group for runs.
 func engineGroup(g *catalog.Group) runengine.Group {
@@ -471,6 +483,7 @@ func engineGroup(g *catalog.Group) runengine.Group {
 		DefaultLabel:     g.DefaultLabel,
 		PodSecurityLevel: g.PodSecurityLevel,
 		Warm:             g.Warm(),
+		OwnerID:          g.OwnerID,
 	}
 }
 
@@ -546,6 +559,9 @@ func (r *runResource) target(ctx context.Context, name string, at path.Path, m r
 		c = nil
 	}
 	t := &runTarget{group: engineGroup(g), clients: c, changing: changing, at: at, priority: g.Priority}
+	if c != nil {
+		t.group.PodSecurityVersion = serverPolicyVersion(ctx, c)
+	}
 	if ln := m.NodeLabel.ValueString(); ln != "" {
 		l, labelChanging, err := r.labelFor(ctx, ln, planning)
 		if err != nil {

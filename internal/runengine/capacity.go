@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // ledgerClaim is a claim a run holds, to give back when it ends.
@@ -61,7 +62,7 @@ func (e *Engine) needs(req Request) []need {
 		if c.limit == nil {
 			continue
 		}
-		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind, Limit: *c.limit}
+		led := capacity.Ledger{Kube: e.clients.Kube, Namespace: g.Namespace, Group: g.Name, Kind: c.kind, Limit: *c.limit, Owner: managed.Owner{ID: g.OwnerID}}
 		if req.OnEvent != nil {
 			what := fmt.Sprintf("a run slot (max_concurrent_runs %d)", *c.limit)
 			if c.kind == capacity.Forks {

@@ -54,7 +54,7 @@ func (e *Engine) dryRun(ctx context.Context, g Group, nsLabel *podspec.Label, po
 	if _, err := e.clients.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts); err != nil || nsLabel == nil {
 		return err
 	}
-	ns, _ := runnamespace.Spec{Label: nsLabel.Name, Group: g.Name, RunID: dryRunID}.Objects()
+	ns, _ := runnamespace.Spec{Label: nsLabel.Name, Group: g.Name, RunID: dryRunID, PodSecurityLevel: g.PodSecurityLevel}.Objects()
 	if _, err := e.clients.Kube.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
 		return fmt.Errorf("creating the namespace of node label %q (a label of type namespace needs a credential that "+
 			"may create namespaces, service accounts, roles and role bindings): %w", nsLabel.Name, err)

@@ -31,6 +31,7 @@ func (e *Engine) createNamespace(ctx context.Context, req Request, l *podspec.La
 	spec := runnamespace.Spec{
 		Label: l.Name, Group: req.Group.Name, RunID: namespaceRunID(req), Labels: l.Labels,
 		Annotations: l.Annotations, Deadline: time.Now().Add(req.Timeout), CAData: e.clusterCA(ctx, req.Group.Namespace),
+		PodSecurityLevel: req.Group.PodSecurityLevel,
 	}
 	name := runnamespace.Name(spec.Label, spec.RunID)
 	kubeconfig, token, err := runnamespace.Create(ctx, e.clients.Kube, spec)

@@ -45,7 +45,8 @@ func (e *NodeError) Error() string {
 // name, with the label's labels and annotations, the LabelNode label and
 // no deadline.
 func NodeNamespace(g Group, l *podspec.Label, name string) runnamespace.Spec {
-	return runnamespace.Spec{Label: l.Name, Group: g.Name, Node: name, Labels: l.Labels, Annotations: l.Annotations}
+	return runnamespace.Spec{Label: l.Name, Group: g.Name, Node: name, Labels: l.Labels, Annotations: l.Annotations,
+		PodSecurityLevel: g.PodSecurityLevel}
 }
 
 // HoldNamespace makes a held node's namespace s with its service account,
@@ -94,34 +95,35 @@ func (e *Engine) NamespaceState(ctx context.Context, g Group, name string) (*cor
 
 // NodeAccess is a kubeconfig for a held node's namespace that reaches the
 // group's cluster from outside it (the credential's server and CA) with a
-// token of the node's service account valid for ttl, and the token.
-func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.Duration) ([]byte, string, error) {
+// token of the node's service account valid for ttl, the token, and its
+// expiry as issued.
+func (e *Engine) NodeAccess(ctx context.Context, g Group, name string, ttl time.Duration) (runnamespace.Grant, error) {
 	ns, err := e.NamespaceState(ctx, g, name)
 	switch {
 	case err != nil:
-		return nil, "", err
+		return runnamespace.Grant{}, err
 	case ns == nil:
-		return nil, "", &NodeError{Node: name, Group: g.Name, Object: "namespace " + name, Reason: "is not a namespace node of the group, or is gone"}
+		return runnamespace.Grant{}, &NodeError{Node: name, Group: g.Name, Object: "namespace " + name, Reason: "is not a namespace node of the group, or is gone"}
 	}
 	ca, err := e.caData()
 	if err != nil {
-		return nil, "", err
+		return runnamespace.Grant{}, err
 	}
-	raw, token, err := runnamespace.Access(ctx, e.clients.Kube, name, e.clients.Config.Host, ca, ttl)
+	grant, err := runnamespace.Issue(ctx, e.clients.Kube, name, e.clients.Config.Host, ca, ttl)
 	if err != nil || !e.clients.Config.Insecure {
-		return raw, token, err
+		return grant, err
 	}
 	// A credential that does not verify the server (verify_ssl = false) has
 	// no CA to give: the kubeconfig does not verify either.
-	kc, err := clientcmd.Load(raw)
+	kc, err := clientcmd.Load(grant.Kubeconfig)
 	if err != nil {
-		return nil, "", err
+		return runnamespace.Grant{}, err
 	}
 	for _, c := range kc.Clusters {
 		c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
 	}
-	raw, err = clientcmd.Write(*kc)
-	return raw, token, err
+	grant.Kubeconfig, err = clientcmd.Write(*kc)
+	return grant, err
 }
 
 // caData is the credential's CA: what verifies the API server from outside.

@@ -48,6 +48,14 @@ type Group struct {
 	// PodSecurityLevel is the Pod Security Standard level every run pod
 	// must meet; "" is podsecurity.Default.
 	PodSecurityLevel string
+	// PodSecurityVersion is the policy version the group's API server
+	// enforces ("v1.32", podsecurity.ServerVersion); "" for the newest
+	// checks, when the cluster is not known.
+	PodSecurityVersion string
+	// OwnerID is the group definition's owner id: its ledgers carry it,
+	// and a ledger with another is not the group's. "" for a group stored
+	// before owner ids.
+	OwnerID string
 	// Warm maps a node label's name ("" for the group's own pod) to the
 	// number of warm pods the group keeps of it.
 	Warm map[string]int64
@@ -114,7 +122,7 @@ func RenderPod(g Group, l *podspec.Label, run RunInfo, deadline time.Duration) (
 // checkPodSecurity holds pod to the group's level; l is the node label
 // composed into it, nil for the group's pod alone.
 func checkPodSecurity(g Group, l *podspec.Label, pod *corev1.Pod) error {
-	err := podsecurity.Check(g.PodSecurityLevel, pod)
+	err := podsecurity.CheckAt(g.PodSecurityLevel, g.PodSecurityVersion, pod)
 	var ve *podsecurity.ViolationError
 	switch {
 	case errors.As(err, &ve):

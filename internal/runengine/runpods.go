@@ -91,7 +91,7 @@ func liveClaims(ctx context.Context, kube kubernetes.Interface, g Group, now tim
 		if limit == nil {
 			continue
 		}
-		led := capacity.Ledger{Kube: kube, Namespace: g.Namespace, Group: g.Name, Kind: kind, Limit: *limit}
+		led := capacity.Ledger{Kube: kube, Namespace: g.Namespace, Group: g.Name, Kind: kind, Limit: *limit, Owner: managed.Owner{ID: g.OwnerID}}
 		claims, err := led.Claims(ctx)
 		if errors.Is(err, capacity.ErrNoLedger) {
 			continue

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
@@ -49,8 +51,14 @@ type Spec struct {
 	// named Node, labelled LabelNode instead of LabelRun, and without a
 	// deadline, since it lives until the node is destroyed.
 	Node string
-	// Labels and Annotations come from the node label.
+	// Labels and Annotations come from the node label. Pod Security labels
+	// among them are dropped: the namespace enforces PodSecurityLevel.
 	Labels, Annotations map[string]string
+	// PodSecurityLevel is the group's pod_security_level ("" is
+	// podsecurity.Default): the namespace's Pod Security admission
+	// enforces, warns and audits it, so that what the run's account
+	// creates there is held to the group's level.
+	PodSecurityLevel string
 	// Deadline is when the run's pod is killed by the cluster at the latest.
 	Deadline time.Time
 	// CAData verifies InClusterServer from inside the pod; empty trusts the
@@ -87,7 +95,10 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 	if ns.Labels == nil {
 		ns.Labels = map[string]string{}
 	}
+	maps.DeleteFunc(ns.Labels, func(k, _ string) bool { return strings.HasPrefix(k, podsecurity.LabelPrefix) })
 	maps.Copy(ns.Labels, own)
+	// Set after the label's own: the group's level, not the label's, holds.
+	maps.Copy(ns.Labels, s.securityLabels())
 	ns.Labels[managed.LabelContainerGroup] = s.Group
 	ns.Annotations = maps.Clone(s.Annotations)
 	if ns.Annotations == nil {
@@ -106,6 +117,16 @@ func (s Spec) Objects() (*corev1.Namespace, []runtime.Object) {
 	ns.Labels[managed.LabelRun] = s.RunID
 	ns.Annotations[managed.AnnotationDeadline] = s.Deadline.UTC().Format(time.RFC3339)
 	return ns, []runtime.Object{sa, role, rb}
+}
+
+// securityLabels are the Pod Security labels of s's namespace: the
+// group's level, or podsecurity.Default when it is not a valid level (a
+// group's stored level is checked before runs; this is a last resort).
+func (s Spec) securityLabels() map[string]string {
+	if l := podsecurity.ModeLabels(s.PodSecurityLevel); l != nil {
+		return l
+	}
+	return podsecurity.ModeLabels(podsecurity.Default)
 }
 
 // Create makes the run's namespace and its account, and returns a
@@ -149,20 +170,40 @@ func Make(ctx context.Context, kube kubernetes.Interface, s Spec) error {
 // least the 10 minutes the TokenRequest API issues) and returns a
 // kubeconfig that reaches server with it, in namespace, and the token.
 func Access(ctx context.Context, kube kubernetes.Interface, namespace, server string, ca []byte, ttl time.Duration) (kubeconfig []byte, token string, err error) {
+	g, err := Issue(ctx, kube, namespace, server, ca, ttl)
+	return g.Kubeconfig, g.Token, err
+}
+
+// Grant is a kubeconfig for a namespace's account, its token, and when
+// the token expires.
+type Grant struct {
+	Kubeconfig []byte
+	Token      string
+	// Expires is the token's own expiry as the API server issued it
+	// (status.expirationTimestamp), which may be earlier than asked: the
+	// server caps tokens at --service-account-max-token-expiration.
+	Expires time.Time
+}
+
+// Issue is Access, with the token's expiry.
+func Issue(ctx context.Context, kube kubernetes.Interface, namespace, server string, ca []byte, ttl time.Duration) (Grant, error) {
 	ttl = max(ttl, minTokenTTL)
 	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, podspec.NamespaceAccount, &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl / time.Second))},
 	}, metav1.CreateOptions{FieldManager: managed.ManagedByValue})
 	if err != nil {
-		return nil, "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, podspec.NamespaceAccount, err)
+		return Grant{}, fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, podspec.NamespaceAccount, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kubeplay"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos["kubeplay"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts["kubeplay"] = &clientcmdapi.Context{Cluster: "kubeplay", AuthInfo: "kubeplay", Namespace: namespace}
 	cfg.CurrentContext = "kubeplay"
-	kubeconfig, err = clientcmd.Write(*cfg)
-	return kubeconfig, tr.Status.Token, err
+	kubeconfig, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return Grant{}, err
+	}
+	return Grant{Kubeconfig: kubeconfig, Token: tr.Status.Token, Expires: tr.Status.ExpirationTimestamp.Time}, nil
 }
 
 // Delete deletes a namespace kubeplay made, a run's or a group's, and

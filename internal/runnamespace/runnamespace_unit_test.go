@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 )
 
 func TestNameLengths(t *testing.T) {
@@ -166,7 +167,9 @@ func tokens(kube *fake.Clientset, token string, seconds *int64) {
 		if tr.Spec.ExpirationSeconds != nil {
 			*seconds = *tr.Spec.ExpirationSeconds
 		}
-		return true, &authv1.TokenRequest{Status: authv1.TokenRequestStatus{Token: token}}, nil
+		// As an API server that caps tokens at 30 minutes.
+		expires := metav1.NewTime(time.Now().Add(min(time.Duration(*seconds)*time.Second, 30*time.Minute)).Truncate(time.Second))
+		return true, &authv1.TokenRequest{Status: authv1.TokenRequestStatus{Token: token, ExpirationTimestamp: expires}}, nil
 	})
 }
 
@@ -396,4 +399,52 @@ func FuzzHolder(f *testing.F) {
 			t.Fatalf("%q: held by %q until %v at %v", v, run, until, now)
 		}
 	})
+}
+
+// TestIssueExpiresAsIssued: the grant's expiry is the issued token's, not
+// the asked ttl, when the API server caps it.
+func TestIssueExpiresAsIssued(t *testing.T) {
+	kube := fake.NewClientset()
+	var seconds int64
+	tokens(kube, "t", &seconds)
+	before := time.Now()
+	g, err := Issue(context.Background(), kube, "node-1", "https://example:6443", nil, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seconds != 7200 {
+		t.Errorf("asked for %d s, want 7200", seconds)
+	}
+	if d := g.Expires.Sub(before); d < 29*time.Minute || d > 31*time.Minute {
+		t.Errorf("Expires is %v after the request, want the server's 30 minute cap", d)
+	}
+	if g.Token != "t" || len(g.Kubeconfig) == 0 {
+		t.Errorf("grant %+v", g)
+	}
+}
+
+// TestObjectsSecurityLabels: the namespace enforces, warns and audits the
+// group's level, whatever the node label's labels say.
+func TestObjectsSecurityLabels(t *testing.T) {
+	for _, node := range []string{"", "held-1"} {
+		s := Spec{Label: "lbl", Group: "grp", RunID: "r1", Node: node, PodSecurityLevel: podsecurity.Restricted,
+			Labels: map[string]string{"team": "qa", "pod-security.kubernetes.io/enforce": "privileged",
+				"pod-security.kubernetes.io/enforce-version": "v1.20", "pod-security.kubernetes.io/exempt": "x"}}
+		ns, _ := s.Objects()
+		for _, mode := range []string{"enforce", "warn", "audit"} {
+			if got := ns.Labels["pod-security.kubernetes.io/"+mode]; got != podsecurity.Restricted {
+				t.Errorf("node %q: %s = %q, want restricted", node, mode, got)
+			}
+			if got := ns.Labels["pod-security.kubernetes.io/"+mode+"-version"]; got != "latest" {
+				t.Errorf("node %q: %s-version = %q, want latest", node, mode, got)
+			}
+		}
+		if _, ok := ns.Labels["pod-security.kubernetes.io/exempt"]; ok || ns.Labels["team"] != "qa" {
+			t.Errorf("node %q: labels %v", node, ns.Labels)
+		}
+	}
+	ns, _ := Spec{Label: "l", RunID: "r", PodSecurityLevel: "bogus"}.Objects()
+	if ns.Labels[podsecurity.EnforceLabel] != podsecurity.Default {
+		t.Errorf("an invalid level gives %v, want the default level", ns.Labels)
+	}
 }
