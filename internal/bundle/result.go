@@ -23,14 +23,14 @@ import (
 // verbatim pod (no worker) need nothing more.
 
 // MaxResultSize bounds the result document the provider reads: with 5,000
-// hosts it is about 700 KB, with MaxHosts about 1.4 MB. The runner's pod
+// hosts (MaxHosts) it is about 700 KB. The runner's pod
 // writes it, so a playbook or an image can make it anything: the provider
 // keeps at most this much of it, and decodes it a value at a time.
 const MaxResultSize = 8 << 20
 
 // MaxHosts is how many hosts' recaps a result keeps (the first by name),
 // for host_stats in the state; Result.HostCount counts them all.
-const MaxHosts = 10000
+const MaxHosts = 5000
 
 // MaxArtifacts bounds the set_stats data kept for the state, compacted.
 const MaxArtifacts = 1 << 20
