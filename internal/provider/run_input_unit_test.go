@@ -51,7 +51,11 @@ func TestShortWriteOnlySecretsRefused(t *testing.T) {
 	(&runResource{}).Schema(ctx, resource.SchemaRequest{}, &rs)
 	str := func(name, v string) diag.Diagnostics {
 		var d diag.Diagnostics
-		for _, val := range rs.Schema.Attributes[name].(schema.StringAttribute).Validators {
+		a, ok := rs.Schema.Attributes[name].(schema.StringAttribute)
+		if !ok {
+			t.Fatalf("%s is not a string attribute", name)
+		}
+		for _, val := range a.Validators {
 			r := &validator.StringResponse{}
 			val.ValidateString(ctx, validator.StringRequest{Path: path.Root(name), ConfigValue: types.StringValue(v)}, r)
 			d.Append(r.Diagnostics...)
@@ -61,7 +65,11 @@ func TestShortWriteOnlySecretsRefused(t *testing.T) {
 	mp := func(name, k, v string) diag.Diagnostics {
 		var d diag.Diagnostics
 		m, _ := types.MapValue(types.StringType, map[string]attr.Value{k: types.StringValue(v)})
-		for _, val := range rs.Schema.Attributes[name].(schema.MapAttribute).Validators {
+		a, ok := rs.Schema.Attributes[name].(schema.MapAttribute)
+		if !ok {
+			t.Fatalf("%s is not a map attribute", name)
+		}
+		for _, val := range a.Validators {
 			r := &validator.MapResponse{}
 			val.ValidateMap(ctx, validator.MapRequest{Path: path.Root(name), ConfigValue: m}, r)
 			d.Append(r.Diagnostics...)
