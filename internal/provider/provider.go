@@ -67,6 +67,7 @@ type providerModel struct {
 	ProxyURL              types.String `tfsdk:"proxy_url"`
 	CatalogNamespace      types.String `tfsdk:"catalog_namespace"`
 	Exec                  *execModel   `tfsdk:"exec"`
+	ExecPluginCredentials types.Set    `tfsdk:"exec_plugin_credentials"`
 }
 
 type execModel struct {
@@ -185,6 +186,7 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				Optional:   true,
 				Validators: []validator.String{dnsLabel()},
 			},
+			"exec_plugin_credentials": execPluginCredentialsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -264,7 +266,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		catalogNamespace: DefaultCatalogNamespace,
 		version:          p.version,
 	}
-	data.connect = connect.New(data.pool, data.clients, data.catalog)
+	data.connect = connect.New(data.pool, data.clients, data.catalog, m.execPluginCredentials())
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.ListResourceData = data
