@@ -25,12 +25,12 @@ import (
 func filesHolding(t *testing.T, dir string, secret []byte) []string {
 	t.Helper()
 	var found []string
+	// Errors skip the entry: a file removed while walking holds nothing.
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, secret) {
-			found = append(found, p)
+		if err == nil && !d.IsDir() {
+			if b, rerr := os.ReadFile(p); rerr == nil && bytes.Contains(b, secret) {
+				found = append(found, p)
+			}
 		}
 		return nil
 	})
