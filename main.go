@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/clusterctl"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/parentwatch"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/provider"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
@@ -73,8 +74,8 @@ func quietLogs() {
 }
 
 // exitWithParent ends the process once Terraform is gone (kill -9 of
-// terraform leaves providers running otherwise) and its runs, canceled by
-// the closed connection, have cleaned up.
+// terraform leaves providers running otherwise) and its runs and clusterctl
+// operations, canceled by the closed connection, have cleaned up.
 func exitWithParent() {
 	gone := parentwatch.Exited()
 	if gone == nil {
@@ -84,9 +85,12 @@ func exitWithParent() {
 	// middle of a run's clean-up: this function ends it afterwards.
 	signal.Ignore(syscall.SIGPIPE)
 	<-gone
-	select {
-	case <-runengine.Idle():
-	case <-time.After(orphanGrace):
+	grace := time.After(orphanGrace)
+	for _, idle := range []<-chan struct{}{runengine.Idle(), clusterctl.Idle()} {
+		select {
+		case <-idle:
+		case <-grace:
+		}
 	}
 	os.Exit(1)
 }

@@ -126,6 +126,50 @@ var (
 	ctrlLogOnce sync.Once
 )
 
+// inFlight counts the operations of this process inside run, so that a
+// provider whose Terraform died can let them end (and remove their
+// directory) before it exits.
+var inFlight = &gate{}
+
+// Idle returns a channel that is closed once no clusterctl operation of
+// this process is running (at once when none is).
+func Idle() <-chan struct{} { return inFlight.idle() }
+
+type gate struct {
+	mu      sync.Mutex
+	n       int
+	waiters []chan struct{}
+}
+
+func (g *gate) enter() {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n--; g.n == 0 {
+		for _, w := range g.waiters {
+			close(w)
+		}
+		g.waiters = nil
+	}
+}
+
+func (g *gate) idle() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := make(chan struct{})
+	if g.n == 0 {
+		close(c)
+	} else {
+		g.waiters = append(g.waiters, c)
+	}
+	return c
+}
+
 // ErrCannotStart: a pod of the providers' controllers waits for something
 // waiting longer cannot fix, such as an image no node has.
 var ErrCannotStart = errors.New("a provider's controller cannot start")
@@ -416,11 +460,13 @@ func certManagerAPI(dc discovery.DiscoveryInterface) error {
 }
 
 // run makes a clusterctl client whose repositories hold only providers and
-// calls do with it; kube turns a rest.Config into a kubeconfig file that
-// lives as long as the call.
+// calls do with it; kube turns a rest.Config into the Kubeconfig value by
+// which clusterctl's options name it, held in memory for the call.
 func run(ctx context.Context, providers []Provider, vars map[string]string, certTimeout time.Duration,
 	do func(client.Client, func(*rest.Config) (client.Kubeconfig, error)) error,
 ) error {
+	inFlight.enter()
+	defer inFlight.leave()
 	mu.Lock()
 	defer mu.Unlock()
 	defer useLogger(ctx)()
@@ -428,6 +474,8 @@ func run(ctx context.Context, providers []Provider, vars map[string]string, cert
 	// set otherwise: it would print a stack trace on stderr after 30 s.
 	ctrlLogOnce.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 
+	// A private directory that holds nothing (no kubeconfig: see kube
+	// below), whose name clusterctl's overrides and repository URLs use.
 	dir, err := os.MkdirTemp("", "kubeplay-clusterctl-")
 	if err != nil {
 		return err
@@ -472,25 +520,34 @@ func run(ctx context.Context, providers []Provider, vars map[string]string, cert
 		}
 		return repository.New(ctx, p, cc, append(opts, repository.InjectRepository(r))...)
 	}
+	// The operation's connections, by the context name clusterctl's
+	// Kubeconfig carries: clusterctl never gets a kubeconfig file, so no
+	// token reaches the disk (see memoryProxy).
+	conns := map[string]*rest.Config{}
+	kube := func(cfg *rest.Config) (client.Kubeconfig, error) {
+		if cfg.Host == "" {
+			return client.Kubeconfig{}, errors.New("the connection has no server address")
+		}
+		name := fmt.Sprintf("%s%d", memoryContext, len(conns)+1)
+		conns[name] = rest.CopyConfig(cfg)
+		return client.Kubeconfig{Context: name}, nil
+	}
 	c, err := client.New(ctx, "", client.InjectConfig(cfgClient),
 		client.InjectRepositoryFactory(func(ctx context.Context, in client.RepositoryClientFactoryInput) (repository.Client, error) {
 			return repoFor(ctx, in.Provider, cfgClient, repository.InjectYamlProcessor(in.Processor))
 		}),
 		client.InjectClusterClientFactory(func(in client.ClusterClientFactoryInput) (cluster.Client, error) {
+			cfg, ok := conns[in.Kubeconfig.Context]
+			if !ok || in.Kubeconfig.Path != "" {
+				// Never clusterctl's default kubeconfig: only what kubeplay gave.
+				return nil, fmt.Errorf("clusterctl asked for a cluster kubeplay did not give it (%+v)", in.Kubeconfig)
+			}
 			return cluster.New(cluster.Kubeconfig(in.Kubeconfig), cfgClient,
+				cluster.InjectProxy(&memoryProxy{context: in.Kubeconfig.Context, cfg: cfg}),
 				cluster.InjectYamlProcessor(in.Processor), cluster.InjectRepositoryFactory(repoFor)), nil
 		}))
 	if err != nil {
 		return err
-	}
-	n := 0
-	kube := func(cfg *rest.Config) (client.Kubeconfig, error) {
-		n++
-		p := filepath.Join(dir, fmt.Sprintf("kubeconfig-%d", n))
-		if err := writeKubeconfig(p, cfg); err != nil {
-			return client.Kubeconfig{}, err
-		}
-		return client.Kubeconfig{Path: p, Context: kubeconfigContext}, nil
 	}
 	return do(c, kube)
 }

@@ -9,13 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
@@ -78,44 +75,41 @@ func TestProviderValidate(t *testing.T) {
 	}
 }
 
-func TestKubeconfigFor(t *testing.T) {
+// TestMemoryProxyConfig: clusterctl gets the connection as kubeplay holds
+// it, a proxy and an exec plugin included, with clusterctl's own request
+// timeout and limits, as a copy it cannot change kubeplay's through.
+func TestMemoryProxyConfig(t *testing.T) {
+	proxy := func(*http.Request) (*url.URL, error) { return nil, nil }
 	cfg := &rest.Config{
 		Host:            "https://10.0.0.1:6443",
 		BearerToken:     "s3cret",
 		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), ServerName: "api", CertData: []byte("c"), KeyData: []byte("k")},
 		Impersonate:     rest.ImpersonationConfig{UserName: "u", Groups: []string{"g"}},
+		ExecProvider:    &clientcmdapi.ExecConfig{Command: "cred"},
+		Proxy:           proxy,
 	}
-	dir := t.TempDir()
-	p := filepath.Join(dir, "kc")
-	if err := writeKubeconfig(p, cfg); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
+	p := &memoryProxy{context: "kubeplay-1", cfg: cfg}
+	got, err := p.GetConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("kubeconfig mode %v, want 0600: it holds a token", fi.Mode().Perm())
+	if got.Host != cfg.Host || got.BearerToken != "s3cret" || string(got.CAData) != "ca" || got.ServerName != "api" ||
+		string(got.CertData) != "c" || string(got.KeyData) != "k" || got.Impersonate.UserName != "u" ||
+		got.ExecProvider == nil || got.ExecProvider.Command != "cred" || got.Proxy == nil {
+		t.Errorf("connection changed: %+v", got)
 	}
-	back, err := clientcmd.BuildConfigFromFlags("", p)
-	if err != nil {
-		t.Fatal(err)
+	if got.Timeout != proxyTimeout || got.QPS != 500 || got.Burst != 1000 {
+		t.Errorf("timeout %v, QPS %v, burst %v: want clusterctl's", got.Timeout, got.QPS, got.Burst)
 	}
-	if back.Host != cfg.Host || back.BearerToken != "s3cret" || string(back.CAData) != "ca" || back.ServerName != "api" ||
-		string(back.CertData) != "c" || string(back.KeyData) != "k" || back.Impersonate.UserName != "u" || len(back.Impersonate.Groups) != 1 {
-		t.Errorf("round trip lost fields: %+v", back)
+	got.Host, got.BearerToken = "https://elsewhere", "other"
+	if cfg.Host != "https://10.0.0.1:6443" || cfg.BearerToken != "s3cret" {
+		t.Error("clusterctl's copy shares kubeplay's connection")
 	}
-
-	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-	if err := writeKubeconfig(filepath.Join(dir, "proxy"), cfg); err == nil || !strings.Contains(err.Error(), "proxy") {
-		t.Errorf("a proxied connection: %v, want a refusal naming the proxy", err)
+	if ns, _ := p.CurrentNamespace(); ns != "default" {
+		t.Errorf("namespace %q", ns)
 	}
-	if _, err := kubeconfigFor(&rest.Config{}); err == nil {
-		t.Error("a connection without a host was accepted")
-	}
-	kc, err := kubeconfigFor(&rest.Config{Host: "https://h", ExecProvider: &clientcmdapi.ExecConfig{Command: "cred"}})
-	if err != nil || kc.AuthInfos[kubeconfigContext].Exec == nil || kc.AuthInfos[kubeconfigContext].Exec.Command != "cred" {
-		t.Errorf("exec credentials not kept: %v", err)
+	if c, _ := p.GetContexts("kube"); len(c) != 1 || c[0] != "kubeplay-1" {
+		t.Errorf("contexts %v", c)
 	}
 }
 

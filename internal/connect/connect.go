@@ -33,12 +33,26 @@ type Resolver struct {
 	// base returns the provider's own clients; store the catalog.
 	base  func() (*kubeclient.Clients, error)
 	store func() (*catalog.Store, error)
+	// execOptIn names the catalog credentials whose kubeconfig's exec
+	// plugin the configuration allows to run on this host.
+	execOptIn map[string]bool
 }
 
-// New returns a resolver that pools clients in pool.
-func New(pool *kubeclient.Pool, base func() (*kubeclient.Clients, error), store func() (*catalog.Store, error)) *Resolver {
-	return &Resolver{pool: pool, base: base, store: store}
+// New returns a resolver that pools clients in pool. execPlugins are the
+// credentials the configuration allows to run their kubeconfig's exec
+// plugin (the provider's exec_plugin_credentials); a credential read from
+// the catalog runs one only when named here and when it declares it.
+func New(pool *kubeclient.Pool, base func() (*kubeclient.Clients, error), store func() (*catalog.Store, error), execPlugins []string) *Resolver {
+	r := &Resolver{pool: pool, base: base, store: store, execOptIn: map[string]bool{}}
+	for _, n := range execPlugins {
+		r.execOptIn[n] = true
+	}
+	return r
 }
+
+// ExecAllowed reports whether the configuration allows the exec plugin of
+// the catalog credential called name.
+func (r *Resolver) ExecAllowed(name string) bool { return r.execOptIn[name] }
 
 // chainKey carries, in a context, the cluster_api credentials being
 // resolved, so a parent cycle is an error instead of endless recursion.
@@ -61,28 +75,38 @@ func (r *Resolver) Named(ctx context.Context, name string) (*kubeclient.Clients,
 	if err != nil {
 		return nil, err
 	}
-	return r.spec(ctx, e.Value.Spec, e.Digest, base)
+	// The Secret's allow-exec-plugin is anyone's who can write it: the
+	// configuration's own opt-in must name the credential too.
+	return r.spec(ctx, e.Value.Spec, e.Digest, base, r.execOptIn[name])
 }
 
-// Spec returns the clients of a credential that is not stored yet, keyed by
-// the content it is about to be stored with.
+// Spec returns the clients of a credential written in this configuration
+// and not stored yet, keyed by the content it is about to be stored with.
+// Its kubeconfig comes from the configuration, not from cluster data, so
+// its own allow_exec_plugin is the configuration's opt-in.
 func (r *Resolver) Spec(ctx context.Context, spec credential.Spec) (*kubeclient.Clients, error) {
 	base, err := r.base()
 	if err != nil {
 		return nil, err
 	}
-	return r.spec(ctx, spec, spec.Digest(), base)
+	return r.spec(ctx, spec, spec.Digest(), base, true)
 }
 
-func (r *Resolver) spec(ctx context.Context, spec credential.Spec, digest string, base *kubeclient.Clients) (*kubeclient.Clients, error) {
+func (r *Resolver) spec(ctx context.Context, spec credential.Spec, digest string, base *kubeclient.Clients, execOptIn bool) (*kubeclient.Clients, error) {
 	switch spec.Kind {
 	case credential.KindProvider:
 		return base, nil
 	case credential.KindClusterAPI:
 		return r.clusterAPI(ctx, spec)
 	}
-	return r.pool.Get("credential/"+spec.Name+"/"+digest, func() (*rest.Config, error) {
-		cfg, err := spec.RESTConfig(base.Config)
+	key := "credential/" + spec.Name + "/" + digest
+	if execOptIn && spec.AllowExecPlugin {
+		// Clients built with an exec plugin allowed are never handed to a
+		// use that did not allow it.
+		key += "/exec-allowed"
+	}
+	return r.pool.Get(key, func() (*rest.Config, error) {
+		cfg, err := spec.RESTConfig(base.Config, execOptIn)
 		if err == nil {
 			kubeclient.Tune(cfg, base.Config.UserAgent)
 		}

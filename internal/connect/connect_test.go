@@ -33,14 +33,14 @@ contexts:
 current-context: x
 `
 
-func newResolver(t *testing.T) (*Resolver, *catalog.Store, *fake.Clientset) {
+func newResolver(t *testing.T, execPlugins ...string) (*Resolver, *catalog.Store, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewClientset()
 	base := &kubeclient.Clients{Config: &rest.Config{Host: "https://127.0.0.1:6443"}, Kube: kube}
 	store := catalog.New(kube, "kubeplay-system", nil)
 	r := New(kubeclient.NewPool(),
 		func() (*kubeclient.Clients, error) { return base, nil },
-		func() (*catalog.Store, error) { return store, nil })
+		func() (*catalog.Store, error) { return store, nil }, execPlugins)
 	return r, store, kube
 }
 
@@ -164,5 +164,46 @@ func TestRefusesHostAccessFromClusterData(t *testing.T) {
 	put(t, store, credential.Spec{Name: "kc", Kind: credential.KindKubeconfig, Kubeconfig: tokenFile, AllowExecPlugin: true})
 	if _, err := r.Named(context.Background(), "kc"); !errors.As(err, &he) || he.Field != "tokenFile" {
 		t.Errorf("kubeconfig with tokenFile: %v, want a HostAccessError", err)
+	}
+}
+
+// A catalog kubeconfig credential that declares allow-exec-plugin, stored
+// with a valid digest, does not make the resolver configure its exec
+// plugin: the configuration that uses it has not opted in. With the
+// opt-in it does; the clients built then are not handed to a use without.
+func TestNamedExecNeedsOptIn(t *testing.T) {
+	execKubeconfig := strings.Replace(childKubeconfig, "user: {token: abc}",
+		"user: {exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/touch, args: [/tmp/kubeplay-pwned]}}", 1)
+	spec := credential.Spec{Name: "kc", Kind: credential.KindKubeconfig, Kubeconfig: execKubeconfig, AllowExecPlugin: true}
+	r, store, _ := newResolver(t, "other")
+	put(t, store, spec)
+	c, err := r.Named(context.Background(), "kc")
+	if c != nil {
+		t.Fatalf("clients configured with exec plugin %+v (err %v): the catalog alone enabled it", c.Config.ExecProvider, err)
+	}
+	var ne *credential.ExecNotAllowedError
+	if !errors.As(err, &ne) || !errors.Is(err, kubeclient.ErrHostAccess) || ne.Credential != "kc" {
+		t.Errorf("err = %v, want an ExecNotAllowedError for kc", err)
+	}
+	// Written in this configuration (Spec), its own declaration is the opt-in.
+	if c, err := r.Spec(context.Background(), spec); err != nil || c.Config.ExecProvider == nil {
+		t.Fatalf("Spec of a declared exec kubeconfig: %v", err)
+	}
+	if c, err := r.Named(context.Background(), "kc"); c != nil || !errors.As(err, &ne) {
+		t.Errorf("after Spec built exec clients, Named without opt-in: %v %v, want refused", c, err)
+	}
+
+	opted, store, _ := newResolver(t, "kc")
+	put(t, store, spec)
+	c, err = opted.Named(context.Background(), "kc")
+	if err != nil || c.Config.ExecProvider == nil || c.Config.ExecProvider.Command != "/bin/touch" {
+		t.Fatalf("declared and opted in: %v, want the exec plugin configured", err)
+	}
+	// Opted in but not declared: refused.
+	spec.AllowExecPlugin = false
+	put(t, store, spec)
+	var he *kubeclient.HostAccessError
+	if c, err := opted.Named(context.Background(), "kc"); c != nil || !errors.As(err, &he) || errors.As(err, &ne) || he.Field != "exec" {
+		t.Errorf("opted in, not declared: %v %v, want a HostAccessError", c, err)
 	}
 }

@@ -96,20 +96,20 @@ func TestReportAnnotations(t *testing.T) {
 }
 
 func TestRESTConfigEdges(t *testing.T) {
-	cfg, err := Spec{Name: "s", Kind: KindServiceAccount, Host: "https://h:1", BearerToken: "t", CACert: "ca", VerifySSL: true}.RESTConfig(nil)
+	cfg, err := Spec{Name: "s", Kind: KindServiceAccount, Host: "https://h:1", BearerToken: "t", CACert: "ca", VerifySSL: true}.RESTConfig(nil, false)
 	if err != nil || cfg.Insecure || string(cfg.CAData) != "ca" {
 		t.Errorf("service_account: %+v %v", cfg, err)
 	}
-	if _, err := (Spec{Name: "c", Kind: KindClusterAPI}).RESTConfig(nil); err == nil || !strings.Contains(err.Error(), "no static configuration") {
+	if _, err := (Spec{Name: "c", Kind: KindClusterAPI}).RESTConfig(nil, false); err == nil || !strings.Contains(err.Error(), "no static configuration") {
 		t.Errorf("cluster_api: %v", err)
 	}
-	if _, err := (Spec{Name: "u", Kind: "password"}).RESTConfig(nil); err == nil {
+	if _, err := (Spec{Name: "u", Kind: "password"}).RESTConfig(nil, false); err == nil {
 		t.Error("an unknown kind configured a client")
 	}
-	if _, err := (Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: ": : :"}).RESTConfig(nil); err == nil {
+	if _, err := (Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: ": : :"}).RESTConfig(nil, false); err == nil {
 		t.Error("a kubeconfig that does not parse configured a client")
 	}
-	if _, err := (Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: "apiVersion: v1\nkind: Config\n", Context: "x"}).RESTConfig(nil); err == nil {
+	if _, err := (Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: "apiVersion: v1\nkind: Config\n", Context: "x"}).RESTConfig(nil, false); err == nil {
 		t.Error("a missing context configured a client")
 	}
 }

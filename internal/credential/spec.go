@@ -6,6 +6,7 @@ package credential
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -81,10 +82,11 @@ type Spec struct {
 	// kubeconfig
 	Kubeconfig string
 	Context    string
-	// AllowExecPlugin lets the kubeconfig's exec plugins run on the host.
-	// It is stored in the Secret's data, so the digest covers it: every
-	// later reader of the catalog honours it, and an edit that sets it by
-	// hand without recomputing the digest is refused as tampering.
+	// AllowExecPlugin is the credential's own declaration that its
+	// kubeconfig's exec plugin may run. Read back from the catalog it is
+	// cluster data, which anyone who can write the Secret can set: it never
+	// lets a plugin run by itself. RESTConfig runs one only when the
+	// configuration that uses the credential opted in as well.
 	AllowExecPlugin bool
 
 	// Namespace whose permissions are checked; for service_account the
@@ -247,9 +249,28 @@ func FromSecret(sec *corev1.Secret) (spec Spec, tampered bool, err error) {
 	return spec, tampered, nil
 }
 
+// ExecNotAllowedError: a kubeconfig credential declares that its exec
+// plugin may run, but the configuration that uses it did not opt in.
+type ExecNotAllowedError struct {
+	Credential string
+	// Host is the refusal of the plugin: entry, field "exec" and command.
+	Host *kubeclient.HostAccessError
+}
+
+func (e *ExecNotAllowedError) Error() string {
+	return fmt.Sprintf("credential %q: its kubeconfig's %s sets exec, which runs command %s on this host, and this "+
+		"provider's exec_plugin_credentials does not list %q", e.Credential, e.Host.Entry, e.Host.Value, e.Credential)
+}
+
+func (e *ExecNotAllowedError) Unwrap() error { return e.Host }
+
 // RESTConfig returns the client configuration the credential describes.
 // provider is the provider's own connection, used by kind "provider".
-func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
+// execOptIn says that the configuration using the credential allows its
+// exec plugin: a kubeconfig's plugin passes only when the credential
+// declares it (AllowExecPlugin) and execOptIn holds, since either alone may
+// come from whoever writes the catalog.
+func (s Spec) RESTConfig(provider *rest.Config, execOptIn bool) (*rest.Config, error) {
 	switch s.Kind {
 	case KindProvider:
 		if provider == nil {
@@ -272,7 +293,12 @@ func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
 		}
 		// The kubeconfig may come back from the catalog, written by anyone
 		// who can write the Secret: check it before client-go reads files.
-		if err := kubeclient.CheckUntrusted(raw, s.AllowExecPlugin); err != nil {
+		err = kubeclient.CheckUntrusted(raw, s.AllowExecPlugin && execOptIn)
+		var he *kubeclient.HostAccessError
+		if errors.As(err, &he) && he.Field == "exec" && s.AllowExecPlugin {
+			return nil, &ExecNotAllowedError{Credential: s.Name, Host: he}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("credential %q: its kubeconfig: %w", s.Name, err)
 		}
 		overrides := &clientcmd.ConfigOverrides{CurrentContext: s.Context}
@@ -286,4 +312,26 @@ func (s Spec) RESTConfig(provider *rest.Config) (*rest.Config, error) {
 	default:
 		return nil, fmt.Errorf("credential %q: unknown kind %q", s.Name, s.Kind)
 	}
+}
+
+// KubeconfigServer is the server of a kubeconfig credential's context,
+// read without building a client (which could run its exec plugin); "" when
+// the kubeconfig does not say.
+func (s Spec) KubeconfigServer() string {
+	raw, err := clientcmd.Load([]byte(s.Kubeconfig))
+	if err != nil {
+		return ""
+	}
+	name := s.Context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	c, ok := raw.Contexts[name]
+	if !ok || c == nil {
+		return ""
+	}
+	if cl, ok := raw.Clusters[c.Cluster]; ok && cl != nil {
+		return cl.Server
+	}
+	return ""
 }

@@ -61,7 +61,7 @@ func TestDigestIsStableAndUnambiguous(t *testing.T) {
 }
 
 func TestRESTConfigByKind(t *testing.T) {
-	cfg, err := Spec{Name: "b", Kind: KindBearerToken, Host: "https://h:1", BearerToken: "t", VerifySSL: false}.RESTConfig(nil)
+	cfg, err := Spec{Name: "b", Kind: KindBearerToken, Host: "https://h:1", BearerToken: "t", VerifySSL: false}.RESTConfig(nil, false)
 	if err != nil || cfg.BearerToken != "t" || !cfg.Insecure {
 		t.Fatalf("bearer_token: %+v %v", cfg, err)
 	}
@@ -71,11 +71,11 @@ clusters: [{name: c, cluster: {server: "https://k:1"}}]
 users: [{name: u, user: {token: kt}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 `
-	cfg, err = Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: kc, Context: "x"}.RESTConfig(nil)
+	cfg, err = Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: kc, Context: "x"}.RESTConfig(nil, false)
 	if err != nil || cfg.Host != "https://k:1" || cfg.BearerToken != "kt" {
 		t.Fatalf("kubeconfig: %+v %v", cfg, err)
 	}
-	if _, err := (Spec{Name: "p", Kind: KindProvider}).RESTConfig(nil); err == nil {
+	if _, err := (Spec{Name: "p", Kind: KindProvider}).RESTConfig(nil, false); err == nil {
 		t.Fatal("kind provider without a provider connection must fail")
 	}
 	if err := ValidateKubeconfig(kc, ""); err == nil {

@@ -51,32 +51,47 @@ func TestRESTConfigRefusesHostAccess(t *testing.T) {
 	exec := "    exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/sh, args: [-c, 'touch /tmp/x']}"
 	cases := []struct {
 		name, user string
-		allowExec  bool
-		field      string // "" when allowed
+		// declared: the credential's allow_exec_plugin; optIn: the
+		// configuration using it lists it in exec_plugin_credentials.
+		declared, optIn bool
+		field           string // "" when allowed
 	}{
-		{"exec", exec, false, "exec"},
-		{"exec with the opt-in", exec, true, ""},
-		{"auth-provider", "    auth-provider: {name: oidc, config: {client-id: x}}", true, "auth-provider"},
-		{"tokenFile", "    tokenFile: " + file, true, "tokenFile"},
-		{"client-certificate", "    client-certificate: " + file + "\n    client-key-data: a2V5", true, "client-certificate"},
-		{"client-key", "    client-certificate-data: Y2VydA==\n    client-key: " + file, true, "client-key"},
-		{"inline token", "    token: abc", false, ""},
+		{"exec", exec, false, false, "exec"},
+		{"exec declared, no opt-in", exec, true, false, "exec"},
+		{"exec opted in, not declared", exec, false, true, "exec"},
+		{"exec declared and opted in", exec, true, true, ""},
+		{"auth-provider", "    auth-provider: {name: oidc, config: {client-id: x}}", true, true, "auth-provider"},
+		{"tokenFile", "    tokenFile: " + file, true, true, "tokenFile"},
+		{"client-certificate", "    client-certificate: " + file + "\n    client-key-data: a2V5", true, true, "client-certificate"},
+		{"client-key", "    client-certificate-data: Y2VydA==\n    client-key: " + file, true, true, "client-key"},
+		{"inline token", "    token: abc", false, false, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: userKubeconfig(c.user), AllowExecPlugin: c.allowExec}
-			cfg, err := s.RESTConfig(nil)
+			s := Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: userKubeconfig(c.user), AllowExecPlugin: c.declared}
+			cfg, err := s.RESTConfig(nil, c.optIn)
 			if c.field == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if c.allowExec && (cfg.ExecProvider == nil || cfg.ExecProvider.Command != "/bin/sh") {
+				if c.declared && (cfg.ExecProvider == nil || cfg.ExecProvider.Command != "/bin/sh") {
 					t.Errorf("the opt-in lost the exec plugin: %+v", cfg.ExecProvider)
 				}
 				return
 			}
 			var he *kubeclient.HostAccessError
-			if !errors.As(err, &he) || he.Field != c.field || !strings.HasPrefix(err.Error(), `credential "k": its kubeconfig: user "u" sets `+c.field) {
+			var ne *ExecNotAllowedError
+			switch {
+			case !errors.As(err, &he) || he.Field != c.field:
+				t.Fatalf("err = %v, want %s refused for credential k", err, c.field)
+			case c.declared && c.field == "exec":
+				// Declared: what is missing is the configuration's opt-in.
+				want := `credential "k": its kubeconfig's user "u" sets exec, which runs command /bin/sh on this host, ` +
+					`and this provider's exec_plugin_credentials does not list "k"`
+				if !errors.As(err, &ne) || err.Error() != want {
+					t.Fatalf("err = %v, want %q", err, want)
+				}
+			case !strings.HasPrefix(err.Error(), `credential "k": its kubeconfig: user "u" sets `+c.field):
 				t.Fatalf("err = %v, want %s refused for credential k", err, c.field)
 			}
 			if cfg != nil {
@@ -86,7 +101,7 @@ func TestRESTConfigRefusesHostAccess(t *testing.T) {
 	}
 	ca := Spec{Name: "k", Kind: KindKubeconfig, Kubeconfig: strings.Replace(userKubeconfig("    token: abc"),
 		"certificate-authority-data: Y2E=", "certificate-authority: "+file, 1)}
-	if _, err := ca.RESTConfig(nil); !errors.Is(err, kubeclient.ErrHostAccess) || !strings.Contains(err.Error(), `cluster "c" sets certificate-authority`) {
+	if _, err := ca.RESTConfig(nil, false); !errors.Is(err, kubeclient.ErrHostAccess) || !strings.Contains(err.Error(), `cluster "c" sets certificate-authority`) {
 		t.Errorf("certificate-authority file: %v, want ErrHostAccess", err)
 	}
 }

@@ -74,8 +74,9 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 			"verify_ssl":  schema.BoolAttribute{MarkdownDescription: "Whether the API server's certificate is verified.", Computed: true},
 			"context":     computed("The kubeconfig context, for `kubeconfig`."),
 			"allow_exec_plugin": schema.BoolAttribute{
-				MarkdownDescription: "Whether the kubeconfig's `exec` credential plugins may run on the host that uses " +
-					"the credential, for `kubeconfig`.",
+				MarkdownDescription: "For `kubeconfig`: whether the credential declares that its kubeconfig's `exec` " +
+					"credential plugin may run. Read from the catalog Secret, it does not let the plugin run by itself: the " +
+					"provider of the workspace that uses the credential must also list it in `exec_plugin_credentials`.",
 				Computed: true,
 			},
 			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),

@@ -100,7 +100,8 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
 			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`. It is read back from the " +
 			"catalog Secret by every workspace that uses the credential, so it may hold only inline data (no " +
-			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`.\n" +
+			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`, and it runs where the " +
+			"credential is used only when that workspace's provider lists it in `exec_plugin_credentials`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
 			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
@@ -109,7 +110,8 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
 			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
 			"Write-only values (`bearer_token`, `kubeconfig`) never reach the plan or the state; change `secret_version` to " +
-			"send new ones.",
+			"send new ones. What whoever can write the catalog namespace can make the provider do with each kind is " +
+			"described under Catalog Writers below.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The credential's name.",
@@ -177,18 +179,17 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"allow_exec_plugin": schema.BoolAttribute{
-				MarkdownDescription: "For `kubeconfig`: whether the kubeconfig's `exec` credential plugins may run. " +
-					"Defaults to `false`, which refuses a kubeconfig with an `exec` user. An exec plugin is a program that " +
-					"kubeplay runs on the host where Terraform runs, with Terraform's privileges, every time it connects " +
-					"with this credential: in this workspace and in every other workspace, data source or later apply that " +
-					"uses the credential by name, since they read the kubeconfig back from the catalog Secret. Set it to " +
-					"`true` only for a kubeconfig you wrote, whose command exists on every host that uses the credential " +
-					"(such as `aws eks get-token`). The setting is stored in the catalog Secret and covered by its digest, " +
-					"so an edit of the Secret that turns it on is refused as tampering; still, whoever can write Secrets in " +
-					"`catalog_namespace` can write a consistent digest, so keep that namespace as closely guarded as the " +
-					"hosts that run Terraform. Whatever its value, kubeconfigs may not use `auth-provider` or file paths " +
-					"(`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): embed the data instead " +
-					"(`token`, `client-certificate-data`, `client-key-data`, `certificate-authority-data`).",
+				MarkdownDescription: "For `kubeconfig`: the credential's declaration that its kubeconfig's `exec` " +
+					"credential plugin may run. Defaults to `false`, which refuses a kubeconfig with an `exec` user. An exec " +
+					"plugin is a program that the provider runs on the host where Terraform runs, with Terraform's privileges, " +
+					"whenever it connects with the credential. `true` lets it run when this resource checks the kubeconfig " +
+					"written here. Every other use reads the kubeconfig back from the catalog Secret, which anyone who can " +
+					"write Secrets in `catalog_namespace` can change, flag included: there the plugin runs only when the " +
+					"provider of the workspace that uses the credential also lists its name in `exec_plugin_credentials`, " +
+					"this workspace included. Set it only for a kubeconfig you wrote, whose command exists on every host that " +
+					"uses the credential (such as `aws eks get-token`). Whatever its value, kubeconfigs may not use " +
+					"`auth-provider` or file paths (`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): " +
+					"embed the data instead (`token`, `client-certificate-data`, `client-key-data`, `certificate-authority-data`).",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
@@ -415,6 +416,7 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	r.checkParentCycle(ctx, plan, &resp.Diagnostics)
+	r.warnExecNotListed(plan, &resp.Diagnostics)
 	changed := false
 	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
 		// The id is the name: references to it are known at plan, as the name is.
@@ -443,6 +445,21 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if r.data != nil && !plan.Name.IsUnknown() && (req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)) {
 		r.data.changingCredentials.put(plan.Name.ValueString(), nil, true)
 	}
+}
+
+// warnExecNotListed: a credential that declares its exec plugin, which this
+// workspace's other uses would refuse, since its provider does not list it.
+func (r *credentialResource) warnExecNotListed(plan credentialModel, diags *diag.Diagnostics) {
+	if r.data == nil || r.data.connect == nil || !plan.AllowExecPlugin.ValueBool() || plan.Name.IsUnknown() ||
+		r.data.connect.ExecAllowed(plan.Name.ValueString()) {
+		return
+	}
+	name := plan.Name.ValueString()
+	diags.AddAttributeWarning(path.Root("allow_exec_plugin"), "Exec Plugin Not Listed By Provider",
+		fmt.Sprintf("Credential %q declares allow_exec_plugin = true, but this provider's exec_plugin_credentials does "+
+			"not list it. This resource's own check runs the plugin; every other use of the credential, in this workspace "+
+			"or another, reads its kubeconfig back from the catalog and refuses the plugin unless that workspace's provider "+
+			"lists the credential. Add %q to exec_plugin_credentials in the provider block of each workspace that uses it.", name, name))
 }
 
 func markCheckUnknown(m *credentialModel) {
@@ -749,8 +766,10 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 		m.Host, m.CACert, m.VerifySSL = types.StringValue(spec.Host), stringOrNull(spec.CACert), types.BoolValue(spec.VerifySSL)
 	case credential.KindKubeconfig:
 		m.Context = stringOrNull(spec.Context)
-		if cfg, err := spec.RESTConfig(nil); err == nil {
-			m.Host = types.StringValue(cfg.Host)
+		// Read, not built: building a client from the catalog's copy
+		// must not be the way its exec plugin gets to run.
+		if server := spec.KubeconfigServer(); server != "" {
+			m.Host = types.StringValue(server)
 		}
 	case credential.KindProvider:
 		if r.data.restConfig != nil {

@@ -176,8 +176,9 @@ resource "kubeplay_container_group" "test" {
 
 // TestAccCredential_kubeconfigExecPlugin: a kubeconfig written in
 // configuration may use an exec plugin only with allow_exec_plugin; the
-// opt-in is stored with it, so a reader of the catalog (here the parent of
-// a cluster_api credential, and the data source) honours it.
+// declaration is stored with it, and a reader of the catalog (here the
+// parent of a cluster_api credential) runs the plugin when the provider
+// also lists the credential in exec_plugin_credentials.
 func TestAccCredential_kubeconfigExecPlugin(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
@@ -208,7 +209,12 @@ func TestAccCredential_kubeconfigExecPlugin(t *testing.T) {
 	}
 	name := randName("exec")
 	config := func(optIn string) string {
-		return e.providerBlock() + fmt.Sprintf(`
+		provider := e.providerBlock()
+		if optIn != "" {
+			provider = fmt.Sprintf("provider \"kubeplay\" {\n  config_path = %q\n  catalog_namespace = %q\n"+
+				"  exec_plugin_credentials = [%q]\n}\n", e.kubeconfig, e.catalog, name)
+		}
+		return provider + fmt.Sprintf(`
 resource "kubeplay_credential" "test" {
   name       = %q
   kind       = "kubeconfig"

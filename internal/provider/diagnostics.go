@@ -44,11 +44,14 @@ func addCredentialUnavailable(diags *diag.Diagnostics, group, cred string, err e
 // or "" when err is not such a refusal.
 func refusalSummary(err error) string {
 	var ce *catalog.Error
+	var ne *credential.ExecNotAllowedError
 	switch {
 	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce) && ce.Kind != "":
 		return kindTitle(ce.Kind) + " Changed Outside Kubeplay"
 	case errors.Is(err, catalog.ErrTampered):
 		return "Credential Changed Outside Kubeplay"
+	case errors.As(err, &ne):
+		return "Exec Plugin Not Allowed"
 	case errors.Is(err, kubeclient.ErrHostAccess):
 		return "Unsafe Kubeconfig Refused"
 	}
@@ -61,7 +64,10 @@ func refusalSummary(err error) string {
 func refusalRemedy(err error) string {
 	var ce *catalog.Error
 	var he *kubeclient.HostAccessError
+	var ne *credential.ExecNotAllowedError
 	switch {
+	case errors.As(err, &ne):
+		return execNotAllowedRemedy(ne)
 	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce):
 		typ, what := definitionResource(ce.Kind)
 		object, _, _ := strings.Cut(ce.Object, " ")
@@ -84,22 +90,38 @@ func hostAccessRemedy(he *kubeclient.HostAccessError, fromConfig bool) string {
 	switch {
 	case he.Field == "exec" && fromConfig:
 		return "An exec plugin runs on every host that uses this credential, whenever it connects. Set " +
-			"allow_exec_plugin = true if you trust the command there, or embed a token instead"
+			"allow_exec_plugin = true if you trust the command there, or embed a token instead; each workspace that uses " +
+			"the credential from the catalog must also list it in its provider's exec_plugin_credentials"
 	case fromConfig:
 		return "The kubeconfig is stored in the catalog and read back by other workspaces and hosts, so it may hold only " +
 			"inline data: token, client-certificate-data, client-key-data, certificate-authority-data. " +
 			fmt.Sprintf("Replace %s with the data it points to", he.Field)
 	case he.Field == "exec":
-		return inline + ". Run the command yourself and embed the token it prints, or use a kind = \"kubeconfig\" " +
-			"credential written in configuration with allow_exec_plugin = true if you trust the command on every host " +
-			"that uses the credential"
+		return inline + ". Run the command yourself and embed the token it prints. Only a kind = \"kubeconfig\" " +
+			"credential may run an exec plugin, and only when its definition sets allow_exec_plugin = true and the " +
+			"provider of the workspace that uses it lists it in exec_plugin_credentials"
 	}
 	return inline + fmt.Sprintf(". Replace %s with the data it points to (Cluster API's own kubeconfig Secrets do so)", he.Field)
+}
+
+// execNotAllowedRemedy says how to let a catalog credential's exec plugin
+// run, and why the provider asks.
+func execNotAllowedRemedy(ne *credential.ExecNotAllowedError) string {
+	return fmt.Sprintf("The kubeconfig was read from the catalog, which anyone who can write Secrets in the catalog "+
+		"namespace can change, so its declaration allow_exec_plugin = true does not suffice: the workspace that uses the "+
+		"credential must allow the command too. If you trust everyone who can write that namespace to run commands on "+
+		"this host, add %q to exec_plugin_credentials in this provider block; otherwise have the credential's owner "+
+		"embed a token in the kubeconfig instead of the exec plugin", ne.Credential)
 }
 
 // addHostAccessError reports a kubeconfig refused because it would run a
 // program or read a file where Terraform runs; false when err is not that.
 func addHostAccessError(diags *diag.Diagnostics, p path.Path, err error, fromConfig bool) bool {
+	var ne *credential.ExecNotAllowedError
+	if errors.As(err, &ne) {
+		diags.AddAttributeError(p, "Exec Plugin Not Allowed", fmt.Sprintf("%s. %s.", upperFirst(err.Error()), execNotAllowedRemedy(ne)))
+		return true
+	}
 	var he *kubeclient.HostAccessError
 	if !errors.As(err, &he) {
 		return false

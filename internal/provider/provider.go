@@ -69,6 +69,7 @@ type providerModel struct {
 	CatalogNamespace      types.String `tfsdk:"catalog_namespace"`
 	CatalogKey            types.String `tfsdk:"catalog_key"`
 	Exec                  *execModel   `tfsdk:"exec"`
+	ExecPluginCredentials types.Set    `tfsdk:"exec_plugin_credentials"`
 }
 
 type execModel struct {
@@ -187,7 +188,8 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				Optional:   true,
 				Validators: []validator.String{dnsLabel()},
 			},
-			"catalog_key": catalogKeyAttribute(),
+			"catalog_key":             catalogKeyAttribute(),
+			"exec_plugin_credentials": execPluginCredentialsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -267,7 +269,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		catalogNamespace: DefaultCatalogNamespace,
 		version:          p.version,
 	}
-	data.connect = connect.New(data.pool, data.clients, data.catalog)
+	data.connect = connect.New(data.pool, data.clients, data.catalog, m.execPluginCredentials())
 	resp.DataSourceData = data
 	resp.ResourceData = data
 	resp.ListResourceData = data
