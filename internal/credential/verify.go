@@ -70,7 +70,8 @@ var RunPermissions = []Permission{
 // every pod of the namespace, which gives more than changing one.
 var WarmPermissions = []Permission{
 	{Verb: "update", Resource: "pods", Why: "a run claims a warm pod by giving it the run's labels and deadline, " +
-		"conditioned on the pod's resourceVersion so that two runs never claim one pod"},
+		"conditioned on the pod's resourceVersion so that two runs never claim one pod; kubeplay signs each warm " +
+		"pod and held node's pod it creates (its UID and spec) with an update, so that only pods it made are claimed"},
 }
 
 // RoleRules are the rules of the Role that grants RunPermissions and
