@@ -44,6 +44,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/inflight"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/phase"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
@@ -129,46 +130,11 @@ var (
 // inFlight counts the operations of this process inside run, so that a
 // provider whose Terraform died can let them end (and remove their
 // directory) before it exits.
-var inFlight = &gate{}
+var inFlight = &inflight.Gate{}
 
 // Idle returns a channel that is closed once no clusterctl operation of
 // this process is running (at once when none is).
-func Idle() <-chan struct{} { return inFlight.idle() }
-
-type gate struct {
-	mu      sync.Mutex
-	n       int
-	waiters []chan struct{}
-}
-
-func (g *gate) enter() {
-	g.mu.Lock()
-	g.n++
-	g.mu.Unlock()
-}
-
-func (g *gate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.n--; g.n == 0 {
-		for _, w := range g.waiters {
-			close(w)
-		}
-		g.waiters = nil
-	}
-}
-
-func (g *gate) idle() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	c := make(chan struct{})
-	if g.n == 0 {
-		close(c)
-	} else {
-		g.waiters = append(g.waiters, c)
-	}
-	return c
-}
+func Idle() <-chan struct{} { return inFlight.Idle() }
 
 // ErrCannotStart: a pod of the providers' controllers waits for something
 // waiting longer cannot fix, such as an image no node has.
@@ -465,8 +431,8 @@ func certManagerAPI(dc discovery.DiscoveryInterface) error {
 func run(ctx context.Context, providers []Provider, vars map[string]string, certTimeout time.Duration,
 	do func(client.Client, func(*rest.Config) (client.Kubeconfig, error)) error,
 ) error {
-	inFlight.enter()
-	defer inFlight.leave()
+	inFlight.Enter()
+	defer inFlight.Leave()
 	mu.Lock()
 	defer mu.Unlock()
 	defer useLogger(ctx)()

@@ -156,8 +156,8 @@ type Outcome struct {
 // not start: ErrGroupUnavailable, *PodSecurityError, *PlanMismatchError,
 // *CapacityError or *NamespaceError; a run that started, whatever became of it, is an Outcome.
 func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) {
-	active.enter()
-	defer active.leave()
+	active.Enter()
+	defer active.Leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 	pod, err := e.prepare(ctx, req, &out)

@@ -90,8 +90,8 @@ func Place(ctx context.Context, req Request, cands []Candidate) (out Outcome, pl
 		}
 		return out, 0, nil
 	}
-	active.enter()
-	defer active.leave()
+	active.Enter()
+	defer active.Leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
 	pods, outs := make([]*corev1.Pod, len(cands)), make([]Outcome, len(cands))

@@ -99,9 +99,9 @@ func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
 	if t.Key == nil {
 		return
 	}
-	active.enter() // a provider that is stopping waits for the refill
+	active.Enter() // a provider that is stopping waits for the refill
 	go func() {
-		defer active.leave()
+		defer active.Leave()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
 		if _, err := warmpool.Refill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
