@@ -137,5 +137,8 @@ func ClusterAPIRESTConfig(s Spec, kubeconfig []byte) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
+	if reach := kubeclient.HostReach(cfg); reach != "" {
+		return nil, fmt.Errorf("%s: %w (%s)", where, kubeclient.ErrHostAccess, reach)
+	}
 	return cfg, nil
 }

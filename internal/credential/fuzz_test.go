@@ -10,30 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
-
-// hostReach says how cfg would reach the host it runs on: an exec plugin,
-// an auth provider, or a file client-go would read; "" when none.
-func hostReach(cfg *rest.Config) string {
-	switch {
-	case cfg.ExecProvider != nil:
-		return "exec plugin " + cfg.ExecProvider.Command
-	case cfg.AuthProvider != nil:
-		return "auth provider " + cfg.AuthProvider.Name
-	case cfg.AuthConfigPersister != nil:
-		return "an auth config persister"
-	case cfg.BearerTokenFile != "":
-		return "token file " + cfg.BearerTokenFile
-	case cfg.CAFile != "":
-		return "CA file " + cfg.CAFile
-	case cfg.CertFile != "":
-		return "certificate file " + cfg.CertFile
-	case cfg.KeyFile != "":
-		return "key file " + cfg.KeyFile
-	}
-	return ""
-}
 
 // kubeconfigSeeds are kubeconfigs as a catalog or parent Secret may hold
 // them: inline ones, and each way of reaching the host, some hidden in a
@@ -96,7 +75,7 @@ func FuzzCatalogSecret(f *testing.F) {
 		if optIn && spec.AllowExecPlugin {
 			cfg.ExecProvider = nil // declared and opted into: the one thing allowed
 		}
-		if reach := hostReach(cfg); reach != "" {
+		if reach := kubeclient.HostReach(cfg); reach != "" {
 			t.Fatalf("kind %q, allow-exec-plugin %q, opt-in %v: the configuration uses %s\n%s", kind, allowExec, optIn, reach, kubeconfig)
 		}
 	})
@@ -116,7 +95,7 @@ func FuzzClusterAPIKubeconfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if reach := hostReach(cfg); reach != "" {
+		if reach := kubeclient.HostReach(cfg); reach != "" {
 			t.Fatalf("the configuration uses %s\n%s", reach, kubeconfig)
 		}
 	})

@@ -8,31 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
-
-// hostReach says how cfg would reach the host it runs on: an exec plugin,
-// an auth provider, or a file client-go would read; "" when none.
-func hostReach(cfg *rest.Config) string {
-	switch {
-	case cfg.ExecProvider != nil:
-		return "exec plugin " + cfg.ExecProvider.Command
-	case cfg.AuthProvider != nil:
-		return "auth provider " + cfg.AuthProvider.Name
-	case cfg.AuthConfigPersister != nil:
-		return "an auth config persister"
-	case cfg.BearerTokenFile != "":
-		return "token file " + cfg.BearerTokenFile
-	case cfg.CAFile != "":
-		return "CA file " + cfg.CAFile
-	case cfg.CertFile != "":
-		return "certificate file " + cfg.CertFile
-	case cfg.KeyFile != "":
-		return "key file " + cfg.KeyFile
-	}
-	return ""
-}
 
 // FuzzSettingsRESTConfig: the provider's connection attributes from HCL,
 // and the KUBE_* variables that stand in for them, become a configuration
@@ -69,7 +46,7 @@ func FuzzSettingsRESTConfig(f *testing.F) {
 		if exec && cfg.ExecProvider != nil && cfg.ExecProvider.Command == command {
 			cfg.ExecProvider = nil // the configuration's own plugin
 		}
-		if reach := hostReach(cfg); reach != "" {
+		if reach := HostReach(cfg); reach != "" {
 			t.Fatalf("settings %+v: the configuration uses %s", s, reach)
 		}
 	})
@@ -109,7 +86,7 @@ func FuzzCheckUntrusted(f *testing.F) {
 			if allowExec {
 				cfg.ExecProvider = nil
 			}
-			if reach := hostReach(cfg); reach != "" {
+			if reach := HostReach(cfg); reach != "" {
 				t.Fatalf("context %q: the configuration uses %s\n%s", name, reach, kubeconfig)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
@@ -82,4 +83,28 @@ func InsecureClusters(cfg *clientcmdapi.Config) []string {
 		}
 	}
 	return out
+}
+
+// HostReach says how a client configuration would reach the host it runs
+// on: an exec plugin, an auth provider, or a file client-go would read; ""
+// when none. It is CheckUntrusted's check on what clientcmd built, so that
+// a kubeconfig field the check missed cannot slip through.
+func HostReach(cfg *rest.Config) string {
+	switch {
+	case cfg.ExecProvider != nil:
+		return "exec plugin " + cfg.ExecProvider.Command
+	case cfg.AuthProvider != nil:
+		return "auth provider " + cfg.AuthProvider.Name
+	case cfg.AuthConfigPersister != nil:
+		return "an auth config persister"
+	case cfg.BearerTokenFile != "":
+		return "token file " + cfg.BearerTokenFile
+	case cfg.CAFile != "":
+		return "CA file " + cfg.CAFile
+	case cfg.CertFile != "":
+		return "certificate file " + cfg.CertFile
+	case cfg.KeyFile != "":
+		return "key file " + cfg.KeyFile
+	}
+	return ""
 }
