@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -196,19 +197,9 @@ func slicesSort(s []string) {
 	}
 }
 
+// hexByte decodes two hex digits with strconv, independently of the
+// decoder under test.
 func hexByte(a, b byte) (byte, bool) {
-	h := func(c byte) (byte, bool) {
-		switch {
-		case c >= '0' && c <= '9':
-			return c - '0', true
-		case c >= 'a' && c <= 'f':
-			return c - 'a' + 10, true
-		case c >= 'A' && c <= 'F':
-			return c - 'A' + 10, true
-		}
-		return 0, false
-	}
-	x, ok1 := h(a)
-	y, ok2 := h(b)
-	return x<<4 | y, ok1 && ok2
+	v, err := strconv.ParseUint(string([]byte{a, b}), 16, 8)
+	return byte(v), err == nil
 }
