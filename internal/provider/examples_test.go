@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
@@ -715,6 +716,9 @@ func (x *exampleEnv) checkCatalog(credentials, phases, labels int) resource.Test
 		if err != nil {
 			return err
 		}
+		// The catalog's key Secret stays with the catalog namespace; count
+		// the credentials.
+		creds := slices.DeleteFunc(secrets.Items, func(s corev1.Secret) bool { return s.Name == catalogkey.SecretName })
 		var groupCMs, phaseCMs []string
 		for _, cm := range cms.Items {
 			switch {
@@ -725,9 +729,9 @@ func (x *exampleEnv) checkCatalog(credentials, phases, labels int) resource.Test
 				phaseCMs = append(phaseCMs, cm.Name)
 			}
 		}
-		got := [4]int{len(secrets.Items), len(groupCMs), len(phaseCMs), len(templates.Items)}
+		got := [4]int{len(creds), len(groupCMs), len(phaseCMs), len(templates.Items)}
 		if want := [4]int{credentials, 0, phases, labels}; got != want {
-			return fmt.Errorf("catalog %s holds %d Secrets, %d group ConfigMaps, %d other ConfigMaps %v and %d PodTemplates; want %v",
+			return fmt.Errorf("catalog %s holds %d credential Secrets, %d group ConfigMaps, %d other ConfigMaps %v and %d PodTemplates; want %v",
 				x.catalog, got[0], got[1], got[2], phaseCMs, got[3], want)
 		}
 		return nil
