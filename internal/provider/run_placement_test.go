@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 // placement is two container groups, a and b, each in a namespace of its
@@ -54,6 +55,12 @@ resource "kubeplay_run" "test" {
 // hold takes group i's only run slot, as another run would.
 func (p *placement) hold(i int) {
 	p.e.t.Helper()
+	// The ledger is the group's only under the group's owner id.
+	g, err := catalog.New(p.e.kube, p.e.catalog, nil).GetGroup(context.Background(), p.names[i])
+	if err != nil {
+		p.e.t.Fatalf("reading group %s: %v", p.names[i], err)
+	}
+	p.ledgers[i].Owner.ID = g.Value.OwnerID
 	ok, _, err := p.ledgers[i].TryAcquire(context.Background(), "holder", 1, 30*time.Minute)
 	if !ok || err != nil {
 		p.e.t.Fatalf("holding group %s's slot: %v, %v", p.names[i], ok, err)
