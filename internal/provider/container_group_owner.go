@@ -52,13 +52,9 @@ func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog
 				g.OwnerID = prev.Value.OwnerID
 			}
 		}
-		if !managed.ValidOwnerID(g.OwnerID) {
-			id, err := managed.NewOwnerID()
-			if err != nil {
-				diags.AddError("Owner Id Not Made", fmt.Sprintf("Container group %q: %v. The system's random source failed; try again.", g.Name, err))
-				return groupside.Spec{}, false
-			}
-			g.OwnerID, adopt = id, !create
+		var ok bool
+		if adopt, ok = ensureOwnerID(&g.OwnerID, fmt.Sprintf("Container group %q", g.Name), create, diags); !ok {
+			return groupside.Spec{}, false
 		}
 	}
 	side := sideSpec(*g)
@@ -187,4 +183,21 @@ func addServerPodSecurityError(diags *diag.Diagnostics, g catalog.Group, host, v
 			"which refuse it; newer versions relax some of them (a pod with hostUsers: false may run as root from "+
 			"v1.35 on). Make pod_spec_override meet level %q as that version checks it, or lower pod_security_level.",
 			g.Name, violationList(ve), host, version, ve.Level))
+}
+
+// ensureOwnerID gives *id a fresh owner id when it holds none (a new
+// definition, or one stored before owner ids). adopt: the definition was
+// stored before owner ids, so it takes over, this once, the objects made for
+// its name. what names the definition for the error.
+func ensureOwnerID(id *string, what string, create bool, diags *diag.Diagnostics) (adopt, ok bool) {
+	if managed.ValidOwnerID(*id) {
+		return false, true
+	}
+	fresh, err := managed.NewOwnerID()
+	if err != nil {
+		diags.AddError("Owner Id Not Made", fmt.Sprintf("%s: %v. The system's random source failed; try again.", what, err))
+		return false, false
+	}
+	*id = fresh
+	return !create, true
 }

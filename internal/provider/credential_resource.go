@@ -837,14 +837,9 @@ func (r *credentialResource) checkParentCycle(ctx context.Context, plan credenti
 // one its plan holds, replacing one of its own), one stored before owner
 // ids gets one now and adopts, this once, the objects made for its name.
 func (r *credentialResource) ownedAccount(spec *credential.Spec, create bool, diags *diag.Diagnostics) (credential.Account, bool) {
-	adopt := false
-	if !managed.ValidOwnerID(spec.OwnerID) {
-		id, err := managed.NewOwnerID()
-		if err != nil {
-			diags.AddError("Owner Id Not Made", fmt.Sprintf("Credential %q: %v. The system's random source failed; try again.", spec.Name, err))
-			return credential.Account{}, false
-		}
-		spec.OwnerID, adopt = id, !create
+	adopt, ok := ensureOwnerID(&spec.OwnerID, fmt.Sprintf("Credential %q", spec.Name), create, diags)
+	if !ok {
+		return credential.Account{}, false
 	}
 	return credential.Account{Namespace: spec.Namespace, Name: spec.ServiceAccount, Credential: spec.Name, Adopt: adopt,
 		Owner: managed.Owner{ID: spec.OwnerID, Kind: "credential", Name: spec.Name, Catalog: r.data.catalogNamespace}}, true
