@@ -278,9 +278,12 @@ func (c *codec[T, O, L]) entry(ctx context.Context, s *Store, o O) (Entry[T], er
 		en.Drift = en.Object + " has lost its digest annotation " + c.digestKey
 		return en, nil
 	}
-	key, err := s.keys.Key(ctx, false)
-	if err != nil && !errors.Is(err, catalogkey.ErrRefused) && !errors.Is(err, catalogkey.ErrMissing) {
-		return Entry[T]{}, s.fail("reading", c.kind, o.GetName(), err)
+	var key *catalogkey.Key
+	if catalogkey.Signed(recorded) {
+		// Only a signature needs the key: an unsigned digest is drift as it is.
+		if key, err = s.keys.Key(ctx, false); err != nil && !errors.Is(err, catalogkey.ErrRefused) && !errors.Is(err, catalogkey.ErrMissing) {
+			return Entry[T]{}, s.fail("reading", c.kind, o.GetName(), err)
+		}
 	}
 	en.Drift = c.drift(en.Object, recorded, key, err, o)
 	return en, nil

@@ -8,9 +8,11 @@
 //
 // The key is the provider's catalog_key when the configuration sets one, or
 // else a Secret that kubeplay creates once in the catalog namespace. Whoever
-// can read that Secret can sign, so the catalog namespace's Secrets must be
-// readable only by the identities that run kubeplay (the security model
-// guide says so); catalog_key removes even that dependency.
+// can read that Secret can sign, and whoever can create or update Secrets
+// there can plant or replace it (labels can be copied), so the catalog
+// namespace's Secrets must be readable and writable only by the identities
+// that run kubeplay (the security model guide says so); catalog_key removes
+// even that dependency.
 package catalogkey
 
 import (
@@ -166,7 +168,7 @@ func Load(ctx context.Context, kube kubernetes.Interface, namespace string, crea
 		return nil, fmt.Errorf("reading the catalog key Secret %s/%s: %w", namespace, SecretName, err)
 	}
 	if !managed.Owns(sec, managed.LabelComponent, Component) {
-		return nil, fmt.Errorf("%w: Secret %s/%s lacks kubeplay's labels, so kubeplay did not make it; delete it "+
+		return nil, fmt.Errorf("%w: Secret %s/%s lacks kubeplay's labels, so it is not the key kubeplay made; delete it "+
 			"(every catalog definition must then be applied again) or set the provider's catalog_key", ErrRefused, namespace, SecretName)
 	}
 	k, err := New(sec.Data[SecretKey])

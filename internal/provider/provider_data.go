@@ -164,9 +164,9 @@ func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostic
 }
 
 // readDefinition reads a definition from the catalog for a run, a warm pool
-// or a held node; nil when it does not exist. get is a Trusted getter, such
-// as (*catalog.Store).TrustedGroup: a definition changed outside kubeplay is
-// an error that wraps catalog.ErrTampered, whatever get is.
+// or a held node; nil when it does not exist. get must be a Trusted getter,
+// such as (*catalog.Store).TrustedGroup, which refuses a definition changed
+// outside kubeplay with a *catalog.Error that the diagnostics explain.
 func readDefinition[T any](ctx context.Context, data *providerData, get catalogGetter[T], name string) (*T, error) {
 	s, err := data.catalog()
 	if err != nil {
@@ -178,10 +178,6 @@ func readDefinition[T any](ctx context.Context, data *providerData, get catalogG
 	}
 	if err != nil {
 		return nil, err
-	}
-	if e.Drift != "" {
-		// A getter that does not refuse drift: refuse it here.
-		return nil, fmt.Errorf("%w: %s", catalog.ErrTampered, e.Drift)
 	}
 	return &e.Value, nil
 }

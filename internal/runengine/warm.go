@@ -74,9 +74,6 @@ func (e *Engine) signedPool(ctx context.Context, t *warmpool.Template) bool {
 // an error: a run does not need it). A claim starts a refill at once. Only
 // a pod whose signatures hold is claimed; the check reads nothing more.
 func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) *corev1.Pod {
-	if t.Key == nil {
-		return nil
-	}
 	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
 	defer cancel()
 	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: req.Timeout})
@@ -96,9 +93,6 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 // run's pod holds the quota until the kubelet has stopped it, and a pod
 // kept on failure holds it on.
 func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
-	if t.Key == nil {
-		return
-	}
 	active.Enter() // a provider that is stopping waits for the refill
 	go func() {
 		defer active.Leave()
