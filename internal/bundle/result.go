@@ -53,7 +53,8 @@ type ResultTooLargeError struct{ Limit int }
 
 func (e *ResultTooLargeError) Error() string {
 	return fmt.Sprintf("the run's result is larger than the %d MiB kubeplay reads (huge set_stats data, or a result "+
-		"file the playbook or the image wrote): it was not read", e.Limit>>20)
+		"file the playbook or the image wrote): it was not read. Keep large data out of set_stats (write it to a file or "+
+		"store and return a reference to it), and do not write to the runner's result file", e.Limit>>20)
 }
 
 // FailedTask is one task that failed on a host, or could not reach it.

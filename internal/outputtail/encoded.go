@@ -1,6 +1,9 @@
 package outputtail
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+	"encoding/hex"
+)
 
 // base64Cores returns the base64 text that encodes secret wherever it sits
 // in a longer base64 stream: for each of the three alignments of its first
@@ -36,7 +39,8 @@ func urlMatch(b, secret []byte) int {
 			return -1
 		}
 		if b[k] == '%' && k+2 < len(b) {
-			if v, ok := unhex(b[k+1], b[k+2]); ok && v == c {
+			var v [1]byte
+			if _, err := hex.Decode(v[:], b[k+1:k+3]); err == nil && v[0] == c {
 				if c != '%' {
 					k += 3
 					continue
@@ -55,22 +59,4 @@ func urlMatch(b, secret []byte) int {
 		}
 	}
 	return k
-}
-
-func unhex(a, b byte) (byte, bool) {
-	x, ok1 := hexDigit(a)
-	y, ok2 := hexDigit(b)
-	return x<<4 | y, ok1 && ok2
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

@@ -178,8 +178,11 @@ func readIgnoreFile(root string) ([]string, error) {
 		return nil, &PathError{Path: IgnoreFile, Err: fmt.Errorf("%w (it is %s)", ErrIgnoreFileKind, kindName(info.Mode()))}
 	}
 	f, err := openListed(p, info)
-	if err != nil {
+	if errors.Is(err, ErrChanged) {
 		return nil, &PathError{Path: IgnoreFile, Err: fmt.Errorf("%w (it changed while being read)", ErrIgnoreFileKind)}
+	}
+	if err != nil {
+		return nil, &PathError{Path: IgnoreFile, Err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxIgnoreFileSize+1))
