@@ -219,7 +219,9 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 			if err := dec.Decode(&s); err != nil {
 				return err
 			}
-			res.HostCount++
+			if _, dup := res.Hosts[host]; !dup { // a key given twice is one host
+				res.HostCount++
+			}
 			res.Hosts[host] = s
 			if len(res.Hosts) >= 2*MaxHosts {
 				keepFirst(res.Hosts, MaxHosts)

@@ -193,3 +193,15 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 	})
 }
+
+// A host named twice in the stats (JSON allows it; the last value wins) is
+// one host, not two.
+func TestHostCountIgnoresDuplicateKeys(t *testing.T) {
+	res, err := DecodeResult(strings.NewReader(`{"rc":0,"stats":{"hosts":{"a":{"ok":1},"a":{"ok":2},"b":{"ok":1}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HostCount != 2 || len(res.Hosts) != 2 || res.Hosts["a"].OK != 2 {
+		t.Errorf("host_count %d, hosts %v", res.HostCount, res.Hosts)
+	}
+}
