@@ -42,7 +42,7 @@ func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog
 		// catalog does not hold the name: CheckAbsent passed) is the new one's.
 		probe := sideSpec(*g)
 		probe.Owner.Catalog, probe.Owner.CatalogUID = r.data.catalogNamespace, catalogUID
-		if id := groupside.Orphan(ctx, kube, probe); id != "" {
+		if id := r.orphanID(ctx, kube, probe); id != "" {
 			g.OwnerID = id
 		}
 	}
@@ -105,7 +105,7 @@ func (r *containerGroupResource) checkOnCluster(ctx context.Context, g catalog.G
 	switch {
 	case creating:
 		side.Owner.ID = unassignedOwnerID
-		if id := groupside.Orphan(ctx, gc.Kube, side); id != "" {
+		if id := r.orphanID(ctx, gc.Kube, side); id != "" {
 			side.Owner.ID = id // left by this catalog's deleted definition: taken over at apply
 		}
 	case stateOwner.IsNull() || stateOwner.IsUnknown():
@@ -200,4 +200,32 @@ func ensureOwnerID(id *string, what string, create bool, diags *diag.Diagnostics
 	}
 	*id = fresh
 	return !create, true
+}
+
+// orphanID is the owner id that this catalog's deleted definition of the
+// group left on what it provisioned, or "". The annotations it reads live in
+// the run namespace, where others may write, so an id that a definition of
+// the catalog still holds is never taken: copying it there must not make a
+// new group the owner (and destroyer) of another group's objects.
+func (r *containerGroupResource) orphanID(ctx context.Context, kube kubernetes.Interface, probe groupside.Spec) string {
+	id := groupside.Orphan(ctx, kube, probe)
+	if id == "" {
+		return ""
+	}
+	store, err := r.data.catalog()
+	if err != nil {
+		return ""
+	}
+	groups, err := store.ListGroups(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, g := range groups {
+		if g.Value.OwnerID == id {
+			tflog.Warn(ctx, "an orphan owner id in the group's namespace belongs to another container group; not taken",
+				map[string]any{"group": probe.Name, "holder": g.Value.Name})
+			return ""
+		}
+	}
+	return id
 }
