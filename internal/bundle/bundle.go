@@ -38,7 +38,13 @@ const (
 	callbackDir   = "callback_plugins"
 	statsName     = "stats.json"
 	kubeconfig    = "kubeconfig"
+	// reportedFile marks a script that has written its result.
+	reportedFile = "reported"
 )
+
+// reportedWait bounds how long the script waits, after its result, for the
+// client to say it has read it by closing stdin.
+const reportedWait = 30 * time.Second
 
 // Paths in the pod, outside the bundle.
 const (
@@ -442,18 +448,20 @@ func (b *Bundle) script(inventory string) string {
 	if b.Held {
 		killWorker = "" // a held node outlives its runs
 	}
+	// Once the result is written (reportedFile), the end of stdin is the
+	// client saying it has read it, not its death: the watcher then only ends.
 	sb.WriteString("exec 3<&0 </dev/null\n" +
 		"if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
 		"pid=$!\n" +
 		"{ while IFS= read -r l; do :; done\n" +
+		"  [ -e ./" + reportedFile + " ] && exit 0\n" +
 		// The worker first: once the playbook ends, the script stops the watcher.
 		killWorker +
 		"  kill -TERM -\"$pid\" \"$pid\"\n" +
 		"} <&3 >/dev/null 2>&1 &\n" +
 		"watcher=$!\n" +
 		"exec 3<&-\n" +
-		"wait \"$pid\"\nrc=$?\n" +
-		"kill \"$watcher\" 2>/dev/null\n")
+		"wait \"$pid\"\nrc=$?\n")
 	sb.WriteString(b.sshCleanup())
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
@@ -461,10 +469,16 @@ func (b *Bundle) script(inventory string) string {
 	if len(b.Kubeconfig) > 0 {
 		sb.WriteString("rm -f ./" + kubeconfig + "\n")
 	}
-	// The result channel (see ResultStream): the separator, then the
-	// document to the stream's end, on the script's own stderr.
-	fmt.Fprintf(&sb, "printf '\\n%%s\\n{\"rc\":%%d,\"stats\":' %s \"$rc\" >&2\n"+
-		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n' >&2\n", Quote(b.Marker), statsName)
+	// The result channel (see ResultStream): the separator, the document,
+	// the separator again, on the script's own stderr. The script then waits
+	// until the client, which has read the document, closes stdin (or
+	// ReportedWait passes), so that the document is never in flight when the
+	// exec stream closes: a close can lose what the server has not sent yet.
+	fmt.Fprintf(&sb, ": >./%s\nprintf '\\n%%s\\n{\"rc\":%%d,\"stats\":' %s \"$rc\" >&2\n"+
+		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n%%s\\n' %s >&2\n", reportedFile, Quote(b.Marker), statsName, Quote(b.Marker))
+	// The timer lets go of a held node's lock (fd 9): its sleep may outlive it.
+	fmt.Fprintf(&sb, "( exec 9>&-; sleep %d; kill \"$watcher\" ) >/dev/null 2>&1 &\ntimer=$!\nwait \"$watcher\" 2>/dev/null\n"+
+		"kill \"$timer\" 2>/dev/null\n", int(reportedWait/time.Second))
 	if b.Held {
 		sb.WriteString("rm -rf \"$PWD\"\n") // the node's next runs do not see this one's files
 	}

@@ -48,6 +48,18 @@ func heldStdin(t *testing.T, cmd *exec.Cmd, content []byte) (closeIt func()) {
 	return closeIt
 }
 
+// ackResult does what the runner does: it reads the script's stderr (set
+// before) for the result, and once the whole result has come, closes stdin
+// (closeStdin), which the script waits for before it ends.
+func ackResult(cmd *exec.Cmd, closeStdin func()) {
+	rs := NewResultStream(testMarker, io.Discard, MaxResultSize)
+	cmd.Stderr = io.MultiWriter(cmd.Stderr, rs)
+	go func() {
+		<-rs.Done()
+		closeStdin()
+	}()
+}
+
 // hostile are values that break naive shell quoting.
 var hostile = []string{
 	"",
@@ -127,7 +139,7 @@ func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string,
 	cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	defer heldStdin(t, cmd, nil)()
+	ackResult(cmd, heldStdin(t, cmd, nil))
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	switch {
@@ -440,9 +452,10 @@ func TestCommandUnpacksAndRuns(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c[0], c[1:]...)
 	// Bytes after the bundle reach neither tar nor the playbook.
-	defer heldStdin(t, cmd, append(in.Bytes(), "after the bundle\n"...))()
+	closeStdin := heldStdin(t, cmd, append(in.Bytes(), "after the bundle\n"...))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	ackResult(cmd, closeStdin)
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v: %s", err, errOut.String())
 	}

@@ -36,6 +36,7 @@ func TestHeldRunsTakeTurns(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			closeStdin := heldStdin(t, cmd, nil)
 			defer closeStdin()
+			ackResult(cmd, closeStdin)
 			if err := cmd.Run(); err != nil {
 				t.Errorf("run %d: %v; stderr %s", i, err, errOut.String())
 			}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +115,7 @@ func TestScriptLeavesTheWorkerAfterARun(t *testing.T) {
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	closeStdin := heldStdin(t, cmd, nil)
+	ackResult(cmd, closeStdin)
 	err := cmd.Run()
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 {
@@ -137,4 +139,52 @@ func exitStatus(err error) (syscall.WaitStatus, bool) {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ws, ok
+}
+
+// TestScriptWaitsForTheClientToReadTheResult: after its result, the script
+// waits until the client closes stdin, and then ends with the run's exit
+// code, leaving the worker alone; the result is the document alone.
+func TestScriptWaitsForTheClientToReadTheResult(t *testing.T) {
+	_, worker := fakeWorker(t)
+	b := Bundle{Command: []string{"sh", "-c", "exit 5"}, Marker: testMarker}
+	dir := extract(t, &b)
+	cmd := exec.Command(filepath.Join(dir, ScriptName))
+	rs := NewResultStream(testMarker, io.Discard, MaxResultSize)
+	cmd.Stderr = rs
+	closeStdin := heldStdin(t, cmd, nil)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-rs.Done():
+	case err := <-exited:
+		t.Fatalf("the script ended (%v) before its whole result came", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no whole result in 20 s")
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the script ended (%v) before the client closed stdin", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	closeStdin()
+	select {
+	case err := <-exited:
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 5 {
+			t.Errorf("exit %v, want 5", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the script still runs 10 s after the client closed stdin")
+	}
+	if r, err := rs.Result(); err != nil || r.ExitCode != 5 {
+		t.Errorf("result %+v, %v; want rc 5", r, err)
+	}
+	select {
+	case werr := <-worker:
+		t.Errorf("the worker ended (%v) after the client read the result", werr)
+	case <-time.After(time.Second):
+	}
 }

@@ -77,13 +77,23 @@ type ResultStream struct {
 	found   bool
 	over    bool
 	doc     bytes.Buffer
+	// tail is the end of what followed the first separator, where the
+	// second may have begun; complete is set, and done closed, once it came.
+	tail     []byte
+	complete bool
+	done     chan struct{}
 }
 
 // NewResultStream returns a ResultStream for marker (Bundle.Marker) that
 // keeps at most limit bytes of result.
 func NewResultStream(marker string, before io.Writer, limit int) *ResultStream {
-	return &ResultStream{sep: []byte("\n" + marker + "\n"), before: before, limit: limit}
+	return &ResultStream{sep: []byte("\n" + marker + "\n"), before: before, limit: limit, done: make(chan struct{})}
 }
+
+// Done is closed once the whole document has come: the script writes the
+// separator again after it. The client then closes the script's stdin,
+// which lets the script end.
+func (s *ResultStream) Done() <-chan struct{} { return s.done }
 
 // Write never fails.
 func (s *ResultStream) Write(p []byte) (int, error) {
@@ -106,12 +116,40 @@ func (s *ResultStream) Write(p []byte) (int, error) {
 		p = s.pending[i+len(s.sep):]
 		s.pending = nil
 	}
+	if s.complete {
+		return n, nil
+	}
+	p = s.closing(p)
 	if room := s.limit - s.doc.Len(); len(p) > room {
 		s.over = true
 		p = p[:max(room, 0)]
 	}
 	s.doc.Write(p)
 	return n, nil
+}
+
+// closing looks for the second separator in p, across writes: it returns
+// the part of p before it (and takes from the document what of it came in
+// earlier writes), or all of p while it has not come.
+func (s *ResultStream) closing(p []byte) []byte {
+	buf := append(slices.Clip(s.tail), p...)
+	i := bytes.Index(buf, s.sep)
+	if i < 0 {
+		s.tail = append(s.tail[:0], buf[max(0, len(buf)-len(s.sep)+1):]...)
+		return p
+	}
+	s.complete = true
+	close(s.done)
+	s.tail = nil
+	if k := i - (len(buf) - len(p)); k >= 0 {
+		return p[:k]
+	}
+	// The separator began in an earlier write, whose bytes are in the
+	// document unless the limit cut them.
+	if !s.over {
+		s.doc.Truncate(max(0, s.doc.Len()+i-(len(buf)-len(p))))
+	}
+	return nil
 }
 
 // Result decodes the result once the stream has ended: ErrNoResult without

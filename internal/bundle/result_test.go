@@ -205,3 +205,49 @@ func TestHostCountIgnoresDuplicateKeys(t *testing.T) {
 		t.Errorf("host_count %d, hosts %v", res.HostCount, res.Hosts)
 	}
 }
+
+// resultChunks writes s to a fresh ResultStream in the pieces cuts marks.
+func resultChunks(s string, cuts []byte) *ResultStream {
+	var before strings.Builder
+	rs := NewResultStream(testMarker, &before, MaxResultSize)
+	rest := s
+	for _, c := range cuts {
+		n := min(int(c), len(rest))
+		_, _ = rs.Write([]byte(rest[:n]))
+		rest = rest[n:]
+	}
+	_, _ = rs.Write([]byte(rest))
+	return rs
+}
+
+// FuzzResultStreamEnd: however the stream is cut into writes, a document
+// closed by the separator is whole once it has come (Done), and reads as
+// the document alone; without the closing separator Done stays open.
+func FuzzResultStreamEnd(f *testing.F) {
+	f.Add([]byte{1, 5, 30}, "ok: [localhost]\n", `{"rc":2,"stats":null}`)
+	f.Add([]byte{40, 3, 1, 1, 1}, "", `{"rc":0,"stats":{"hosts":{"a":{"ok":1}}}}`)
+	f.Add([]byte{0, 22, 2}, "line\n", `{"rc":1,"stats":null}`)
+	f.Fuzz(func(t *testing.T, cuts []byte, before, doc string) {
+		if strings.Contains(before, testMarker) || strings.Contains(doc, "\n") || strings.Contains(doc, testMarker) {
+			return
+		}
+		want, werr := ParseResult(doc)
+		sep := "\n" + testMarker + "\n"
+		rs := resultChunks(before+sep+doc+sep, cuts)
+		select {
+		case <-rs.Done():
+		default:
+			t.Fatal("a closed document did not signal Done")
+		}
+		got, err := rs.Result()
+		if (err == nil) != (werr == nil) || (err == nil && got.ExitCode != want.ExitCode) || (err == nil && got.HostCount != want.HostCount) {
+			t.Fatalf("result %+v, %v; want %+v, %v", got, err, want, werr)
+		}
+		open := resultChunks(before+sep+doc, cuts)
+		select {
+		case <-open.Done():
+			t.Fatal("Done without the closing separator")
+		default:
+		}
+	})
+}

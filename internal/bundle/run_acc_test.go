@@ -23,6 +23,7 @@ const marker = "\x1ekubeplay-test-7f3a "
 // redacted from the output.
 func TestAccBundleRunsInPod(t *testing.T) {
 	cfg, kube := acctest.Clients(t)
+	acctest.Parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns := acctest.Namespace(t, kube, "kp-bundle")
@@ -40,9 +41,14 @@ func TestAccBundleRunsInPod(t *testing.T) {
 		if err := b.Write(&in); err != nil {
 			t.Fatal(err)
 		}
-		// stdin stays open for the run's life, as the runner keeps it.
+		// stdin stays open for the run's life, as the runner keeps it, and
+		// closes once the whole result has come, as the runner closes it.
 		pr, pw := io.Pipe()
-		go func() { _, _ = pw.Write(in.Bytes()) }()
+		go func() {
+			_, _ = pw.Write(in.Bytes())
+			<-results.Done()
+			_ = pw.Close()
+		}()
 		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", bundle.Command(int64(in.Len())), pr, out, results)
 		_ = pr.Close()
 		_ = out.Close()

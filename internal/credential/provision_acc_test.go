@@ -29,6 +29,7 @@ import (
 func accKube(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
 	cfg, kube := acctest.Clients(t)
+	acctest.Parallel(t)
 	return cfg, kube
 }
 

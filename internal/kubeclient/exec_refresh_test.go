@@ -22,6 +22,7 @@ import (
 // time: after expiry the same client authenticates with the new token.
 func TestAccExecTokenRefresh(t *testing.T) {
 	admin, kube := acctest.Clients(t)
+	acctest.Parallel(t)
 	ctx := context.Background()
 	ns := fmt.Sprintf("kp-exec-%d", time.Now().UnixNano()%1_000_000)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

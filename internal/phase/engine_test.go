@@ -24,6 +24,7 @@ import (
 func testClients(t *testing.T) *kubeclient.Clients {
 	t.Helper()
 	cfg, _ := acctest.Clients(t)
+	acctest.Parallel(t)
 	c, err := kubeclient.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)

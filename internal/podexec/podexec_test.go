@@ -149,6 +149,7 @@ func TestMissingImageAcc(t *testing.T) {
 func accClient(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
 	cfg, client := acctest.Clients(t)
+	acctest.Parallel(t)
 	return cfg, client
 }
 

@@ -103,6 +103,9 @@ func hclMap(m map[string]string) string {
 // providers, their namespaces and CRDs.
 func TestAccClusterctl_initAndMove(t *testing.T) {
 	e := newTestEnv(t)
+	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
+	// cluster is one: the tests that install them or use it take turns.
+	acctest.Exclusive(t, clusterAPILock)
 	second := newSecondCluster(t)
 	acctest.ClusterAPIImage(t, 1)
 	acctest.ClusterAPIImage(t, 2)
@@ -379,6 +382,9 @@ func scaleDown(kube kubernetes.Interface, ns, name string) error {
 // inventory or ClusterRole behind.
 func TestAccClusterctl_initFailure(t *testing.T) {
 	e := newTestEnv(t)
+	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
+	// cluster is one: the tests that install them or use it take turns.
+	acctest.Exclusive(t, clusterAPILock)
 	acctest.ClusterAPIImage(t, 1)
 	one := newCapiSide(t, acctest.RESTConfig(t))
 	// The controller's image is one no node has, and pulls are never made.

@@ -73,7 +73,7 @@ resource "kubeplay_credential" "test" {
 // stored Secret, out-of-band deletion, and that the token reaches neither the
 // state nor a TF_LOG=trace log.
 func TestAccCredential_bearerToken(t *testing.T) {
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "captures Terraform and provider logs through TF_LOG and TF_ACC_LOG_PATH, which are process-wide")
 	logFile := filepath.Join(t.TempDir(), "terraform.log")
 	t.Setenv("TF_LOG", "trace")
 	t.Setenv("TF_ACC_LOG_PATH", logFile)

@@ -152,8 +152,12 @@ func mirrorCLIConfig(t *testing.T, c exampleCLI) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	build := filepath.Join(filepath.Dir(c.config), "terraform-provider-kubeplay")
-	if err := os.Symlink(build, filepath.Join(dir, "terraform-provider-kubeplay")); err != nil {
+	binDir, err := providerBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := filepath.Join(binDir, "terraform-provider-kubeplay")
+	if err = os.Symlink(build, filepath.Join(dir, "terraform-provider-kubeplay")); err != nil {
 		t.Fatal(err)
 	}
 	rc := filepath.Join(mirror, "terraformrc")
@@ -532,7 +536,7 @@ type exampleCLI struct {
 
 func newExampleEnv(t *testing.T, dir string, namespaces, crds []string) *exampleEnv {
 	t.Helper()
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "sets TF_ACC_PROVIDER_NAMESPACE and the working directory, which are process-wide")
 	// newTestEnv's cleanup deletes whatever e.catalog names when the test ends.
 	e.catalog = randName("example-catalog")
 	x := &exampleEnv{testEnv: e, t: t, dir: dir, workParent: t.TempDir(), made: slices.Clone(namespaces), crds: crds}

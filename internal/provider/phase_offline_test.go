@@ -29,7 +29,7 @@ import (
 // plan with its URL, with no request to the server and no git run; with
 // allow_remote_kustomize the remote resource is fetched and applied.
 func TestAccPhase_kustomizationRemote(t *testing.T) {
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "puts a fake git first on PATH, which is process-wide")
 	ns := e.namespace("kp-kremote")
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

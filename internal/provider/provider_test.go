@@ -52,11 +52,46 @@ type testEnv struct {
 	adminUser string
 }
 
+// newTestEnv starts an acceptance test that shares the cluster: it runs in
+// parallel with the package's other such tests (go test -parallel), so
+// everything it makes has a name of its own and nothing it checks depends on
+// another test's absence. Use it instead of resource.ParallelTest, which
+// would call t.Parallel a second time.
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
 	}
+	acctest.Parallel(t)
+	return newEnv(t)
+}
+
+// newDisruptiveTestEnv starts an acceptance test that disturbs the whole
+// cluster (restarts the API server, stops a kubelet): see
+// acctest.Disruptive. why says how.
+func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
+	t.Helper()
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
+	}
+	acctest.Disruptive(t, why)
+	return newEnv(t)
+}
+
+// newProcessWideTestEnv starts an acceptance test that sets what is
+// process-wide (environment variables, the working directory): see
+// acctest.ProcessWide. why says what.
+func newProcessWideTestEnv(t *testing.T, why string) *testEnv {
+	t.Helper()
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
+	}
+	acctest.ProcessWide(t, why)
+	return newEnv(t)
+}
+
+func newEnv(t *testing.T) *testEnv {
+	t.Helper()
 	kc := acctest.Kubeconfig(t)
 	kube, err := kubernetes.NewForConfig(acctest.RESTConfig(t))
 	if err != nil {

@@ -117,6 +117,13 @@ func newFaultEnv(t *testing.T, g faultGroup) *faultEnv {
 	return newFaultEnvWith(t, e, e.kubeconfig, g)
 }
 
+// newDisruptiveFaultEnv is newFaultEnv for a row that disturbs the whole
+// cluster; why says how.
+func newDisruptiveFaultEnv(t *testing.T, why string, g faultGroup) *faultEnv {
+	e := newDisruptiveTestEnv(t, why)
+	return newFaultEnvWith(t, e, e.kubeconfig, g)
+}
+
 // newFaultEnvWith applies the group through the provider configured with
 // kubeconfig.
 func newFaultEnvWith(t *testing.T, e *testEnv, kubeconfig string, g faultGroup) *faultEnv {
@@ -481,6 +488,7 @@ func (p *cutProxy) cut() int {
 // slot held past its pod_pending_timeout it ends cleanly with a capacity
 // error and nothing of it is left.
 func TestAccRunFault_fullGroup(t *testing.T) {
+	acctest.Parallel(t)
 	t.Run("waits", func(t *testing.T) {
 		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\""})
 		blocker := f.runDir(t, commandRun(startedThen("sleep 15"), "10m"))
@@ -784,7 +792,7 @@ func script(t *testing.T, path string, args ...string) {
 // once the server is back.
 func TestAccRunFault_apiServerRestart(t *testing.T) {
 	tools := localClusterOnly(t)
-	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	f := newDisruptiveFaultEnv(t, "restarts the API server", faultGroup{attrs: faultLimits})
 	out, clock, err := f.runFault(t, "apiserver_restart", commandRun(startedThen("sleep 60; echo finished"), "10m"), func(string) {
 		script(t, filepath.Join(tools, "restart.sh"), "kube-apiserver")
 	})
@@ -806,7 +814,7 @@ const kubeletDown = time.Minute
 func TestAccRunFault_kubeletStopped(t *testing.T) {
 	tools := localClusterOnly(t)
 	kubelet := filepath.Join(tools, "kubelet.sh")
-	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	f := newDisruptiveFaultEnv(t, "stops the node's kubelet for a minute", faultGroup{attrs: faultLimits})
 	t.Cleanup(func() { script(t, kubelet, "start") })
 	restarted := make(chan error, 1)
 	var pod string

@@ -65,19 +65,48 @@ func providerCLI(t testing.TB) (terraformBin, cliConfig string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("no terraform CLI: %w", err)
 	}
-	root, err := acctest.RepoRoot()
+	binDir, err := providerBuild()
 	if err != nil {
 		return "", "", err
 	}
-	binDir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "terraform-provider-kubeplay"), ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("building the provider: %w\n%s", err, out)
-	}
-	cliConfig = filepath.Join(binDir, "terraformrc")
+	cliConfig = filepath.Join(t.TempDir(), "terraformrc")
 	rc := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"kubeplay/kubeplay\" = %q\n  }\n  direct {}\n}\n", binDir)
 	return terraformBin, cliConfig, os.WriteFile(cliConfig, []byte(rc), 0o600)
+}
+
+// providerDir is where providerBuild builds the provider, once per test
+// process; TestMain removes it.
+var providerDir string
+
+// providerBuild returns the directory of a provider binary built from this
+// tree: KUBEPLAY_TEST_PROVIDER_DIR when set (make testacc builds it once for
+// all its processes), else one build per test process.
+var providerBuild = sync.OnceValues(func() (string, error) {
+	if dir := os.Getenv("KUBEPLAY_TEST_PROVIDER_DIR"); dir != "" {
+		return dir, nil
+	}
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	if providerDir, err = os.MkdirTemp("", "kubeplay-provider-"); err != nil {
+		return "", err
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(providerDir, "terraform-provider-kubeplay"), ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the provider: %w\n%s", err, out)
+	}
+	return providerDir, nil
+})
+
+// TestMain removes the provider that providerBuild built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if providerDir != "" {
+		_ = os.RemoveAll(providerDir)
+	}
+	os.Exit(code)
 }
 
 // terraformCLI runs terraform in dir with the dev_overrides configuration.

@@ -97,7 +97,7 @@ func (pw *podWatcher) check(want int) resource.TestCheckFunc {
 // gate, so that the first stays Pending until the test deletes it, and the
 // second until the test lifts its gate: no race with the kubelet.
 func TestAccRun_launchRetried(t *testing.T) {
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "captures Terraform and provider logs through TF_LOG and TF_ACC_LOG_PATH, which are process-wide")
 	logFile := filepath.Join(t.TempDir(), "terraform.log")
 	t.Setenv("TF_LOG", "warn")
 	t.Setenv("TF_ACC_LOG_PATH", logFile)

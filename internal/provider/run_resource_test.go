@@ -62,7 +62,7 @@ func (e *testEnv) checkNoRunPods(ns string) resource.TestCheckFunc {
 // that secrets reach neither the state nor the output, that triggers run it
 // again, and that a destroy playbook runs with KUBEPLAY_OPERATION=destroy.
 func TestAccRun_playbook(t *testing.T) {
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "captures Terraform and provider logs through TF_LOG and TF_ACC_LOG_PATH, which are process-wide")
 	logFile := filepath.Join(t.TempDir(), "terraform.log")
 	t.Setenv("TF_LOG", "trace")
 	t.Setenv("TF_ACC_LOG_PATH", logFile)

@@ -76,14 +76,18 @@ resource "kubeplay_run" "test" {
 	})
 }
 
-// TestAccRun_manyHosts: a 5,000-host inventory (local connection, one
+// TestAccRun_manyHosts: a 1,000-host inventory (local connection, one
 // debug task) ends successful with every host in host_stats. On the stats
 // line of old, 400 hosts already ended the run as an error. It logs the
-// apply's time and the size of the run's state.
+// apply's time and the size of the run's state. KUBEPLAY_TEST_HOSTS=5000
+// runs it at bundle.MaxHosts: 284 s alone on this 2-core machine (a 1,735
+// KB state, which terraform-plugin-framework's write-only nullification
+// walks in quadratic time at every plan, apply and read), and 662 s beside
+// the parallel suite, which is why the suite runs 1,000.
 func TestAccRun_manyHosts(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-runmany")
-	n := 5000
+	n := 1000
 	if s := os.Getenv("KUBEPLAY_TEST_HOSTS"); s != "" {
 		_, _ = fmt.Sscan(s, &n)
 	}

@@ -154,7 +154,7 @@ func keySecrets(keys ...string) []string {
 // password fails the run. No key or password appears in the state, the
 // plan, a pod or the TF_LOG=trace log.
 func TestAccRun_ssh(t *testing.T) {
-	e := newTestEnv(t)
+	e := newProcessWideTestEnv(t, "captures Terraform and provider logs through TF_LOG and TF_ACC_LOG_PATH, which are process-wide")
 	logFile := filepath.Join(t.TempDir(), "terraform.log")
 	workDirs := t.TempDir()
 	t.Setenv("TF_LOG", "trace")

@@ -37,8 +37,13 @@ type secondCluster struct {
 	kubeconfig []byte
 }
 
+// clusterAPILock is the acctest.Exclusive lock of the tests that install
+// cert-manager's or Cluster API's CRDs, or use the second cluster.
+const clusterAPILock = "cluster-api"
+
 func newSecondCluster(t *testing.T) *secondCluster {
 	t.Helper()
+	acctest.Exclusive(t, clusterAPILock)
 	b := selfContained(t, acctest.SecondKubeconfig(t))
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
 	if err != nil {
@@ -155,7 +160,7 @@ const nodeLostWithin = 45 * time.Second
 // the docs state; its pod is gone once the kubelet is back; and the next
 // run on the node succeeds.
 func TestAccTwoClusters_nodeLost(t *testing.T) {
-	e := newTestEnv(t)
+	e := newDisruptiveTestEnv(t, "stops the second cluster's kubelet, where the clusterctl and two-cluster tests run")
 	c := newSecondCluster(t)
 	secretNS, groupNS := e.namespace("kp-parent"), randName("kp-lost")
 	putSecondKubeconfig(t, e, c, secretNS)

@@ -29,6 +29,7 @@ import (
 func heldNamespace(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
 	kube := acctest.Kube(t)
+	acctest.Parallel(t)
 	name := "kp-node-" + runengine.NewID()
 	s := runnamespace.Spec{Label: "nsl", Group: "g", Node: name}
 	if err := runnamespace.Make(context.Background(), kube, s); err != nil {

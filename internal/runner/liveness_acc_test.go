@@ -44,7 +44,6 @@ func ended(p *corev1.Pod) bool {
 // podspec.WorkerStartTimeout, Succeeded, and so leaves the quota.
 func TestAccRunWorkerEndsWithoutRun(t *testing.T) {
 	e := newEnv(t)
-	t.Parallel()
 	pod, err := e.kube.CoreV1().Pods(e.ns).Create(context.Background(), e.pod(acctest.TestImage()), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +74,6 @@ func TestAccRunWorkerEndsWithoutRun(t *testing.T) {
 // timeout.
 func TestAccRunKeptPodStaysRunning(t *testing.T) {
 	e := newEnv(t)
-	t.Parallel()
 	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", "exit 3"}})
 	s.KeepPodOnFailure = true
 	res := e.r.Run(context.Background(), s)

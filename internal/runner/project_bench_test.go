@@ -42,7 +42,22 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 	root := makeProject(b, 5000, 10<<10)
 	exec := func(cmd []string, stdin io.Reader) {
 		var stderr bytes.Buffer
-		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", cmd, stdin, io.Discard, &stderr)
+		var errOut io.Writer = &stderr
+		if l, ok := stdin.(*lifelineReader); ok {
+			// As Run does: stdin closes once the whole result has come.
+			rs := bundle.NewResultStream(shipBundle(nil).Marker, &stderr, bundle.MaxResultSize)
+			errOut = rs
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				select {
+				case <-rs.Done():
+					_ = l.Close()
+				case <-done:
+				}
+			}()
+		}
+		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", cmd, stdin, io.Discard, errOut)
 		if err != nil || code != 0 {
 			b.Fatalf("%v: exit %d, %v: %s", cmd, code, err, stderr.String())
 		}

@@ -166,7 +166,19 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
 	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
 	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
+	// The whole result has come: closing stdin tells the script, which waits
+	// for it, so that the exec stream closes with nothing of the result in
+	// flight.
+	execEnded := make(chan struct{})
+	go func() {
+		select {
+		case <-results.Done():
+			_ = stdin.Close()
+		case <-execEnded:
+		}
+	}()
 	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
+	close(execEnded)
 	res.ResultAt = time.Now().UTC()
 	r.log("run exec ended", map[string]any{"pod": pod.Name, "exit": code})
 	writeErr := stdin.Err()
@@ -177,6 +189,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	if writeErr != nil {
 		// The stream broke before the script arrived: nothing ran.
 		return r.finish(ctx, s, res, pod, writeErr)
+	}
+	if execErr != nil && perr == nil && ctx.Err() == nil {
+		// The runner's report, its last words, decoded whole: the run ended
+		// and the stream broke while it closed (a slow reader under load
+		// loses the exit status to the server's reset). The report stands.
+		r.log("the exec stream broke after the run reported its result", map[string]any{"pod": pod.Name, "error": execErr.Error()})
+		execErr = nil
 	}
 	if execErr != nil {
 		if ctx.Err() == nil {
@@ -455,12 +474,16 @@ func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatche
 }
 
 // waitRunning watches the pod until its container runs; image and
-// configuration errors and an unschedulable pod end the wait at once.
+// configuration errors and an unschedulable pod end the wait at once, but
+// for a pod that waits only for room on a node (another pod to end, a node
+// to be added), which the pending timeout bounds, unless no node could
+// ever hold it.
 func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*corev1.Pod, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
-	scheduled := false
+	scheduled, nodesRead := false, false
+	waitingFor := ""
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
@@ -476,6 +499,21 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
 			}
 			done, err := runningOrFailed(p, s.Container)
+			var short shortage
+			if errors.As(err, &short) {
+				if !nodesRead {
+					nodesRead = true
+					if never := neverFits(wctx, r.Kube, p); never != nil {
+						return false, never
+					}
+				}
+				if short.message != waitingFor {
+					waitingFor = short.message
+					r.log("run pod waits for room on a node", map[string]any{"pod": p.Name, "scheduler": short.message})
+					s.event("%s", short.Error())
+				}
+				return false, nil
+			}
 			if done {
 				s.event("pod %s running", p.Name)
 			}
@@ -488,6 +526,11 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 		if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() == nil {
 				err = fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last))
+				if waitingFor != "" && last.Spec.NodeName == "" {
+					err = fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
+						"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, or add nodes",
+						last.Name, s.PendingTimeout, waitingFor)
+				}
 				if sandboxFailed(ctx, r.Kube, last) {
 					// The kubelet could not create the pod's sandbox (network, runtime): another pod may get one.
 					err = passing{fmt.Errorf("%w: its sandbox could not be created (%s)", err, reasonSandbox)}
@@ -511,6 +554,9 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			if shortageOnly(c.Message) {
+				return false, shortage{pod: p.Name, message: c.Message}
+			}
 			return false, fmt.Errorf("pod %s cannot be scheduled: %s: %s", p.Name, c.Reason, c.Message)
 		}
 	}

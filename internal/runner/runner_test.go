@@ -44,6 +44,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg, kube := acctest.Clients(t)
+	acctest.Parallel(t)
 	return &env{t: t, r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: acctest.Namespace(t, kube, "kp-runner")}
 }
 
@@ -299,6 +300,7 @@ func TestAccRunKeepPodOnFailure(t *testing.T) {
 // as error, without hanging, and its pod is still deleted once the server
 // is back.
 func TestAccRunAPIServerRestarted(t *testing.T) {
+	acctest.Disruptive(t, "restarts the API server")
 	e := newEnv(t)
 	if os.Getenv("KUBEPLAY_TEST_KUBECONFIG") != "" {
 		t.Skip("restarts the local test cluster's API server; KUBEPLAY_TEST_KUBECONFIG names another cluster")

@@ -23,6 +23,7 @@ import (
 func testEnv(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
 	kube := acctest.Kube(t)
+	acctest.Parallel(t)
 	return kube, acctest.Namespace(t, kube, "kp-warm")
 }
 

@@ -51,6 +51,48 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing
 fi
 
+# ---------------------------------------------------------------- 3a. the ee image
+# python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
+# (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
+# One image serves both sides of the SSH tests: a superset keeps every earlier test working
+# and the cluster imports one image instead of two.
+EE_PACKAGES=python3,ansible-core,python3-cffi-backend,openssh-client,openssh-server
+
+build_ee() {
+  local rootfs=$WORK/ee-rootfs
+  if [ "$FORCE" = 1 ] || [ ! -e "$rootfs/.complete" ] || [ "$(cat "$rootfs/.complete")" != "$EE_PACKAGES" ]; then
+    rm -rf "$rootfs"
+    log "debootstrap bookworm (log: $WORK/debootstrap.log)"
+    if ! timed "debootstrap" to_log "$WORK/debootstrap.log" debootstrap --variant=minbase \
+        --include="$EE_PACKAGES" bookworm "$rootfs" "$MIRROR"; then
+      tail -n 20 "$WORK/debootstrap.log" >&2
+      die "debootstrap failed"
+    fi
+    # Trim what a test image never reads.
+    rm -rf "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+      "$rootfs"/usr/share/locale/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+      "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log "$rootfs"/var/log/apt/* "$rootfs"/debootstrap
+    # The runtime provides these per container.
+    : > "$rootfs/etc/resolv.conf"; : > "$rootfs/etc/hostname"
+    # Host keys made at build time would be shared by every target: targets make their own.
+    rm -f "$rootfs"/etc/ssh/ssh_host_*
+    echo "$EE_PACKAGES" > "$rootfs/.complete"
+  fi
+  timed "image $EE_IMAGE" "$TC_DIR/mkimage.sh" --rootfs "$rootfs" --tag "$EE_IMAGE" \
+    --cmd '["/bin/sleep","infinity"]' --exclude ./.complete --out "$IMG/ee.tar"
+  echo "$EE_PACKAGES" > "$IMG/ee.pkgs"
+  rm -rf "$rootfs"
+}
+
+# debootstrap waits on the mirror and the disk, the binaries below on the CPU: the image is
+# built in the background meanwhile (its log: $WORK/ee-image.log) and waited for at the end.
+ee_pid=""
+if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ] || [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" != "$EE_PACKAGES" ]; then
+  [ "$(id -u)" = 0 ] || die "debootstrap needs root"
+  build_ee >"$WORK/ee-image.log" 2>&1 &
+  ee_pid=$!
+fi
+
 # ---------------------------------------------------------------- 2. binaries
 export GOSUMDB=off GOWORK=off GOTOOLCHAIN=local
 # Without these the binaries report v0.0.0-master+$Format:%H$ (kubectl version, discovery).
@@ -99,36 +141,12 @@ if stale "$IMG/pause.tar" "$BIN/kubeplay-pause" "$TC_DIR/mkimage.sh"; then
   rm -rf "$WORK/pause-rootfs"
 fi
 
-# python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
-# (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
-# One image serves both sides of the SSH tests: a superset keeps every earlier test working
-# and the cluster imports one image instead of two.
-EE_PACKAGES=python3,ansible-core,python3-cffi-backend,openssh-client,openssh-server
-if [ "$FORCE" = 1 ] || [ ! -s "$IMG/ee.tar" ] || [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" != "$EE_PACKAGES" ]; then
-  [ "$(id -u)" = 0 ] || die "debootstrap needs root"
-  ROOTFS=$WORK/ee-rootfs
-  if [ "$FORCE" = 1 ] || [ ! -e "$ROOTFS/.complete" ] || [ "$(cat "$ROOTFS/.complete")" != "$EE_PACKAGES" ]; then
-    rm -rf "$ROOTFS"
-    log "debootstrap bookworm (log: $WORK/debootstrap.log)"
-    if ! timed "debootstrap" to_log "$WORK/debootstrap.log" debootstrap --variant=minbase \
-        --include="$EE_PACKAGES" bookworm "$ROOTFS" "$MIRROR"; then
-      tail -n 20 "$WORK/debootstrap.log" >&2
-      die "debootstrap failed"
-    fi
-    # Trim what a test image never reads.
-    rm -rf "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* \
-      "$ROOTFS"/usr/share/locale/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var/cache/apt/archives/*.deb \
-      "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log "$ROOTFS"/var/log/apt/* "$ROOTFS"/debootstrap
-    # The runtime provides these per container.
-    : > "$ROOTFS/etc/resolv.conf"; : > "$ROOTFS/etc/hostname"
-    # Host keys made at build time would be shared by every target: targets make their own.
-    rm -f "$ROOTFS"/etc/ssh/ssh_host_*
-    echo "$EE_PACKAGES" > "$ROOTFS/.complete"
+if [ -n "$ee_pid" ]; then
+  if ! wait "$ee_pid"; then
+    tail -n 30 "$WORK/ee-image.log" >&2
+    die "building the ee image failed (log: $WORK/ee-image.log)"
   fi
-  timed "image $EE_IMAGE" "$TC_DIR/mkimage.sh" --rootfs "$ROOTFS" --tag "$EE_IMAGE" \
-    --cmd '["/bin/sleep","infinity"]' --exclude ./.complete --out "$IMG/ee.tar"
-  echo "$EE_PACKAGES" > "$IMG/ee.pkgs"
-  rm -rf "$ROOTFS"
+  cat "$WORK/ee-image.log"
 fi
 
 log "build done: $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p')," \

@@ -53,6 +53,7 @@ BRIDGE=kubeplay0
 NODE_IP=10.250.0.1
 POD_SUBNET=10.250.0.0/24
 POD_NET_PREFIX=10.250.0.
+POD_RANGE_START=16             # pods from .16; .2 to .15 are the harness' (C2_HOST_IP)
 CNI_NET=kubeplay-net
 NODE_NAME=kubeplay-node
 SERVICE_CIDR=10.96.0.0/16

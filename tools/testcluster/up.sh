@@ -205,7 +205,9 @@ server = "http://127.0.0.1:1"
 [host."http://127.0.0.1:1"]
   capabilities = ["pull", "resolve"]
 EOF
-# CNI: our bridge as gateway, host-local IPAM.  ipMasq false: no iptables rules.
+# CNI: our bridge as gateway, host-local IPAM.  ipMasq false: no iptables rules.  Pods get
+# addresses from .$POD_RANGE_START: those below are the harness' own on the bridge (the
+# second cluster's API server is $C2_HOST_IP), which a pod must never take.
 cat > "$ETC/cni/net.d/10-kubeplay.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -214,7 +216,7 @@ cat > "$ETC/cni/net.d/10-kubeplay.conflist" <<EOF
     {
       "type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
       "ipam": {"type": "host-local", "dataDir": "$STATE/cni-ipam",
-               "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$NODE_IP"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+               "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$NODE_IP", "rangeStart": "$POD_NET_PREFIX$POD_RANGE_START"}]], "routes": [{"dst": "0.0.0.0/0"}]}
     },
     {"type": "loopback"}
   ]

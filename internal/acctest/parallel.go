@@ -1,0 +1,95 @@
+package acctest
+
+import (
+	"sync"
+	"testing"
+)
+
+// marked holds the tests that Parallel, Disruptive or ProcessWide has
+// seen, so that helpers a test calls more than once mark it once (a second
+// t.Parallel panics).
+var marked sync.Map
+
+// Parallel runs an acceptance test in parallel with the package's other
+// acceptance tests (go test -parallel). Such a test makes everything under
+// names of its own and never depends on another test's absence. Helpers
+// that start an acceptance test call it; a test already marked is left as
+// it is, so a Disruptive or ProcessWide test stays serial.
+func Parallel(t testing.TB) {
+	tt, ok := t.(*testing.T)
+	if !ok {
+		return
+	}
+	if _, seen := marked.LoadOrStore(tt, true); seen {
+		return
+	}
+	t.Cleanup(func() { marked.Delete(tt) })
+	tt.Parallel()
+}
+
+// Disruptive keeps an acceptance test that disturbs the whole cluster
+// (restarts the API server, stops a kubelet) out of the parallel ones. make
+// testacc runs the tests listed in TESTACC_DISRUPTIVE alone, before the
+// rest; within one package Go runs it before the parallel tests start. Call
+// it before any helper that calls Parallel; why is logged.
+func Disruptive(t testing.TB, why string) {
+	t.Helper()
+	serial(t, "disruptive: "+why)
+}
+
+// ProcessWide keeps an acceptance test that sets what is process-wide
+// (environment variables, the working directory) out of the parallel tests
+// of its process. make testacc runs the tests listed in TESTACC_PROCESSWIDE
+// one after another in a go test process of their own, beside the parallel
+// ones; within one package Go runs it before the parallel tests start.
+func ProcessWide(t testing.TB, why string) {
+	t.Helper()
+	serial(t, "process-wide: "+why)
+}
+
+func serial(t testing.TB, why string) {
+	t.Helper()
+	if tt, ok := t.(*testing.T); ok {
+		if _, seen := marked.LoadOrStore(tt, false); !seen {
+			t.Cleanup(func() { marked.Delete(tt) })
+		}
+	}
+	t.Log(why)
+}
+
+var (
+	exclusiveMu sync.Mutex
+	exclusive   = map[string]*sync.Mutex{}
+	// holders: which test holds each lock, so a test's helpers may ask again.
+	holders = map[string]testing.TB{}
+)
+
+// Exclusive holds the lock called name until the test ends, so that
+// parallel tests which share something of the cluster that names cannot
+// keep apart (cluster-scoped CRDs of one API group, the second cluster) take
+// turns on it, while the rest of the suite goes on beside them. A test that
+// already holds it may ask again.
+func Exclusive(t testing.TB, name string) {
+	t.Helper()
+	exclusiveMu.Lock()
+	if holders[name] == t {
+		exclusiveMu.Unlock()
+		return
+	}
+	mu, ok := exclusive[name]
+	if !ok {
+		mu = new(sync.Mutex)
+		exclusive[name] = mu
+	}
+	exclusiveMu.Unlock()
+	mu.Lock()
+	exclusiveMu.Lock()
+	holders[name] = t
+	exclusiveMu.Unlock()
+	t.Cleanup(func() {
+		exclusiveMu.Lock()
+		delete(holders, name)
+		exclusiveMu.Unlock()
+		mu.Unlock()
+	})
+}

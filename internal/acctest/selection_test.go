@@ -1,0 +1,251 @@
+package acctest
+
+import (
+	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMakefileSelection: the GNUmakefile's lists of tests agree with the
+// code, so that make testacc runs every test in the right pass:
+//   - TESTACC_DISRUPTIVE names exactly the tests that reach
+//     acctest.Disruptive, and TESTACC_PROCESSWIDE those that reach
+//     acctest.ProcessWide (the parallel pass skips both);
+//   - TESTACC_NEXT_RUN, the second Terraform's pass, matches every test that
+//     needs Terraform 1.12 or later (a tfversion check or terraformAtLeast
+//     with a newer version), which the first pass, on 1.11, skips;
+//   - every name or alternative in those lists matches a test.
+//
+// A test reaches a marker when its body, or a function, method or
+// package-level variable of its package that it names (transitively), holds
+// it.
+func TestMakefileSelection(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := makeVars(t, filepath.Join(root, "GNUmakefile"))
+	tests := scanTests(t, filepath.Join(root, "internal"))
+	if len(tests) < 100 {
+		t.Fatalf("found only %d tests under internal/: the scan is broken", len(tests))
+	}
+
+	for _, list := range []struct{ name, marker string }{
+		{"TESTACC_DISRUPTIVE", markDisruptive},
+		{"TESTACC_PROCESSWIDE", markProcessWide},
+	} {
+		re := regexp.MustCompile(vars[list.name])
+		for _, ts := range tests {
+			if ts.marks[list.marker] && !re.MatchString(ts.name) {
+				t.Errorf("%s (%s) calls acctest.%s but is not in %s", ts.name, ts.pkg, list.marker, list.name)
+			}
+			if !ts.marks[list.marker] && re.MatchString(ts.name) {
+				t.Errorf("%s (%s) is in %s but does not call acctest.%s", ts.name, ts.pkg, list.name, list.marker)
+			}
+		}
+		for _, alt := range alternatives(vars[list.name]) {
+			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
+				t.Errorf("%s names %s, which is no test", list.name, alt)
+			}
+		}
+	}
+
+	next := regexp.MustCompile(vars["TESTACC_NEXT_RUN"])
+	newer := 0
+	for _, ts := range tests {
+		if ts.marks[markNewer] {
+			newer++
+			if !next.MatchString(ts.name) {
+				t.Errorf("%s (%s) needs Terraform 1.12 or later, so the first pass skips it, but TESTACC_NEXT_RUN does not match it", ts.name, ts.pkg)
+			}
+		}
+	}
+	if newer == 0 {
+		t.Error("no test needs Terraform 1.12 or later: the scan is broken")
+	}
+	for _, alt := range alternatives(vars["TESTACC_NEXT_RUN"]) {
+		re := regexp.MustCompile(alt)
+		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && re.MatchString(ts.name) }) {
+			t.Errorf("TESTACC_NEXT_RUN's %q matches no test of internal/provider", alt)
+		}
+	}
+}
+
+const (
+	markDisruptive  = "Disruptive"
+	markProcessWide = "ProcessWide"
+	markNewer       = "newer"
+)
+
+var markers = map[string]*regexp.Regexp{
+	markDisruptive:  regexp.MustCompile(`\bacctest\.Disruptive\(`),
+	markProcessWide: regexp.MustCompile(`\bacctest\.ProcessWide\(`),
+	markNewer:       regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
+}
+
+type testFunc struct {
+	pkg, name string
+	marks     map[string]bool
+}
+
+// scanTests parses every package's _test.go files under dir and returns its
+// Test functions with the markers each reaches.
+func scanTests(t *testing.T, dir string) []testFunc {
+	t.Helper()
+	byPkg := map[string][]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, "_test.go") {
+			byPkg[filepath.Dir(p)] = append(byPkg[filepath.Dir(p)], p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []testFunc
+	for pkgDir, files := range byPkg {
+		out = append(out, scanPackage(t, filepath.Base(pkgDir), files)...)
+	}
+	return out
+}
+
+func scanPackage(t *testing.T, pkg string, files []string) []testFunc {
+	t.Helper()
+	fset := token.NewFileSet()
+	// A node is a function, a method or a package-level variable: its
+	// markers and the names it refers to.
+	type node struct {
+		marks map[string]bool
+		refs  map[string]bool
+	}
+	nodes := map[string][]*node{}
+	var tests []string
+	add := func(name string, src []byte, n ast.Node) {
+		nd := &node{marks: map[string]bool{}, refs: map[string]bool{}}
+		text := string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
+		for m, re := range markers {
+			nd.marks[m] = re.MatchString(text)
+		}
+		ast.Inspect(n, func(x ast.Node) bool {
+			switch x := x.(type) {
+			case *ast.Ident:
+				nd.refs[x.Name] = true
+			case *ast.SelectorExpr:
+				nd.refs[x.Sel.Name] = true
+			}
+			return true
+		})
+		nodes[name] = append(nodes[name], nd)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := parser.ParseFile(fset, f, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				add(d.Name.Name, src, d)
+				if d.Recv == nil && strings.HasPrefix(d.Name.Name, "Test") && d.Name.Name != "TestMain" {
+					tests = append(tests, d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					if vs, ok := s.(*ast.ValueSpec); ok {
+						for _, n := range vs.Names {
+							add(n.Name, src, vs)
+						}
+					}
+				}
+			}
+		}
+	}
+	reach := func(start string) map[string]bool {
+		marks := map[string]bool{}
+		seen := map[string]bool{start: true}
+		queue := []string{start}
+		for len(queue) > 0 {
+			name := queue[0]
+			queue = queue[1:]
+			for _, nd := range nodes[name] {
+				for m, on := range nd.marks {
+					marks[m] = marks[m] || on
+				}
+				for r := range nd.refs {
+					if !seen[r] && nodes[r] != nil {
+						seen[r] = true
+						queue = append(queue, r)
+					}
+				}
+			}
+		}
+		return marks
+	}
+	out := make([]testFunc, 0, len(tests))
+	for _, name := range tests {
+		out = append(out, testFunc{pkg: pkg, name: name, marks: reach(name)})
+	}
+	return out
+}
+
+// makeVars reads the TESTACC_ variables of a GNUmakefile, with make's $$
+// turned into $.
+func makeVars(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	def := regexp.MustCompile(`^(TESTACC_[A-Z_]+)\s*[?:]?=\s*(.*)$`)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := def.FindStringSubmatch(sc.Text()); m != nil {
+			vars[m[1]] = strings.ReplaceAll(m[2], "$$", "$")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN"} {
+		if vars[name] == "" {
+			t.Fatalf("the GNUmakefile sets no %s", name)
+		}
+	}
+	return vars
+}
+
+// alternatives splits a -run pattern of the form ^(A|B|C)$ or A|B|C into
+// its alternatives, without anchors.
+func alternatives(pattern string) []string {
+	p := strings.TrimSuffix(strings.TrimPrefix(pattern, "^("), ")$")
+	var alts []string
+	depth, start := 0, 0
+	for i, c := range p {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case '|':
+			if depth == 0 {
+				alts = append(alts, p[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(alts, p[start:])
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# testacc.sh - every test, acceptance tests included, against the local cluster
+# (make testacc; make test-all adds --checks). Most acceptance tests share the
+# cluster and run in parallel; the GNUmakefile's lists say which do not:
+#
+#   phase 1  at once:
+#              parallel      all packages on the first Terraform (on PATH),
+#                            -parallel TESTACC_PARALLEL, but for the two lists;
+#              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
+#                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
+#              pw-<test>     each test of TESTACC_PROCESSWIDE in a go test
+#                            process of its own (it sets environment variables
+#                            or the working directory), on the first
+#                            Terraform, then on TERRAFORM_NEXT when
+#                            TESTACC_NEXT_RUN matches it;
+#   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server or stop
+#            a kubelet, one at a time, after the rest (with --checks,
+#            docs-check, lint and fuzz run beside them: they use the CPU while
+#            those tests wait for the cluster).
+#
+# Each job's output goes to $LOGS/<job>.log and is printed when its phase ends,
+# followed by a summary: each job's time and result, and the slowest tests.
+# Run by make, which sets the variables; ^C stops the jobs this script started.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+: "${TESTACC_DISRUPTIVE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
+TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
+TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
+TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
+LOGS=${LOGS:-${KUBEPLAY_CACHE_DIR:-.cache}/test-logs}
+checks=0
+[ "${1:-}" = --checks ] && checks=1
+
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+export TF_ACC=1
+gotest=(go test -count=1 -v -timeout "$TEST_TIMEOUT")
+jobs_run=()
+pids=()
+
+# The cluster is started once, before the jobs, so that they do not race to.
+tools/testcluster/up.sh >"$LOGS/cluster-up.log" 2>&1 || { cat "$LOGS/cluster-up.log"; exit 1; }
+
+stop_jobs() { [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null; }
+trap 'stop_jobs; exit 130' INT TERM
+
+job() { # job NAME COMMAND...: starts COMMAND in the background
+  local name=$1
+  shift
+  jobs_run+=("$name")
+  (
+    start=$(date +%s)
+    "$@" >"$LOGS/$name.log" 2>&1
+    echo "$? $(($(date +%s) - start))" >"$LOGS/$name.rc"
+  ) &
+  pids+=($!)
+  echo "testacc: $name started: $*"
+}
+
+phase_end() { # waits for the phase's jobs and prints their logs
+  wait "${pids[@]}"
+  pids=()
+  local name
+  for name in "$@"; do
+    echo "==================== $name ===================="
+    cat "$LOGS/$name.log"
+  done
+}
+
+# testbin PKG: builds PKG's test binary once into $LOGS/bin, so that the jobs
+# that run it do not each compile and link it.
+testbin() {
+  local bin
+  bin="$LOGS/bin/$(tr / _ <<<"$1").test"
+  [ -x "$bin" ] || go test -c -o "$bin" "$1" >&2 || return 1
+  echo "$bin"
+}
+
+# runbin PKG ARGS...: PKG's test binary in PKG's directory, as go test runs it.
+runbin() {
+  local bin dir
+  bin=$(testbin "$1") && dir=$(go list -f '{{.Dir}}' "$1") || return 1
+  shift
+  (cd "$dir" && "$bin" -test.count=1 -test.v -test.timeout "$TEST_TIMEOUT" "$@")
+}
+
+# next_pass PKG ARGS...: runbin on TERRAFORM_NEXT.
+next_pass() { TF_ACC_TERRAFORM_PATH="$TERRAFORM_NEXT" runbin "$@"; }
+
+# processwide PKG TEST: TEST on the first Terraform, then on the second when
+# TESTACC_NEXT_RUN matches it (one after the other: the examples' names are
+# literal).
+processwide() {
+  local status=0
+  runbin "$1" -test.run "^$2\$" || status=1
+  if grep -Eq "$TESTACC_NEXT_RUN" <<<"$2"; then
+    echo "---- $2 on $TERRAFORM_NEXT"
+    next_pass "$1" -test.run "^$2\$" || status=1
+  fi
+  return $status
+}
+
+# The packages whose tests TESTACC_DISRUPTIVE may name: those that call acctest.Disruptive.
+disruptive_pkgs=$(grep -rl --include='*_test.go' 'acctest\.Disruptive(' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
+# "PKG TEST" lines: go test -list prints a package's tests, then "ok PKG".
+processwide_tests=$(go test -list "$TESTACC_PROCESSWIDE" ./... |
+  awk '/^Test/ {names[n++] = $1} /^ok / {for (i = 0; i < n; i++) print $2, names[i]; n = 0}')
+
+mkdir -p "$LOGS/bin" "$LOGS/provider"
+# The provider that tests running terraform as separate processes install (dev_overrides):
+# built once here rather than once per test process.
+go build -o "$LOGS/provider/terraform-provider-kubeplay" . || exit 1
+KUBEPLAY_TEST_PROVIDER_DIR=$(cd "$LOGS/provider" && pwd) && export KUBEPLAY_TEST_PROVIDER_DIR
+while read -r pkg; do
+  testbin "$pkg" >/dev/null || exit 1
+done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
+
+phase_start=$(date +%s)
+phase1=()
+job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" ./... && phase1+=(parallel)
+for pkg in $TERRAFORM_PKGS; do
+  job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
+    -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
+done
+while read -r pkg test; do
+  [ -n "$test" ] || continue
+  job "pw-$test" processwide "$pkg" "$test" && phase1+=("pw-$test")
+done <<<"$processwide_tests"
+phase_end "${phase1[@]}"
+phase1_took=$(($(date +%s) - phase_start))
+
+phase_start=$(date +%s)
+phase2=()
+# shellcheck disable=SC2086 # one package per word
+job disruptive "${gotest[@]}" -p 1 -run "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
+if [ "$checks" = 1 ]; then
+  job docs-check make --no-print-directory docs-check && phase2+=(docs-check)
+  job lint make --no-print-directory lint && phase2+=(lint)
+  job fuzz make --no-print-directory fuzz FUZZJOBS=2 && phase2+=(fuzz)
+fi
+phase_end "${phase2[@]}"
+phase2_took=$(($(date +%s) - phase_start))
+
+status=0
+echo "==================== summary ===================="
+echo "phase 1 (parallel): ${phase1_took}s; phase 2 (disruptive$([ "$checks" = 1 ] && echo ", docs-check, lint, fuzz")): ${phase2_took}s"
+for name in "${jobs_run[@]}"; do
+  read -r rc took <"$LOGS/$name.rc"
+  passed=$(grep -c -- '^--- PASS' "$LOGS/$name.log")
+  skipped=$(grep -c -- '^--- SKIP' "$LOGS/$name.log")
+  failed=$(grep -c -- '^--- FAIL' "$LOGS/$name.log")
+  printf '%-42s %-6s %5ss  top-level tests: %s passed, %s skipped, %s failed\n' "$name" \
+    "$([ "$rc" = 0 ] && echo ok || echo FAILED)" "$took" "$passed" "$skipped" "$failed"
+  [ "$rc" = 0 ] || status=1
+done
+echo "slowest tests:"
+grep -h -- '^--- \(PASS\|FAIL\)' "$LOGS"/*.log | sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3s \2 \1/' | sort -rn | head -10
+grep -h -- '^--- FAIL' "$LOGS"/*.log
+exit $status
