@@ -292,8 +292,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:  []validator.Map{k8sQuantityMap("container")},
 			},
 			"pod_pending_timeout": schema.StringAttribute{
-				MarkdownDescription: "How long a run waits for its pod to start, including waiting for quota, before it " +
-					"fails, as a duration. Defaults to `5m`.",
+				MarkdownDescription: "How long a run waits for its pod to start, including waiting for quota and for room " +
+					"on a node (while the scheduler says only that the nodes lack CPU, memory, pods or another resource), " +
+					"before it fails, as a duration. Defaults to `5m`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString("5m"),
@@ -304,7 +305,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 					"reason that can pass (Nodepool's `launch-retries`): the pod was deleted, evicted or lost with its node " +
 					"before it ran, the kubelet could not create its sandbox (retried after `pod_pending_timeout`), or an " +
 					"admission webhook timed out. A missing image (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), " +
-					"a spec the API server refuses and an unschedulable pod are not retried: a new pod of the same spec " +
+					"a spec the API server refuses and a pod no node can take are not retried: a new pod of the same spec " +
 					"meets them again, so the run ends as `error` at once. The failed pod is deleted, and its quota freed, " +
 					"before the next; each attempt has a `pod_pending_timeout` of its own, and the run's create timeout bounds " +
 					"them all. The run records its attempts in `launch_attempts`. `0` turns retries off. Defaults to `3`.",

@@ -162,9 +162,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"the run: Terraform destroys it, which runs its `destroy_playbook` if it has one, then creates it, which runs " +
 			"the playbook again (with `create_before_destroy`, in the other order). Use `triggers` or " +
 			"`lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
-			"A group that is full (its ResourceQuota answers `exceeded quota`) makes the run wait, watching, up to the group's " +
-			"`pod_pending_timeout`. Image pull failures, configuration errors and unschedulable pods end the run as `error` " +
-			"at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
+			"A group that is full (its ResourceQuota answers `exceeded quota`), or a pod that no node has room for yet " +
+			"(the scheduler says only `Insufficient cpu`, `Insufficient memory`, another `Insufficient` resource or " +
+			"`Too many pods`), makes the run wait, watching, up to the group's `pod_pending_timeout`. Image pull failures, " +
+			"configuration errors, a pod that no node could ever hold (a request above every node's allocatable, when " +
+			"the credential may list nodes) and a pod whose node selector, affinity or taints no node matches end the " +
+			"run as `error` at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
 			"before it ran, its sandbox could not be created, an admission webhook timed out) is retried with a fresh pod " +
 			"up to the group's `launch_retries` times; see `launch_attempts`. A provider that is killed mid-run loses its " +
 			"exec session: the pod then ends the playbook, and ends itself (a pod from a node label's verbatim `spec` ends " +

@@ -151,6 +151,10 @@ func TestAccRunFailsFast(t *testing.T) {
 		{"no matching node", "Unschedulable", func(p *corev1.Pod) {
 			p.Spec.NodeSelector = map[string]string{"kubeplay.test/no-such-node": "true"}
 		}},
+		// Insufficient cpu, but no node could ever hold 64 CPUs: no wait.
+		{"larger than any node", "can never be scheduled: it requests cpu 64 (the largest of", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("64")
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,5 +383,72 @@ func TestAccRunProjectHash(t *testing.T) {
 	if res.Status != runner.StatusError || !errors.Is(res.Err, projectdir.ErrChanged) || strings.Contains(res.Output, "ran") {
 		t.Fatalf("changed: %+v", res)
 	}
+	e.gone(res)
+}
+
+// TestAccRunWaitsForRoom: a run pod that the node has no room for yet (a
+// pod of the test holds nearly all its CPU) waits, and runs once that pod
+// is gone, instead of failing as unschedulable. It fills the node, so it
+// runs alone.
+func TestAccRunWaitsForRoom(t *testing.T) {
+	acctest.Disruptive(t, "fills the node's CPU")
+	e := newEnv(t)
+	ctx := context.Background()
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("nodes: %v", err)
+	}
+	// The blocker leaves 100m of the largest node's allocatable CPU, less than the run's 500m.
+	var most resource.Quantity
+	for _, n := range nodes.Items {
+		if a := n.Status.Allocatable[corev1.ResourceCPU]; a.Cmp(most) > 0 {
+			most = a
+		}
+	}
+	most.Sub(resource.MustParse("100m"))
+	blocker := e.pod(acctest.TestImage())
+	blocker.Spec.Containers[0].Args = []string{"sleep", "600"}
+	blocker.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = most
+	blocker, err = e.kube.CoreV1().Pods(e.ns).Create(ctx, blocker, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.waitPhase(blocker.Name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }); err != nil {
+		t.Fatalf("the blocker was not scheduled: %v", err)
+	}
+	s := e.spec(bundle.Bundle{Command: []string{"true"}})
+	s.PendingTimeout = 3 * time.Minute
+	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	waiting := make(chan string, 1)
+	freed := make(chan time.Time, 1)
+	s.OnEvent = func(ev string) {
+		if strings.Contains(ev, "waits for room on a node") {
+			select {
+			case waiting <- ev:
+			default:
+			}
+		}
+	}
+	go func() {
+		ev := <-waiting
+		t.Logf("event: %s", ev)
+		time.Sleep(5 * time.Second)
+		freed <- time.Now()
+		_ = e.kube.CoreV1().Pods(e.ns).Delete(context.Background(), blocker.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}()
+	start := time.Now()
+	res := e.r.Run(ctx, s)
+	if res.Status != runner.StatusSuccessful {
+		t.Fatalf("want %s once the blocker was gone, got %+v", runner.StatusSuccessful, res)
+	}
+	select {
+	case at := <-freed:
+		if at.Sub(start) < 5*time.Second {
+			t.Fatalf("the blocker went %s after the start: the run did not wait for room", at.Sub(start))
+		}
+	default:
+		t.Fatalf("the run ended (%s) before the blocker was deleted", time.Since(start))
+	}
+	t.Logf("the run waited for room, then ran: %s in all", time.Since(start).Round(time.Millisecond))
 	e.gone(res)
 }
