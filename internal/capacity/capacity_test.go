@@ -175,7 +175,13 @@ func contend(t *testing.T, cfg *rest.Config, size func() int64, client func() ku
 				if g.Waited {
 					waits.Add(1)
 				}
-				time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond) // the run's work
+				// The run's work: it holds its forks until the ledger is about full,
+				// or a second passed, so that the others contend however slow the
+				// API server is (under load, turns make the grants one by one).
+				time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond)
+				for until := time.Now().Add(time.Second); held.Load() < maxForks-1 && time.Now().Before(until); {
+					time.Sleep(5 * time.Millisecond)
+				}
 				held.Add(-forks)
 				if err := led.Release(ctx, run); err != nil {
 					errs <- err

@@ -104,7 +104,7 @@ func testExampleProvider(t *testing.T, dir string, cli func() exampleCLI) {
 	if c.err != nil {
 		t.Fatal(c.err)
 	}
-	t.Setenv("TF_CLI_CONFIG_FILE", mirrorCLIConfig(t, c))
+	t.Setenv("TF_CLI_CONFIG_FILE", mirrorCLIConfig(t))
 	x := newExampleEnv(t, dir, nil, nil)
 	ns := x.namespace("example-provider")
 	tokenUser, execUser := "token-user", "exec-user"
@@ -145,7 +145,7 @@ func testExampleProvider(t *testing.T, dir string, cli func() exampleCLI) {
 // mirrorCLIConfig returns a CLI configuration that installs kubeplay/kubeplay
 // from a filesystem mirror holding the build, since terraform init, which the
 // framework runs, fails with dev_overrides when the registry is unreachable.
-func mirrorCLIConfig(t *testing.T, c exampleCLI) string {
+func mirrorCLIConfig(t *testing.T) string {
 	t.Helper()
 	mirror := t.TempDir()
 	dir := filepath.Join(mirror, "registry.terraform.io", "kubeplay", "kubeplay", "0.0.1", runtime.GOOS+"_"+runtime.GOARCH)

@@ -71,11 +71,7 @@ func newTestEnv(t *testing.T) *testEnv {
 // acctest.Disruptive. why says how.
 func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
 	t.Helper()
-	if os.Getenv(resource.EnvTfAcc) == "" {
-		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
-	}
-	acctest.Disruptive(t, why)
-	return newEnv(t)
+	return newSerialEnv(t, func() { acctest.Disruptive(t, why) })
 }
 
 // newProcessWideTestEnv starts an acceptance test that sets what is
@@ -83,10 +79,17 @@ func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
 // acctest.ProcessWide. why says what.
 func newProcessWideTestEnv(t *testing.T, why string) *testEnv {
 	t.Helper()
+	return newSerialEnv(t, func() { acctest.ProcessWide(t, why) })
+}
+
+// newSerialEnv starts an acceptance test that mark keeps out of the
+// parallel ones.
+func newSerialEnv(t *testing.T, mark func()) *testEnv {
+	t.Helper()
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
 	}
-	acctest.ProcessWide(t, why)
+	mark()
 	return newEnv(t)
 }
 
