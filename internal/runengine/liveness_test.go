@@ -21,7 +21,9 @@ import (
 // back at its end.
 func TestRunRenewsShortClaims(t *testing.T) {
 	f := newFake(t)
-	f.e.claimTTL = 300 * time.Millisecond
+	// Long enough that a renewal, due every third of it, still comes in
+	// time when the parallel suite keeps both CPUs busy (300 ms did not).
+	f.e.claimTTL = 1500 * time.Millisecond
 	runs, forks := f.ledger(capacity.Runs, 1), f.ledger(capacity.Forks, 5)
 	var expiries []time.Duration
 	var waitErr error
