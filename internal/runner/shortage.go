@@ -110,7 +110,7 @@ func tooLarge(p *corev1.Pod, req corev1.ResourceList, nodes []corev1.Node) error
 		}
 	}
 	var parts []string
-	for _, k := range sortedNames(req) {
+	for _, k := range slices.Sorted(maps.Keys(req)) {
 		largest := resource.Quantity{}
 		for _, n := range nodes {
 			if a, ok := n.Status.Allocatable[k]; ok && a.Cmp(largest) > 0 {
@@ -127,8 +127,4 @@ func tooLarge(p *corev1.Pod, req corev1.ResourceList, nodes []corev1.Node) error
 	}
 	return fmt.Errorf("pod %s can never be scheduled: it requests %s. Lower the requests of the group's pod or its "+
 		"node label, or add a node that large", p.Name, strings.Join(parts, ", "))
-}
-
-func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
-	return slices.Sorted(maps.Keys(l))
 }
