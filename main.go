@@ -45,10 +45,18 @@ func main() {
 		Address: "registry.terraform.io/kubeplay/kubeplay",
 		Debug:   debug,
 	}
-	if err := providerserver.Serve(context.Background(), provider.New(version), opts); err != nil {
+	err := providerserver.Serve(context.Background(), provider.New(version), opts)
+	// Terraform has stopped the provider, and kills it 2 s later: warm pod
+	// refills still in flight get most of that to end cleanly.
+	runengine.StopBackground(stopGrace)
+	if err != nil {
 		log.Fatal(err.Error())
 	}
 }
+
+// stopGrace bounds the wait for background work once Terraform has asked
+// the provider to stop (go-plugin kills it after 2 s).
+const stopGrace = 1500 * time.Millisecond
 
 // logsDiscarded reports an environment in which Terraform drops whatever
 // the provider logs: Terraform logs a provider only when TF_LOG or

@@ -155,5 +155,20 @@ for name in "${jobs_run[@]}"; do
 done
 echo "slowest tests:"
 grep -h -- '^--- \(PASS\|FAIL\)' "$LOGS"/*.log | sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3s \2 \1/' | sort -rn | head -10
+# Why each failed test failed, at the end where a CI log's tail shows it: the
+# last lines that test printed (go test -v names the test before its lines).
+for log in "$LOGS"/*.log; do
+  grep -q -- '^--- FAIL' "$log" || continue
+  awk -v job="$(basename "$log" .log)" -v keep=30 '
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; sub(/\/.*/, "", cur); next }
+    /^--- (PASS|FAIL|SKIP): / { cur = $3; sub(/\/.*/, "", cur); if ($2 == "FAIL:" && $3 !~ /\//) failed[cur] = 1; next }
+    /^    / && cur != "" { n[cur]++; line[cur, n[cur]] = substr($0, 1, 400) }
+    END {
+      for (t in failed) {
+        print "==================== " t " (" job ") ===================="
+        for (i = (n[t] > keep ? n[t] - keep + 1 : 1); i <= n[t]; i++) print line[t, i]
+      }
+    }' "$log"
+done
 grep -h -- '^--- FAIL' "$LOGS"/*.log
 exit $status

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
@@ -260,8 +261,23 @@ func TestAccRun_warmPodRace(t *testing.T) {
 }
 `, group, i))
 	}
+	key, err := catalogkey.Load(context.Background(), e.kube, e.catalog, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for round := range 3 {
 		acctest.WaitWarmReady(t, e.kube, ns, group, 1)
+		// Every warm pod is signed: a provider that Terraform stopped while
+		// it refilled left none that no run would claim.
+		list, err := e.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: warmpool.GroupSelector(group)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signed, err := warmpool.Count(context.Background(), e.kube, key, ns, group); err != nil {
+			t.Fatal(err)
+		} else if all := warmpool.Tally(list.Items); all != signed {
+			t.Fatalf("round %d: the group's warm pods are %+v, of which signed %+v", round, all, signed)
+		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, dir := range dirs {
@@ -272,7 +288,7 @@ func TestAccRun_warmPodRace(t *testing.T) {
 				if round > 0 {
 					args = append(args, "-replace=kubeplay_run.r")
 				}
-				errs[i] = terraformCLI(terraformBin, cliConfig, dir, args...)
+				errs[i] = terraformCLIEnv(terraformBin, cliConfig, dir, []string{"TF_LOG_PROVIDER=WARN", "TF_LOG_PATH=" + filepath.Join(dir, "provider.log")}, args...)
 			}()
 		}
 		wg.Wait()
@@ -302,6 +318,11 @@ func TestAccRun_warmPodRace(t *testing.T) {
 			t.Fatalf("round %d: both runs ran in pod %s", round, pods[0])
 		}
 		if warm == 0 {
+			// The providers' warnings say why a warm pod was passed over.
+			for i, dir := range dirs {
+				b, _ := os.ReadFile(filepath.Join(dir, "provider.log"))
+				t.Logf("round %d, process %d: provider warnings:\n%s", round, i, b)
+			}
 			t.Fatalf("round %d: neither run took the warm pod (%s, %s)", round, pods[0], pods[1])
 		}
 	}

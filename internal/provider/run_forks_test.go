@@ -111,9 +111,15 @@ func TestMain(m *testing.M) {
 
 // terraformCLI runs terraform in dir with the dev_overrides configuration.
 func terraformCLI(terraformBin, cliConfig, dir string, args ...string) error {
+	return terraformCLIEnv(terraformBin, cliConfig, dir, nil, args...)
+}
+
+// terraformCLIEnv is terraformCLI with env added to the command's
+// environment.
+func terraformCLIEnv(terraformBin, cliConfig, dir string, env []string, args ...string) error {
 	cmd := exec.Command(terraformBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	cmd.Env = append(append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, out)

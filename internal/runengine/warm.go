@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/inflight"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
@@ -93,13 +94,35 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 // run's pod holds the quota until the kubelet has stopped it, and a pod
 // kept on failure holds it on.
 func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
-	active.Enter() // a provider that is stopping waits for the refill
+	active.Enter() // a provider whose Terraform died waits for the refill
+	refills.Enter()
 	go func() {
 		defer active.Leave()
+		defer refills.Leave()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
+		defer context.AfterFunc(background, cancel)()
 		if _, err := warmpool.Refill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
 			e.log(slog.LevelWarn, "refilling the warm pool failed", map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
 		}
 	}()
+}
+
+// background ends with StopBackground; refills runs the refills in flight.
+var (
+	background, stopBackground = context.WithCancel(context.Background())
+	refills                    = &inflight.Gate{}
+)
+
+// StopBackground ends the refills in flight, for a provider that Terraform
+// is stopping, and waits up to wait for them: a refill that is waiting for
+// quota gives up, one that has just created a pod signs it first, so that
+// no pod is left that no run would claim. Terraform kills a provider 2 s
+// after it asked it to stop.
+func StopBackground(wait time.Duration) {
+	stopBackground()
+	select {
+	case <-refills.Idle():
+	case <-time.After(wait):
+	}
 }

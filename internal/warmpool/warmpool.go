@@ -296,13 +296,14 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 		errs = append(errs, waitGone(ctx, kube, t.Namespace, gone))
 	}
 	for range n - len(keep) {
-		p, err := pods.Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		err := t.create(ctx, kube, rev)
 		if waitfor.QuotaExceeded(err) {
 			refused = true // not an error: the pool is short until room comes
 			break
-		}
-		if err == nil {
-			err = t.sign(ctx, kube, p, rev)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating a warm pod of container group %q: %w", t.Group, err))
@@ -311,6 +312,23 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 		created++
 	}
 	return created, refused, errors.Join(errs...)
+}
+
+// createTimeout bounds the creation and signing of one warm pod.
+const createTimeout = 10 * time.Second
+
+// create creates and signs a warm pod of revision rev. A cancel of ctx
+// (Ctrl-C, a provider that Terraform stops) does not split the two: a
+// create canceled while the API server answers may have made a pod whose
+// name the client never read, which nothing could sign, claim or delete.
+func (t Template) create(ctx context.Context, kube kubernetes.Interface, rev string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	p, err := kube.CoreV1().Pods(t.Namespace).Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	return t.sign(ctx, kube, p, rev)
 }
 
 // sign signs p, just created at revision rev; an unsigned pod is never

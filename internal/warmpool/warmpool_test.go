@@ -5,6 +5,8 @@ package warmpool_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,3 +188,47 @@ func TestAccRefillWaitsForQuota(t *testing.T) {
 		t.Errorf("after the refill the pool holds %+v (%v), want 2", c, err)
 	}
 }
+
+// TestAccFillSignsAfterCancel: a fill whose context ends just as the API
+// server created its pod (Ctrl-C, or a provider that Terraform stops) still
+// signs that pod and keeps it for the next run.
+func TestAccFillSignsAfterCancel(t *testing.T) {
+	_, ns := testEnv(t)
+	tmpl := template(ns, acctest.TestImage())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := acctest.RESTConfig(t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && r.Method == http.MethodPost && resp.StatusCode == http.StatusCreated && strings.HasSuffix(r.URL.Path, "/pods") {
+				cancel() // the pod exists now; its fill's context ends
+			}
+			return resp, err
+		})
+	})
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := warmpool.Fill(ctx, kube, tmpl, 1); err != nil {
+		t.Logf("fill: %v", err) // it may report ctx's end; the pod it made is what counts
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the fill created no pod")
+	}
+	check := acctest.Kube(t)
+	list, err := check.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: warmpool.GroupSelector("g")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := count(context.Background(), check, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pod is kept, signed, for the next run: not deleted as unsigned.
+	if all := warmpool.Tally(list.Items); len(list.Items) != 1 || all != signed || signed.Ready+signed.Starting != 1 {
+		t.Fatalf("%d pods after the fill; all %+v, signed %+v", len(list.Items), all, signed)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
