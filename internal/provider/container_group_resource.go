@@ -303,7 +303,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			"launch_retries": schema.Int64Attribute{
 				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
 					"reason that can pass (Nodepool's `launch-retries`): the pod was deleted, evicted or lost with its node " +
-					"before it ran, the kubelet could not create its sandbox (retried after `pod_pending_timeout`), or an " +
+					"before it ran, its worker ended because the node reported it running only after the worker's 45 s wait " +
+					"for a run (as a kubelet just restarted may), the kubelet could not create its sandbox (retried after " +
+					"`pod_pending_timeout`), or an " +
 					"admission webhook timed out. A missing image (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), " +
 					"a spec the API server refuses and a pod no node can take are not retried: a new pod of the same spec " +
 					"meets them again, so the run ends as `error` at once. The failed pod is deleted, and its quota freed, " +

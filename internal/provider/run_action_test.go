@@ -170,11 +170,19 @@ func TestAccRunAction_streams(t *testing.T) {
 	if running < 0 || running > ticks[0] {
 		t.Errorf("the pod's running event (line %d) did not come before the output:\n%s", running, dump(lines))
 	}
+	// Printed a second apart; batching adds at most a quarter of a second.
+	// A loaded machine may delay one line into the next one's batch, so one
+	// short gap is allowed; output buffered until the end has all of them
+	// short and spans nothing.
+	var short []string
 	for i := 1; i < len(ticks); i++ {
-		// Printed a second apart; batching adds at most a quarter of a second.
 		if gap := lines[ticks[i]].at.Sub(lines[ticks[i-1]].at); gap < 500*time.Millisecond {
-			t.Errorf("tick-%d arrived %s after tick-%d: the output is not streamed as it is printed:\n%s", i+1, gap, i, dump(lines))
+			short = append(short, fmt.Sprintf("tick-%d came %s after tick-%d", i+1, gap, i))
 		}
+	}
+	if span := lines[ticks[4]].at.Sub(lines[ticks[0]].at); len(short) > 1 || span < 3*time.Second {
+		t.Errorf("the output is not streamed as it is printed: tick-1 to tick-5 took %s (printed over 4 s); %s:\n%s",
+			span, strings.Join(short, ", "), dump(lines))
 	}
 	recap, status := firstLine(lines, `recap:`), firstLine(lines, `status: successful \(exit code 0\)`)
 	if recap < ticks[4] || status < recap {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
 )
 
@@ -28,6 +29,16 @@ func TestCanPass(t *testing.T) {
 		return withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: reason, Conditions: conds})
 	}
 	disrupted := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager"}
+	// exited is a pod whose worker (args) exited with code after ran.
+	exited := func(phase corev1.PodPhase, args []string, code int32, ran time.Duration) *corev1.Pod {
+		p := testPod("p")
+		p.Spec.Containers[0].Args = args
+		start := time.Now().Add(-time.Hour)
+		return withStatus(p, corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "worker",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", ExitCode: code,
+				StartedAt: metav1.NewTime(start), FinishedAt: metav1.NewTime(start.Add(ran))}}}}})
+	}
+	gaveUp := podspec.WorkerStartTimeout
 	for _, c := range []struct {
 		name string
 		pod  *corev1.Pod
@@ -39,6 +50,13 @@ func TestCanPass(t *testing.T) {
 		{"disruption target", failed("", disrupted), true},
 		{"deadline", failed("DeadlineExceeded"), false},
 		{"succeeded", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodSucceeded}), false},
+		// The default worker ends itself when no run came within its start
+		// timeout: the kubelet reported it running too late.
+		{"worker gave up, running", exited(corev1.PodRunning, podspec.WorkerArgs, 0, gaveUp), true},
+		{"worker gave up, succeeded", exited(corev1.PodSucceeded, podspec.WorkerArgs, 0, gaveUp), true},
+		{"worker exited early", exited(corev1.PodRunning, podspec.WorkerArgs, 0, time.Second), false},
+		{"worker failed", exited(corev1.PodFailed, podspec.WorkerArgs, 1, gaveUp), false},
+		{"own command exited", exited(corev1.PodSucceeded, []string{"sleep", "45"}, 0, gaveUp), false},
 		{"image pull", withStatus(testPod("p"), waiting("worker", "ErrImagePull")), false},
 		{"image pull backoff", withStatus(testPod("p"), waiting("worker", "ImagePullBackOff")), false},
 		{"invalid image", withStatus(testPod("p"), waiting("worker", "InvalidImageName")), false},

@@ -32,6 +32,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
@@ -388,12 +389,31 @@ func (p passing) Unwrap() error { return p.err }
 
 // CanPass reports a launch failure that a fresh pod can get past: the pod
 // was evicted or deleted, or its node lost, before it ran; its sandbox
-// could not be created; an admission webhook timed out. Missing images,
+// could not be created; its worker gave up waiting for a run that the
+// node reported too late; an admission webhook timed out. Missing images,
 // refused specs and unschedulable pods cannot pass: a new pod of the same
 // spec meets them again.
 func CanPass(err error) bool {
 	var p passing
 	return errors.As(err, &p)
+}
+
+// workerGaveUp reports a default worker that ended by itself because no run
+// had started in it within podspec.WorkerStartTimeout: the runner never
+// saw it run (a kubelet that reported the start too late, as one does just
+// after a restart), so a fresh pod can get past it.
+func workerGaveUp(p *corev1.Pod, container string) bool {
+	i := slices.IndexFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == container })
+	if i < 0 || !slices.Equal(p.Spec.Containers[i].Args, podspec.WorkerArgs) {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil {
+			return t.ExitCode == 0 && !t.StartedAt.IsZero() &&
+				t.FinishedAt.Sub(t.StartedAt.Time) >= podspec.WorkerStartTimeout-time.Second
+		}
+	}
+	return false
 }
 
 // lostPod reports a pod that failed because its node or the cluster took it
@@ -547,7 +567,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		err := fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
-		if lostPod(p) {
+		if lostPod(p) || workerGaveUp(p, container) {
 			return false, passing{err}
 		}
 		return false, err
@@ -565,7 +585,11 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 			return false, fmt.Errorf("container %s of pod %s cannot start: %s: %s", cs.Name, p.Name, w.Reason, w.Message)
 		}
 		if t := cs.State.Terminated; t != nil && cs.Name == container {
-			return false, fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
+			err := fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
+			if workerGaveUp(p, container) {
+				return false, passing{err}
+			}
+			return false, err
 		}
 		if cs.Name == container && cs.State.Running != nil {
 			return true, nil
