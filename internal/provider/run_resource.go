@@ -261,7 +261,10 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"inventory": schema.StringAttribute{
 				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
-					"inside the pod. A YAML inventory may not set a key twice in one mapping.",
+					"inside the pod, with `ansible_python_interpreter` the node label's `python_path` (else `" +
+					bundle.DefaultPythonPath + "`) and `ansible_shell_type` its `shell_type`. An inventory given here is " +
+					"used as written: the label's settings do not apply to it. A YAML inventory may not set a key twice " +
+					"in one mapping.",
 				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
