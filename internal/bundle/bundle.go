@@ -66,8 +66,9 @@ var nodeLockFile = NodeLockFile
 // host, point it elsewhere.
 var workerPIDFile = WorkerPIDFile
 
-// DefaultInventory runs against localhost inside the pod.
-const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+// DefaultInventory runs against localhost inside the pod: Local{}'s
+// Inventory.
+const DefaultInventory = "localhost ansible_connection=local ansible_python_interpreter=" + DefaultPythonPath + "\n"
 
 // reserved names the files map may not use.
 var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml",
@@ -81,8 +82,12 @@ type Bundle struct {
 	Command []string
 	// Files maps relative paths to content, for roles, templates and the like.
 	Files map[string]string
-	// Inventory content; DefaultInventory when empty.
+	// Inventory content; Local's inventory (DefaultInventory) when empty.
 	Inventory string
+	// Local is how Ansible runs on the pod itself, from its node label: it
+	// shapes the default inventory's localhost only, and is not checked or
+	// used when Inventory or Inventories are set.
+	Local Local
 	// ExtraVars and SecretVars are JSON objects passed with -e @file.
 	ExtraVars, SecretVars []byte
 	// Env and SecretEnv are exported before the run; SecretEnv is deleted
@@ -211,6 +216,11 @@ func (b *Bundle) validate() error {
 	if err := ValidateInventory(b.Inventory); err != nil {
 		return err
 	}
+	if b.defaultInventory() {
+		if err := b.Local.Validate(); err != nil {
+			return err
+		}
+	}
 	if err := b.validateSecrets(); err != nil {
 		return err
 	}
@@ -308,9 +318,12 @@ func (b *Bundle) write(w io.Writer, shape bool) error {
 		}
 	}
 	inv, invName := b.Inventory, "inventory"
-	if inv == "" {
-		inv = DefaultInventory
-	} else if isYAMLMap(inv) {
+	switch {
+	case b.defaultInventory():
+		inv = b.Local.Inventory()
+	case inv == "":
+		inv = DefaultInventory // not passed: project inventories replace it
+	case isYAMLMap(inv):
 		// Ansible's yaml inventory plugin only reads .yml/.yaml/.json files.
 		invName = "inventory.yml"
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podsecurity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
@@ -268,16 +269,24 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"python_path": schema.StringAttribute{
-				MarkdownDescription: forPod("The Python interpreter for Ansible (`ansible_python_interpreter`), or " +
-					"`auto` for Ansible's discovery."),
+				MarkdownDescription: forPod("The Python interpreter Ansible uses on the run's pod itself " +
+					"(`ansible_python_interpreter` of the default inventory's `localhost`): an absolute path without " +
+					"whitespace, quotes, backslashes or `#`, such as `/usr/bin/python3.11`, or one of Ansible's discovery " +
+					"modes `auto`, `auto_silent`, `auto_legacy` and `auto_legacy_silent`. Unset, it is `" +
+					bundle.DefaultPythonPath + "`. A run's own `inventory` or `inventories` are used as written, " +
+					"without it: set `ansible_python_interpreter` in them. A `kubeplay_node` of the label applies it to " +
+					"its runs and puts it in its `inventory`."),
 				Optional:   true,
-				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+				Validators: []validator.String{pythonPath()},
 			},
 			"shell_type": schema.StringAttribute{
-				MarkdownDescription: forPod("The shell type for Ansible (`ansible_shell_type`), when the default shell is " +
-					"not Bourne compatible, such as `csh` or `fish`."),
+				MarkdownDescription: forPod("The shell plugin Ansible uses on the run's pod itself " +
+					"(`ansible_shell_type` of the default inventory's `localhost`), for an image whose shell is not " +
+					"Bourne compatible: one of `" + strings.Join(bundle.ShellTypes, "`, `") + "`. Unset, Ansible's " +
+					"default (`sh`). As with `python_path`, a run's own `inventory` or `inventories` are used as written, " +
+					"and a `kubeplay_node` of the label applies it to its runs and its `inventory`."),
 				Optional:   true,
-				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+				Validators: []validator.String{stringvalidator.OneOf(bundle.ShellTypes...)},
 			},
 			"spec": schema.StringAttribute{
 				MarkdownDescription: "A verbatim PodSpec as YAML or JSON, for pods the other attributes cannot describe " +

@@ -294,6 +294,10 @@ func TestAccNodeLabel_planErrors(t *testing.T) {
 		{"  volumes = \"- name: a\\n  emptyDir: {}\\n - name: b\\n\"\n", `(?s)Invalid Volumes.*line \d`},
 		{"  volume_mounts = \"- name: a\\n  mountPth: /x\\n\"\n", `(?s)Invalid Volume mounts.*line 2: unknown field`},
 		{"  type = \"vm\"\n", `(?s)type.*value must be one of`},
+		{"  python_path = \"python3\"\n", `(?s)python_path.*must be an absolute path without whitespace`},
+		{"  python_path = \"/usr/bin/env python3\"\n", `(?s)python_path.*must be an absolute path without whitespace`},
+		{"  python_path = \"/usr/bin/python3\\n\"\n", `(?s)python_path.*must be an absolute path without whitespace`},
+		{"  shell_type = \"bash\"\n", `(?s)shell_type.*value must be one of.*"sh".*"cmd"`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

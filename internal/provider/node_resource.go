@@ -89,7 +89,10 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"`kubeplay.io/node=<name>`, without a deadline, and with a worker that does not end the pod when no run " +
 			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
 			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
-			"as `status = \"gone\"` after a refresh, and the next plan replaces the node.\n\n" +
+			"as `status = \"gone\"` after a refresh, and the next plan replaces the node. A label's `python_path` and " +
+			"`shell_type` go into the worker's environment as `" + runengine.EnvPythonPath + "` and `" +
+			runengine.EnvShellType + "`, part of the signed spec: the node's runs use them for their default " +
+			"inventory's `localhost` as a run of the label does, as they were when the node was made.\n\n" +
 			"kubeplay signs the pod with the catalog key when it creates it (annotations `kubeplay.io/signature` and " +
 			"`kubeplay.io/spec-signature`, which bind the pod's UID and its spec as created). A run uses the pod only " +
 			"while both hold: a pod that someone else created with the node's name and labels is refused as not made " +
@@ -157,9 +160,10 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"inventory": schema.StringAttribute{
 				MarkdownDescription: "An inventory line that reaches the node from another Ansible with the " +
 					"`kubernetes.core.kubectl` connection: `<name> ansible_connection=kubernetes.core.kubectl " +
-					"ansible_kubectl_namespace=<namespace> ansible_kubectl_pod=<name> ansible_kubectl_container=<container>`. " +
-					"The connection needs a kubeconfig that may exec into the pod, as the group's credential may. Null for " +
-					"a namespace node.",
+					"ansible_kubectl_namespace=<namespace> ansible_kubectl_pod=<name> ansible_kubectl_container=<container>`, " +
+					"then `ansible_python_interpreter` and `ansible_shell_type` when the node's label sets `python_path` " +
+					"and `shell_type`. The connection needs a kubeconfig that may exec into the pod, as the group's " +
+					"credential may. Null for a namespace node.",
 				Computed:      true,
 				PlanModifiers: keep,
 			},
@@ -297,8 +301,12 @@ func fillNode(m *nodeModel, g runengine.Group, p *corev1.Pod) {
 	m.NodeName = types.StringValue(p.Spec.NodeName)
 	m.PodIP = types.StringValue(p.Status.PodIP)
 	m.Status = types.StringValue(nodeRunning)
-	m.Inventory = types.StringValue(fmt.Sprintf("%s ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s "+
-		"ansible_kubectl_pod=%s ansible_kubectl_container=%s", p.Name, p.Namespace, p.Name, p.Spec.Containers[0].Name))
+	inv := fmt.Sprintf("%s ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s "+
+		"ansible_kubectl_pod=%s ansible_kubectl_container=%s", p.Name, p.Namespace, p.Name, p.Spec.Containers[0].Name)
+	if vars := runengine.PodLocal(p).HostVars(); vars != "" {
+		inv += " " + vars // the label's python_path and shell_type, as the pod carries them
+	}
+	m.Inventory = types.StringValue(inv)
 	if l := p.Labels[managed.LabelNodeLabel]; l != "" {
 		m.NodeLabel = types.StringValue(l)
 	}

@@ -126,14 +126,21 @@ func TestRefused(t *testing.T) {
 }
 
 func TestReportSaysEachThingOnce(t *testing.T) {
+	// A canceled run names Terraform's stop as the cause, not the run's own
+	// timeout, which ends a run as an error.
+	const canceledCause = "Terraform stopped the provider during the run: it was interrupted (Ctrl-C, or the SIGINT or " +
+		"SIGTERM that a CI job's cancel or time limit sends), or it exited. A run that passes its own timeout (timeouts " +
+		"create, or delete for a destroy playbook) is not canceled but ends with status error. The run is not recorded " +
+		"as done, so the next apply (or destroy) runs it again; if nobody interrupted Terraform, give the job that runs " +
+		"it more time than its runs' timeouts."
 	m := runModel{IgnoreFailure: types.BoolValue(false), RunNamespace: types.StringValue("sandbox-1")}
 	for _, c := range []struct {
 		res     runner.Result
 		summary string
 		detail  string
 	}{
-		{runner.Result{Status: runner.StatusCanceled, Message: "context canceled"}, "Run Canceled", "The run was canceled: context canceled. Terraform was interrupted (Ctrl-C) or a timeout ended its operation; " +
-			"the run is not recorded as done, so the next apply (or destroy) runs it again."},
+		{runner.Result{Status: runner.StatusCanceled, Message: "context canceled"}, "Run Canceled", "The run was canceled. " + canceledCause},
+		{runner.Result{Status: runner.StatusCanceled, Message: "provider stopping"}, "Run Canceled", "The run was canceled: provider stopping. " + canceledCause},
 		{runner.Result{Status: runner.StatusFailed, PodName: "p", ExitCode: 2, PodKept: true, Output: "a\nb\n"}, "Run Failed",
 			"The playbook in pod p exited with code 2. The pod p was kept (keep_pod_on_failure); delete it when done. " +
 				"So was the run's namespace sandbox-1.\n\nThe output's last lines:\na\nb"},

@@ -74,7 +74,8 @@ func projectAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "Inventories in `project_dir`, by path, each passed with `-i` in this order: INI or " +
 				"YAML files of any name, inventory plugin configurations (a `constructed` configuration after the " +
 				"inventories it builds on), directories of inventories. They replace the default `localhost` " +
-				"inventory; with `inventory` set too, it comes first. `limit` selects among all of them.",
+				"inventory, and with it the node label's `python_path` and `shell_type`, and are used as written; with " +
+				"`inventory` set too, it comes first. `limit` selects among all of them.",
 			Optional: true, ElementType: types.StringType,
 			PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.SizeAtLeast(1),

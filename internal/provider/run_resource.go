@@ -261,7 +261,10 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"inventory": schema.StringAttribute{
 				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
-					"inside the pod. A YAML inventory may not set a key twice in one mapping.",
+					"inside the pod, with `ansible_python_interpreter` the node label's `python_path` (else `" +
+					bundle.DefaultPythonPath + "`) and `ansible_shell_type` its `shell_type`. An inventory given here is " +
+					"used as written: the label's settings do not apply to it. A YAML inventory may not set a key twice " +
+					"in one mapping.",
 				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
@@ -342,7 +345,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 
 			"status": schema.StringAttribute{
 				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
-					"vanished, or the cluster failed) or `canceled`.",
+					"vanished, the cluster failed, or the run passed its timeout) or `canceled` (Terraform was " +
+					"interrupted during the run).",
 				Computed: true,
 			},
 			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
@@ -1068,8 +1072,16 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	case runner.StatusFailed:
 		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d.", res.PodName, res.ExitCode)
 	case runner.StatusCanceled:
-		fmt.Fprintf(&detail, "The run was canceled: %s. Terraform was interrupted (Ctrl-C) or a timeout ended its operation; "+
-			"the run is not recorded as done, so the next apply (or destroy) runs it again.", res.Message)
+		detail.WriteString("The run was canceled")
+		if res.Message != "" && res.Message != context.Canceled.Error() {
+			detail.WriteString(": " + res.Message)
+		}
+		// Only Terraform cancels: the run's own timeout ends it as an error.
+		detail.WriteString(". Terraform stopped the provider during the run: it was interrupted (Ctrl-C, or the " +
+			"SIGINT or SIGTERM that a CI job's cancel or time limit sends), or it exited. A run that passes its own " +
+			"timeout (timeouts create, or delete for a destroy playbook) is not canceled but ends with status error. " +
+			"The run is not recorded as done, so the next apply (or destroy) runs it again; if nobody interrupted " +
+			"Terraform, give the job that runs it more time than its runs' timeouts.")
 	default:
 		fmt.Fprintf(&detail, "The run could not complete: %s.", res.Message)
 	}

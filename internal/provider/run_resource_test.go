@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 )
 
 const runAddr = "kubeplay_run.test"
@@ -348,6 +350,90 @@ resource "kubeplay_run" "custom" {
 				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("output"), knownvalue.StringExact("custom\n")),
 				statecheck.ExpectKnownValue("kubeplay_run.custom", tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(expectError(`name: custom-pod`))),
+			},
+		}},
+	})
+}
+
+// TestAccRun_nodeLabelInterpreter: a node label's python_path and shell_type
+// reach Ansible for the pod's own localhost: the facts come from the label's
+// interpreter, /usr/bin/python3.11 (the test image's /usr/bin/python3 is a
+// symlink to it, and Python reports the path it was started by), and the
+// shell type is the label's host variable (the image has no shell but sh,
+// so the variable is what shows). A run's own inventory is used as written.
+// A held node of the label carries both to its runs and its inventory.
+func TestAccRun_nodeLabelInterpreter(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runpy")
+	group, node := randName("grp"), randName("node")
+	const playbook = `<<-YAML
+    - hosts: all
+      gather_facts: true
+      gather_subset: ["!all"]
+      tasks:
+        - debug:
+            msg: "python={{ ansible_facts.python.executable }} var={{ ansible_python_interpreter | default('unset') }} shell={{ ansible_shell_type | default('unset') }}"
+  YAML`
+	cfg := e.runGroup(group, ns) + fmt.Sprintf(`
+resource "kubeplay_node_label" "py" {
+  name        = %[1]q
+  image       = %[2]q
+  python_path = "/usr/bin/python3.11"
+  shell_type  = "sh"
+}
+
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.py.name
+  playbook        = %[3]s
+}
+
+resource "kubeplay_run" "own_inventory" {
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.py.name
+  inventory       = "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+  playbook        = %[3]s
+}
+
+resource "kubeplay_node" "n" {
+  name            = %[4]q
+  container_group = kubeplay_container_group.g.name
+  node_label      = kubeplay_node_label.py.name
+}
+
+resource "kubeplay_run" "on_node" {
+  container_group = kubeplay_container_group.g.name
+  node            = kubeplay_node.n.name
+  playbook        = %[3]s
+}
+`, randName("py"), acctest.TestImage(), playbook, node)
+	msg := func(python, interpreter, shell string) knownvalue.Check {
+		return knownvalue.StringRegexp(regexp.MustCompile(regexp.QuoteMeta(
+			fmt.Sprintf(`"msg": "python=%s var=%s shell=%s"`, python, interpreter, shell))))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), msg("/usr/bin/python3.11", "/usr/bin/python3.11", "sh")),
+				// The plan's pod is the pod: the settings travel in the bundle.
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringFunc(func(pod string) error {
+					if strings.Contains(pod, runengine.EnvPythonPath) {
+						return fmt.Errorf("the run pod carries %s:\n%s", runengine.EnvPythonPath, pod)
+					}
+					return nil
+				})),
+				statecheck.ExpectKnownValue("kubeplay_run.own_inventory", tfjsonpath.New("output"), msg("/usr/bin/python3", "/usr/bin/python3", "unset")),
+				statecheck.ExpectKnownValue("kubeplay_run.on_node", tfjsonpath.New("pod_name"), knownvalue.StringExact(node)),
+				statecheck.ExpectKnownValue("kubeplay_run.on_node", tfjsonpath.New("output"), msg("/usr/bin/python3.11", "/usr/bin/python3.11", "sh")),
+				statecheck.ExpectKnownValue(nodeAddr, tfjsonpath.New("inventory"), knownvalue.StringExact(fmt.Sprintf(
+					"%s ansible_connection=kubernetes.core.kubectl ansible_kubectl_namespace=%s ansible_kubectl_pod=%s "+
+						"ansible_kubectl_container=worker ansible_python_interpreter=/usr/bin/python3.11 ansible_shell_type=sh", node, ns, node))),
+				statecheck.ExpectKnownValue(nodeAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(regexp.MustCompile(
+					`(?s)- name: KUBEPLAY_PYTHON_PATH\n\s+value: /usr/bin/python3\.11\n\s+- name: KUBEPLAY_SHELL_TYPE\n\s+value: sh\n`))),
 			},
 		}},
 	})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 )
 
 // stringCheck is a string validator made of a description and a check that
@@ -47,6 +49,14 @@ func dnsLabel() validator.String {
 		stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`),
 			"must be a lowercase RFC 1123 label: letters, digits and '-', starting and ending with a letter or digit"),
 	)
+}
+
+// pythonPath accepts a node label's python_path (bundle.PythonPathPattern):
+// it goes into an INI inventory line as one value.
+func pythonPath() validator.String {
+	return stringvalidator.RegexMatches(bundle.PythonPathPattern, "must be an absolute path without whitespace, "+
+		"quotes, backslashes or '#' (such as /usr/bin/python3.11), or one of auto, auto_silent, auto_legacy and "+
+		"auto_legacy_silent")
 }
 
 // httpURL accepts an absolute http or https URL.

@@ -116,8 +116,9 @@ type Request struct {
 	Group     Group
 	// Label is the run's node label; nil for none.
 	Label *podspec.Label
-	// Bundle is the payload; the engine sets KUBEPLAY_OPERATION, the marker
-	// and, for a namespace label, the kubeconfig and KUBEPLAY_NAMESPACE.
+	// Bundle is the payload; the engine sets KUBEPLAY_OPERATION, the marker,
+	// Local (from Label, or a held node's pod) and, for a namespace label,
+	// the kubeconfig and KUBEPLAY_NAMESPACE.
 	Bundle bundle.Bundle
 	// Forks is what the run claims of the group's max_forks.
 	Forks            int64
@@ -230,6 +231,7 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			secrets = append(secrets, token)
 		} else {
 			claimed, b.Held = held, true
+			b.Local = PodLocal(held) // the node's label as it was when the node was made
 			out.Rendered, _ = podspec.ToYAML(CleanPod(held))
 		}
 	}
@@ -251,9 +253,11 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 	return out, nil
 }
 
-// payload is req's bundle with what the engine adds to every run's.
+// payload is req's bundle with what the engine adds to every run's: the
+// operation, a marker, and the node label's settings for Ansible on the pod.
 func payload(req Request) bundle.Bundle {
 	b := req.Bundle
+	b.Local = LabelLocal(req.Label)
 	b.Env = maps.Clone(b.Env)
 	if b.Env == nil {
 		b.Env = map[string]string{}

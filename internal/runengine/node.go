@@ -136,9 +136,10 @@ func (e *Engine) caData() ([]byte, error) {
 }
 
 // NodePod renders a held node's pod: the run pod of g and l (nil for none),
-// named name, with the LabelNode label, no deadline, and a worker without
-// the start timeout of a run pod, since it lives from the node's create to
-// its destroy.
+// named name, with the LabelNode label, no deadline, a worker without the
+// start timeout of a run pod, since it lives from the node's create to its
+// destroy, and the label's python_path and shell_type in its environment
+// (PodLocal).
 func NodePod(g Group, l *podspec.Label, name string) (*corev1.Pod, error) {
 	if namespaceLabel(l) != nil {
 		return nil, unavailable{fmt.Errorf("node label %q is of type namespace: its held node is a namespace (NodeNamespace)", l.Name)}
@@ -151,6 +152,7 @@ func NodePod(g Group, l *podspec.Label, name string) (*corev1.Pod, error) {
 	pod.Labels[managed.LabelNode] = name
 	pod.Spec.ActiveDeadlineSeconds = nil
 	podspec.WaitForRuns(pod)
+	setLocal(pod, LabelLocal(l))
 	return pod, nil
 }
 
