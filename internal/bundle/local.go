@@ -1,3 +1,6 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
 package bundle
 
 import (

@@ -44,6 +44,10 @@ import (
 //
 // The examples' names are literal (awx-runs, target-infra, ...), so the
 // subtests run one after another; each has a catalog namespace of its own.
+// The guides' configurations (examples/guides), which need the clusters and
+// credentials they migrate from, and the subdirectories of resource examples
+// are only validated, by TestDocsCodeBlocksValidate, as are the list
+// examples; TestAccRunAction_example applies the action example.
 func TestAccExamples(t *testing.T) {
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)

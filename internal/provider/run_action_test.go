@@ -90,9 +90,7 @@ func (f *faultEnv) terraformLines(t *testing.T, dir string, args ...string) ([]a
 
 func terraformLines(t *testing.T, terraformBin, cliConfig, dir string, args ...string) ([]arrival, string, error) {
 	t.Helper()
-	cmd := exec.Command(terraformBin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	cmd := terraformCommand(terraformBin, cliConfig, dir, nil, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

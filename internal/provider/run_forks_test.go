@@ -114,13 +114,19 @@ func terraformCLI(terraformBin, cliConfig, dir string, args ...string) error {
 	return terraformCLIEnv(terraformBin, cliConfig, dir, nil, args...)
 }
 
-// terraformCLIEnv is terraformCLI with env added to the command's
-// environment.
-func terraformCLIEnv(terraformBin, cliConfig, dir string, env []string, args ...string) error {
+// terraformCommand is terraform in dir with the dev_overrides configuration
+// and env added to the command's environment, not started.
+func terraformCommand(terraformBin, cliConfig, dir string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(terraformBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1"), env...)
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+// terraformCLIEnv is terraformCLI with env added to the command's
+// environment.
+func terraformCLIEnv(terraformBin, cliConfig, dir string, env []string, args ...string) error {
+	out, err := terraformCommand(terraformBin, cliConfig, dir, env, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, out)
 	}

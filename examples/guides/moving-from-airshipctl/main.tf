@@ -1,0 +1,38 @@
+resource "kubeplay_credential" "target" {
+  name       = "target-cluster"
+  kind       = "kubeconfig"
+  kubeconfig = var.target_kubeconfig # write-only
+}
+
+# workload01's kubeconfig comes from its parent, target-cluster.
+resource "kubeplay_credential" "workload01" {
+  name               = "workload01"
+  kind               = "cluster_api"
+  parent             = kubeplay_credential.target.name
+  cluster_name       = "workload01"
+  cluster_namespace  = "default"
+  kubeconfig_timeout = "30m"
+  depends_on         = [kubeplay_phase.initinfra_target]
+}
+
+resource "kubeplay_phase" "initinfra_target" {
+  name          = "initinfra-target"
+  cluster       = kubeplay_credential.target.name
+  kustomization = "${path.module}/target/initinfra"
+  wait_timeout  = "2000s"
+  prune         = false
+}
+
+resource "kubeplay_phase" "workload" {
+  name          = "workload"
+  cluster       = kubeplay_credential.workload01.name
+  kustomization = "${path.module}/workload01/apps"
+  wait_timeout  = "2000s"
+  prune         = false
+}
+
+variable "target_kubeconfig" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
