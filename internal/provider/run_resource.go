@@ -329,8 +329,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"`pod_name` and in the error (with a `node_label` of type `namespace`, the run's namespace is kept " +
 					"too). The pod is kept, not kept alive: its `activeDeadlineSeconds`, the run's create timeout counted " +
 					"from the pod's start, still applies, so the kubelet then stops its containers (the pod turns `Failed`, " +
-					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` and `kubectl logs` " +
-					"still work). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
+					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` still works; " +
+					"`kubectl logs` shows nothing of the playbook, whose output goes over the exec stream). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
 					"run of the group that cleans up orphans; delete them yourself before that when done. Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
