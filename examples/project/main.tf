@@ -23,6 +23,9 @@ resource "kubeplay_credential" "local" {
   kind = "provider"
 }
 
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "deploy" {
   name             = "project-example"
   credential       = kubeplay_credential.local.name

@@ -29,6 +29,9 @@ resource "kubeplay_credential" "local" {
 
 # Where runs execute: a namespace of its own, at most two runs at a time,
 # enforced by a ResourceQuota for every Terraform process.
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "quickstart" {
   name                = "quickstart"
   credential          = kubeplay_credential.local.name

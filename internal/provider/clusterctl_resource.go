@@ -98,9 +98,10 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"its providers and their namespaces, and keeps their CRDs, and so every Cluster API object, unless " +
 			"`destroy_crds` is set, as `clusterctl delete` does; clusterctl's inventory CRD goes once it lists no provider. " +
 			"A provider deleted outside Terraform is planned as a " +
-			"new `init`. Destroy of a `move` does nothing: the objects stay where they were moved. Every argument " +
-			"except `wait_timeout` and `destroy_crds` replaces the resource; upgrades (`clusterctl upgrade`) are " +
-			"not supported.\n\n" +
+			"new `init`. Destroy of a `move` does nothing: the objects stay where they were moved. A change of any " +
+			"argument but `wait_timeout`, `destroy_crds` and `variables_wo` replaces the resource; `wait_timeout` and " +
+			"`destroy_crds` update in place, and a change of the write-only `variables_wo` alone plans nothing. " +
+			"Upgrades (`clusterctl upgrade`) are not supported.\n\n" +
 			"clusterctl keeps its logger in a global variable, so the provider runs one clusterctl operation at a time; " +
 			"its log goes to Terraform's (`TF_LOG=DEBUG`).",
 		Attributes: map[string]schema.Attribute{
@@ -186,8 +187,9 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 			"variables_wo": schema.MapAttribute{
 				MarkdownDescription: "`init` only: secret values of the components' placeholders (cloud credentials, " +
-					"for example). Write-only: never in the plan or the state, so a change of them alone does not " +
-					"replace the resource. They win over `variables` of the same name.",
+					"for example). Write-only: never in the plan or the state, so Terraform sees no change of them and a " +
+					"change of them alone plans nothing; replace the resource (`terraform apply -replace`) to init " +
+					"with new values. They win over `variables` of the same name.",
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},

@@ -75,8 +75,8 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 			"context":     computed("The kubeconfig context, for `kubeconfig`."),
 			"allow_exec_plugin": schema.BoolAttribute{
 				MarkdownDescription: "For `kubeconfig`: whether the credential declares that its kubeconfig's `exec` " +
-					"credential plugin may run. Read from the catalog Secret, it does not let the plugin run by itself: the " +
-					"provider of the workspace that uses the credential must also list it in `exec_plugin_credentials`.",
+					"credential plugin may run. It lets the plugin run only where the provider of the workspace that uses " +
+					"the credential also lists it in `exec_plugin_credentials`.",
 				Computed: true,
 			},
 			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),

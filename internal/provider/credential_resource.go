@@ -196,7 +196,9 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 			"namespace": schema.StringAttribute{
 				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the " +
-					"namespace the account is provisioned in, which must exist. Defaults to `default`.",
+					"namespace the account is provisioned in, which must exist. Defaults to `default`. For " +
+					"`service_account`, changing it replaces the credential: the account and its Role, RoleBinding and token " +
+					"are deleted from the old namespace and provisioned in the new one. For other kinds it changes in place.",
 				Optional:      true,
 				Computed:      true,
 				Default:       stringdefault.StaticString("default"),

@@ -55,7 +55,7 @@ func (r *nodeKubeconfigEphemeral) Schema(_ context.Context, _ ephemeral.SchemaRe
 			"attributes, provider configurations or other ephemeral values. Each open issues a fresh token; the " +
 			"token ends at `expires_at`, or when the node is destroyed (its service account goes with its " +
 			"namespace). A pod node has no kubeconfig of its own: it is reached with the group's credential " +
-			"(its `inventory`). Needs Terraform 1.10 or later.",
+			"(its `inventory`). Needs Terraform 1.11 or later, as the whole provider does.",
 		Attributes: map[string]schema.Attribute{
 			"node_id": schema.StringAttribute{
 				MarkdownDescription: "The `id` of the `kubeplay_node`: `<container_group>/<name>`. The group's credential " +

@@ -195,18 +195,20 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 			"exec": schema.SingleNestedBlock{
 				MarkdownDescription: "A client-go credential plugin that prints a token, as in a kubeconfig's `exec` user. " +
 					"client-go runs it again whenever its token expires, so long runs are not cut off by a token frozen " +
-					"at start. Conflicts with `token`.",
+					"at start. Conflicts with `token`. When the block is present, `api_version` and `command` must be set " +
+					"in it.",
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{
 						MarkdownDescription: "The `client.authentication.k8s.io` version the plugin speaks: " +
-							"`client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`. Required in the block.",
+							"`client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`. Required when the block " +
+							"is present.",
 						Optional: true,
 						Validators: []validator.String{
 							stringvalidator.OneOf("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"),
 						},
 					},
 					"command": schema.StringAttribute{
-						MarkdownDescription: "The plugin's executable, a path or a name on `PATH`. Required in the block.",
+						MarkdownDescription: "The plugin's executable, a path or a name on `PATH`. Required when the block is present.",
 						Optional:            true,
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 					},

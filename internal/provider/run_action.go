@@ -53,7 +53,8 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"or later), or from an `action_trigger` in a resource's `lifecycle` (`after_create`, `after_update`, and from " +
 	"Terraform 1.16 `before_destroy` and `after_destroy`). While it runs, Terraform shows its progress: waiting for " +
 	"capacity, the pod created, scheduled and running, each output line (at most a quarter of a second behind), " +
-	"then the play recap and the final status. The pod is deleted whatever happens.\n\n" +
+	"then the play recap and the final status. The pod is deleted whatever happens, unless `keep_pod_on_failure` " +
+	"keeps the pod of a run that ended `failed` or `error`.\n\n" +
 	"A run whose status is not `successful` is an error quoting the output's last lines and the pod's warning " +
 	"events (a warning with `ignore_failure`). In an `action_trigger`, `on_failure` decides what that error does: " +
 	"`halt` (the default) fails the apply and stops further actions; `taint` does too, and marks a resource that " +

@@ -158,10 +158,14 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"with a watch, ships the playbook, files, inventory and variables into it over exec stdin as a tar stream, runs " +
 			"`ansible-playbook` in the `worker` container while every output line goes to the Terraform log, records the " +
 			"result, and deletes the pod whatever happened, waiting until it is gone.\n\n" +
-			"A run is a record, not a live object: refresh keeps the recorded result, and any change of an input replaces " +
-			"the run: Terraform destroys it, which runs its `destroy_playbook` if it has one, then creates it, which runs " +
-			"the playbook again (with `create_before_destroy`, in the other order). Use `triggers` or " +
-			"`lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
+			"A run is a record, not a live object: refresh keeps the recorded result. A change of an input that decides " +
+			"what runs (the playbook, its files, inventory, variables and options, where it runs, `triggers`, and the " +
+			"content of `project_dir`) replaces the run: Terraform destroys it, which runs its `destroy_playbook` if it " +
+			"has one, then creates it, which runs the playbook again (with `create_before_destroy`, in the other order). " +
+			"`destroy_playbook`, `keep_pod_on_failure`, `ignore_failure`, `output_limit` and `timeouts` update in place " +
+			"and run nothing, and so does a new `project_dir` path or `project_ignore` that ships the same files. " +
+			"Write-only inputs are in neither the plan nor the state, so a change of them alone plans nothing. Use " +
+			"`triggers` or `lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
 			"A group that is full (its ResourceQuota answers `exceeded quota`), or a pod that no node has room for yet " +
 			"(the scheduler says only `Insufficient cpu`, `Insufficient memory`, another `Insufficient` resource or " +
 			"`Too many pods`), makes the run wait, watching, up to the group's `pod_pending_timeout`. Image pull failures, " +
@@ -328,8 +332,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"`pod_name` and in the error (with a `node_label` of type `namespace`, the run's namespace is kept " +
 					"too). The pod is kept, not kept alive: its `activeDeadlineSeconds`, the run's create timeout counted " +
 					"from the pod's start, still applies, so the kubelet then stops its containers (the pod turns `Failed`, " +
-					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` and `kubectl logs` " +
-					"still work). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
+					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` still works; " +
+					"`kubectl logs` shows nothing of the playbook, whose output goes over the exec stream). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
 					"run of the group that cleans up orphans; delete them yourself before that when done. Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},

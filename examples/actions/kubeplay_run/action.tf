@@ -1,4 +1,7 @@
 # The group the actions run in.
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "ops" {
   name             = "ops"
   namespace        = "ops-runs"

@@ -10,7 +10,7 @@ variable "catalog_namespace" {
 }
 
 variable "image" {
-  description = "An image with python3 and ansible-core that the cluster's nodes have. The local test cluster has kubeplay.test/ee:v1; AWX users would use quay.io/ansible/awx-ee."
+  description = "An image with python3 and ansible-core that the cluster's nodes can pull. The default, kubeplay.test/ee:v1, exists only in this repository's local test cluster (make cluster-up); elsewhere set another, such as quay.io/ansible/awx-ee:latest."
   type        = string
   default     = "kubeplay.test/ee:v1"
 }

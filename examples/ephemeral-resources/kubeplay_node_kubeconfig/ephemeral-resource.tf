@@ -1,3 +1,6 @@
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "staging" {
   name             = "staging"
   namespace        = "staging-runs"

@@ -1,8 +1,9 @@
-# airshipctl's Clusterctl phases of seed 004's plan: Cluster API on the
-# ephemeral (bootstrap) cluster, then on the target cluster, then the move of
-# the cluster's objects to the target, which then manages itself. The
-# providers' components come from a local copy of a release, as airshipctl's
-# repository does; nothing is downloaded.
+# airshipctl's Clusterctl phases of a plan that turns an ephemeral
+# (bootstrap) cluster into a self-managed target cluster: Cluster API on the
+# ephemeral cluster, then on the target cluster, then the move of the
+# cluster's objects to the target, which then manages itself. The providers'
+# components come from a local copy of a release, as airshipctl's repository
+# does; nothing is downloaded.
 
 resource "kubeplay_credential" "target" {
   name       = "target-cluster"

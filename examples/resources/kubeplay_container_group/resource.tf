@@ -1,5 +1,8 @@
 # An AWX-style container group with a namespace of its own and a capacity
 # the cluster enforces for every Terraform process.
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "awx" {
   name             = "awx"
   credential       = kubeplay_credential.awx.name

@@ -1,4 +1,4 @@
-# Seed 004's plan as three phases: the ephemeral cluster's infrastructure,
+# An airshipctl plan as three phases: the ephemeral cluster's infrastructure,
 # the target cluster's, and a workload. depends_on orders them, so
 # `terraform plan` shows the whole phase plan and `terraform apply` runs it.
 
@@ -45,7 +45,9 @@ resource "kubeplay_phase" "initinfra_target" {
 }
 
 # workload: on workload01; waits for the migration Job to succeed, not just
-# to start.
+# to start. The Job's image is var.image, which defaults to kubeplay.test/ee:v1:
+# that image exists only in this repository's local test cluster, so elsewhere
+# set it to an image with python3 that workload01's nodes can pull.
 resource "kubeplay_phase" "workload" {
   name    = "workload"
   cluster = kubeplay_credential.workload.name

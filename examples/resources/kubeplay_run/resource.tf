@@ -11,6 +11,9 @@ resource "kubeplay_credential" "runner" {
   namespace = kubeplay_phase.runs_namespace.objects[0].name
 }
 
+# var.image defaults to kubeplay.test/ee:v1, which exists only in this
+# repository's local test cluster: elsewhere, set it to an image with
+# python3 and ansible-core that your nodes can pull.
 resource "kubeplay_container_group" "default" {
   name       = "default"
   namespace  = kubeplay_credential.runner.namespace
