@@ -195,7 +195,7 @@ func (f *faultEnv) waitStarted(t *testing.T, s *signalEnv, out *syncBuffer) stri
 			t.Logf("terraform's output:\n%s", out)
 		}
 	})
-	pod := s.waitPod(t, "running", 3*time.Minute, running)
+	pod := s.waitPod(t, "running", 5*time.Minute, running)
 	waitLogLine(t, f.e, f.ns, pod, faultStarted)
 	return pod
 }

@@ -87,7 +87,7 @@ func killedProvider(tb testing.TB, e *testEnv, timeout time.Duration) livenessTi
 			tb.Logf("the killed apply's output:\n%s", out.String())
 		}
 	})
-	orphan := s.waitPod(tb, "running", 3*time.Minute, running)
+	orphan := s.waitPod(tb, "running", 5*time.Minute, running)
 	waitLogLine(tb, e, ns, orphan, livenessStarted)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		tb.Fatal(err)

@@ -18,10 +18,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
 // signalEnv is a working directory whose configuration runs a long command,
@@ -75,6 +78,11 @@ func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *syncBuffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("terraform apply's output:\n%s", out.String())
+		}
+	})
 	return cmd, out
 }
 
@@ -96,15 +104,12 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitPod watches the namespace's run pods until cond holds for one of them.
+// waitPod lists, then watches, the namespace's run pods until cond holds for
+// one of them: a pod that met cond before the wait began counts too.
 func (s *signalEnv) waitPod(t testing.TB, what string, timeout time.Duration, cond func(*corev1.Pod) bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	w, err := s.e.kube.CoreV1().Pods(s.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "kubeplay.io/run"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+	ev, err := waitfor.Until(ctx, runPodsListWatch(s.e.kube, s.ns), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && cond(p), nil
 	})
@@ -113,6 +118,20 @@ func (s *signalEnv) waitPod(t testing.TB, what string, timeout time.Duration, co
 	}
 	p, _ := ev.Object.(*corev1.Pod)
 	return p.Name
+}
+
+// runPodsListWatch lists and watches the run pods of ns.
+func runPodsListWatch(kube kubernetes.Interface, ns string) cache.ListerWatcher {
+	pods := kube.CoreV1().Pods(ns)
+	runs := func(o metav1.ListOptions) metav1.ListOptions { o.LabelSelector = "kubeplay.io/run"; return o }
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, runs(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pods.Watch(ctx, runs(o))
+		},
+	}
 }
 
 func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
@@ -134,7 +153,7 @@ func (s *signalEnv) runPods(t *testing.T) []string {
 func TestAccRun_interrupt(t *testing.T) {
 	s := newSignalEnv(t, "10m")
 	cmd, out := s.start(t)
-	s.waitPod(t, "running", 2*time.Minute, running)
+	s.waitPod(t, "running", 5*time.Minute, running)
 	clock := startFault(t, "ctrl_c")
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -161,7 +180,7 @@ func TestAccRun_interrupt(t *testing.T) {
 func TestAccRun_killedReaped(t *testing.T) {
 	s := newSignalEnv(t, "15s")
 	cmd, _ := s.start(t)
-	orphan := s.waitPod(t, "running", 2*time.Minute, running)
+	orphan := s.waitPod(t, "running", 5*time.Minute, running)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
@@ -233,18 +231,8 @@ resource "kubeplay_run" %q {
 
 // runningRunPod waits until a run pod in ns runs, and returns its name.
 func runningRunPod(ctx context.Context, kube kubernetes.Interface, ns string) (string, error) {
-	pods := kube.CoreV1().Pods(ns)
-	runs := func(o metav1.ListOptions) metav1.ListOptions { o.LabelSelector = "kubeplay.io/run"; return o }
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return pods.List(ctx, runs(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return pods.Watch(ctx, runs(o))
-		},
-	}
 	var name string
-	_, err := waitfor.Until(ctx, lw, &corev1.Pod{}, func(ev watch.Event) (bool, error) {
+	_, err := waitfor.Until(ctx, runPodsListWatch(kube, ns), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if ok && p.Status.Phase == corev1.PodRunning {
 			name = p.Name
