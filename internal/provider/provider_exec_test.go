@@ -30,7 +30,10 @@ func TestProviderExecBlockSchema(t *testing.T) {
 	if !ok {
 		t.Fatalf("the provider schema's type is %T, not an object", sch.Provider.ValueType())
 	}
-	execType := typ.AttributeTypes["exec"].(tftypes.Object)
+	execType, ok := typ.AttributeTypes["exec"].(tftypes.Object)
+	if !ok {
+		t.Fatalf("the exec block's type is %T, not an object", typ.AttributeTypes["exec"])
+	}
 	validate := func(exec tftypes.Value) []string {
 		vals := map[string]tftypes.Value{}
 		for k, at := range typ.AttributeTypes {

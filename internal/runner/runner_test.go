@@ -69,7 +69,9 @@ func (e *env) pod(image string) *corev1.Pod {
 
 func (e *env) spec(b bundle.Bundle) runner.Spec {
 	b.Marker = "\x1ekubeplay-runner-test "
-	return runner.Spec{Pod: e.pod(acctest.TestImage()), Container: "worker", Bundle: b, OutputLimit: 64 << 10, PendingTimeout: time.Minute}
+	// The product's default pending timeout: under the parallel suite the
+	// node is often full, and a run's pod waits for room as a user's would.
+	return runner.Spec{Pod: e.pod(acctest.TestImage()), Container: "worker", Bundle: b, OutputLimit: 64 << 10, PendingTimeout: 5 * time.Minute}
 }
 
 // gone fails the test unless the run's pod no longer exists, and no

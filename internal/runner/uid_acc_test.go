@@ -64,9 +64,12 @@ func TestAccRunCleanupSparesSameNamePod(t *testing.T) {
 			}()
 		})
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	res := e.r.Run(rctx, s)
+	// A run that ended before it printed "started" never replaced its pod:
+	// the receive below must not wait for a goroutine that never began.
+	once.Do(func() { close(replaced) })
 	foreign, ok := <-replaced
 	if !ok {
 		t.Fatalf("the pod was not replaced; the run: %+v", res)
