@@ -69,6 +69,10 @@ func TestCanPass(t *testing.T) {
 			t.Errorf("%s: error %v, can pass %v, want %v", c.name, err, CanPass(err), c.pass)
 		}
 	}
+	if _, err := runningOrFailed(exited(corev1.PodRunning, podspec.WorkerArgs, 0, gaveUp), "worker"); err == nil ||
+		!strings.Contains(err.Error(), "worker waited 45s") || !strings.Contains(err.Error(), "launch_retries") {
+		t.Errorf("a worker that gave up: %v; want the wait and the remedy named", err)
+	}
 	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "v.example.com": failed to call webhook: ` +
 		`Post "https://v.svc:443/validate?timeout=10s": context deadline exceeded`))
 	if !webhookTimeout(webhook) || webhookTimeout(apierrors.NewInternalError(errors.New(`failed calling webhook "v": denied`))) ||

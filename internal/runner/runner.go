@@ -416,6 +416,13 @@ func workerGaveUp(p *corev1.Pod, container string) bool {
 	return false
 }
 
+// gaveUp says why a worker that gave up ended, and what helps.
+func gaveUp(err error) error {
+	return fmt.Errorf("%w; its worker waited %s for the run and ended because the node reported the pod running only "+
+		"later (a kubelet that restarted or is overloaded): a fresh pod is launched within the group's launch_retries, "+
+		"which may be raised if this recurs", err, podspec.WorkerStartTimeout)
+}
+
 // lostPod reports a pod that failed because its node or the cluster took it
 // away, not because of what it runs.
 func lostPod(p *corev1.Pod) bool {
@@ -567,7 +574,10 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		err := fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
-		if lostPod(p) || workerGaveUp(p, container) {
+		if workerGaveUp(p, container) {
+			return false, passing{gaveUp(err)}
+		}
+		if lostPod(p) {
 			return false, passing{err}
 		}
 		return false, err
@@ -587,7 +597,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 		if t := cs.State.Terminated; t != nil && cs.Name == container {
 			err := fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
 			if workerGaveUp(p, container) {
-				return false, passing{err}
+				return false, passing{gaveUp(err)}
 			}
 			return false, err
 		}
