@@ -61,7 +61,7 @@ install -d -m 700 -o ` + SSHUser + ` -g ` + SSHUser + ` /home/` + SSHUser + `/.s
 printf '%s\n' "$AUTHORIZED_KEY" > /home/` + SSHUser + `/.ssh/authorized_keys
 chown ` + SSHUser + `: /home/` + SSHUser + `/.ssh/authorized_keys
 install -d -m 755 /run/sshd
-exec /usr/sbin/sshd -D -e -o UsePAM=no -o HostKey=/etc/ssh/ssh_host_ed25519_key -o PasswordAuthentication=no
+exec /usr/sbin/sshd -D -e -o LogLevel=VERBOSE -o UsePAM=no -o HostKey=/etc/ssh/ssh_host_ed25519_key -o PasswordAuthentication=no
 `
 
 // SSHTargets starts n SSH targets in namespace, each with a host key of its
@@ -83,6 +83,17 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 		name := created.Name
 		t.Cleanup(func() {
 			_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		})
+		// Runs first (cleanups are LIFO): sshd logs each connection (-e), which
+		// is what tells a slow server from a refused or penalised client.
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			logs, err := pods.GetLogs(name, &corev1.PodLogOptions{TailLines: ptr.To[int64](40)}).DoRaw(ctx)
+			t.Logf("SSH target %s, last lines of sshd's log (%v):\n%s", name, err, logs)
 		})
 		targets[i] = SSHTarget{Pod: name, KnownHosts: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub)))}
 	}
