@@ -41,7 +41,11 @@ pids=()
 # The cluster is started once, before the jobs, so that they do not race to.
 tools/testcluster/up.sh >"$LOGS/cluster-up.log" 2>&1 || { cat "$LOGS/cluster-up.log"; exit 1; }
 
-stop_jobs() { [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null; }
+prewarm_pid=
+stop_jobs() {
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+  [ -n "$prewarm_pid" ] && kill "$prewarm_pid" 2>/dev/null
+}
 trap 'stop_jobs; exit 130' INT TERM
 
 job() { # job NAME COMMAND...: starts COMMAND in the background
@@ -84,8 +88,14 @@ runbin() {
   (cd "$dir" && "$bin" -test.count=1 -test.v -test.timeout "$TEST_TIMEOUT" "$@")
 }
 
+# next_terraform: builds Terraform 1.16.0 when it is not built yet, once (whoever needs it
+# first builds it, the others wait on the lock), at the lowest CPU priority: the tests that
+# run meanwhile mostly wait on pods, and phase 1 has minutes to spare before its second
+# pass needs it.
+next_terraform() { flock "$LOGS/terraform-next.lock" nice -n 19 make --no-print-directory terraform-next; }
+
 # next_pass PKG ARGS...: runbin on TERRAFORM_NEXT.
-next_pass() { TF_ACC_TERRAFORM_PATH="$TERRAFORM_NEXT" runbin "$@"; }
+next_pass() { next_terraform && TF_ACC_TERRAFORM_PATH="$TERRAFORM_NEXT" runbin "$@"; }
 
 # processwide PKG TEST: TEST on the first Terraform, then on the second when
 # TESTACC_NEXT_RUN matches it (one after the other: the examples' names are
@@ -115,6 +125,30 @@ while read -r pkg; do
   testbin "$pkg" >/dev/null || exit 1
 done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
 
+# prewarm: what the second pass and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
+# phase 1's tests mostly wait on pods: the linters and the docs generator, and each fuzzed
+# package's test binary as `go test -fuzz` builds it (every package instrumented, the standard
+# library included, so a cold cache compiles the whole dependency tree again: about 11 of the
+# 14 minutes the fuzz job took cold). Warm, it is cache hits and one link per package.
+prewarm() {
+  local pkg
+  next_terraform || return 1
+  nice -n 19 make --no-print-directory tools || return 1
+  for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do
+    nice -n 19 go test -c -o /dev/null -fuzz=. "./$pkg" || return 1
+  done
+}
+if [ "$checks" = 1 ]; then
+  jobs_run+=(prewarm)
+  (
+    start=$(date +%s)
+    prewarm >"$LOGS/prewarm.log" 2>&1
+    echo "$? $(($(date +%s) - start))" >"$LOGS/prewarm.rc"
+  ) &
+  prewarm_pid=$!
+  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, make tools, fuzz builds"
+fi
+
 phase_start=$(date +%s)
 phase1=()
 job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" ./... && phase1+=(parallel)
@@ -134,6 +168,11 @@ phase2=()
 # shellcheck disable=SC2086 # one package per word
 job disruptive "${gotest[@]}" -p 1 -run "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
 if [ "$checks" = 1 ]; then
+  # The checks need the tools: when phase 1 ended first, the rest of the prewarm gets the CPU now.
+  wait "$prewarm_pid"
+  prewarm_pid=
+  echo "==================== prewarm ===================="
+  cat "$LOGS/prewarm.log"
   job docs-check make --no-print-directory docs-check && phase2+=(docs-check)
   job lint make --no-print-directory lint && phase2+=(lint)
   job fuzz make --no-print-directory fuzz FUZZJOBS=2 && phase2+=(fuzz)

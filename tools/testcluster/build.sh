@@ -109,10 +109,14 @@ stale() {
   return 1
 }
 
+# No DWARF: the compile of Kubernetes' packages takes about 14% less CPU and each link a second
+# or two less (measured on client-go: 122 s of user time, 105 without), which a cold first
+# command on 2 cores feels. Stack traces keep their file and line (pclntab is not DWARF).
+NODWARF=(-gcflags=all=-dwarf=false)
 cd "$TC_DIR/kubernetes"
 for c in $K8S_BINARIES; do
   if [ "$FORCE" = 1 ] || ! "$BIN/$c" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
-    timed "built $c" go build -ldflags "$LDFLAGS" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
+    timed "built $c" go build "${NODWARF[@]}" -ldflags "-s -w $LDFLAGS" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
   fi
 done
 if stale "$BIN/kubeplay-cri" cmd/kubeplay-cri/main.go go.mod; then
@@ -129,7 +133,7 @@ fi
 # apiserver then turns off RequestWatchProgress and watches lag by seconds.
 cd "$TC_DIR/etcd"
 if [ "$FORCE" = 1 ] || ! "$BIN/etcd" --version 2>/dev/null | grep -q "^etcd Version: $ETCD_VERSION$"; then
-  timed "built etcd" go build -buildvcs=false -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+  timed "built etcd" go build -buildvcs=false "${NODWARF[@]}" -ldflags '-s -w' -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 fi
 
 # ---------------------------------------------------------------- 3. images

@@ -70,7 +70,7 @@ done
 ! (cd "$WORK" && go mod edit -json) | grep -qE "internal/(backend/remote-state|legacy)" ||
 	die "go.mod still names a nested module"
 
-(cd "$WORK" && go build -trimpath -ldflags "-X $MODULE/version.dev=no" -o "$OUT.tmp" .)
+(cd "$WORK" && go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -X $MODULE/version.dev=no" -o "$OUT.tmp" .)
 "$OUT.tmp" version | head -1 | grep -qx "Terraform v$VERSION" || die "built binary is not v$VERSION"
 mv "$OUT.tmp" "$OUT"
 echo "$want" >"$STAMP"
