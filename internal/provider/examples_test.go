@@ -96,7 +96,7 @@ var (
 	groupExampleNamespaces      = []string{"awx-runs", "ci-runs"}
 	phaseExampleNamespaces      = []string{"ephemeral-infra", "target-infra", "shop"}
 	phaseExampleCRDs            = []string{"racks.infra.example.com"}
-	runExampleNamespaces        = []string{"ansible-runs", "ansible-admin-runs"}
+	runExampleNamespaces        = []string{"example-runs", "ansible-runs", "ansible-admin-runs"}
 )
 
 // testExampleProvider applies the provider example with the provider built
@@ -416,11 +416,11 @@ func testExampleRun(t *testing.T, dir string) {
 		"ignored": knownvalue.Int64Exact(0),
 	})
 	step := x.step(map[string]string{"db_password": password, "api_token": token},
+		run("hello", "status", knownvalue.StringExact("successful")),
+		run("hello", "output", knownvalue.StringRegexp(regexp.MustCompile(`"msg": "Hello from an ephemeral pod"`))),
 		run("site", "status", knownvalue.StringExact("successful")),
 		// limit = "web": db1 is in the inventory but not in the recap.
 		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
-		run("smoke", "status", knownvalue.StringExact("successful")),
-		run("smoke", "output", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^Linux `))),
 		run("placed", "container_group", knownvalue.StringExact("default")),
 		run("placed", "status", knownvalue.StringExact("successful")),
 		run("integration", "status", knownvalue.StringExact("successful")),

@@ -64,7 +64,7 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"`rendered_pod` to hold it to as the resource is. It uses its container group and node label as the catalog " +
 	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
 	"that runs must be the one a reviewed plan showed.\n\n" +
-	"The attributes are the resource's, with its descriptions, but for `triggers` and `destroy_playbook`, which " +
+	"The inputs are the resource's, with its names, defaults and validation, but for `triggers` and `destroy_playbook`, which " +
 	"have no meaning for an action, and its `timeouts` block, which is the `timeout` attribute here. Where a " +
 	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
 	"its progress and its error instead."
@@ -86,7 +86,7 @@ func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *ac
 		if slices.Contains(runActionOnly, name) || (!attr.IsOptional() && !attr.IsRequired()) {
 			continue
 		}
-		if v, ok := actionAttribute(attr); ok {
+		if v, ok := actionAttribute(attr, runActionAttributeDescription(name, attr)); ok {
 			attrs[name] = v
 		}
 	}

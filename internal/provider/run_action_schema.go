@@ -18,33 +18,34 @@ import (
 
 // The kubeplay_run action's inputs are the run resource's: its schema is
 // the one definition, and actionAttribute derives the action's attributes
-// from it, with the same description, validators and write-only flag. Plan
+// from it, with the same validators and write-only flag and a description
+// of the action's own (runActionDescriptions). Plan
 // modifiers and defaults have no place in an action schema; asRunConfig
 // applies the defaults when the action runs.
 
-// actionAttribute converts one input attribute of the run resource; false
-// for a kind the run resource does not use.
-func actionAttribute(a schema.Attribute) (aschema.Attribute, bool) {
+// actionAttribute converts one input attribute of the run resource, with
+// the description desc; false for a kind the run resource does not use.
+func actionAttribute(a schema.Attribute, desc string) (aschema.Attribute, bool) {
 	switch a := a.(type) {
 	case schema.StringAttribute:
-		return aschema.StringAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.StringAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.BoolAttribute:
-		return aschema.BoolAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.BoolAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.Int64Attribute:
-		return aschema.Int64Attribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.Int64Attribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.ListAttribute:
-		return aschema.ListAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.ListAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
 			ElementType: a.ElementType}, true
 	case schema.MapAttribute:
-		return aschema.MapAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.MapAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
 			ElementType: a.ElementType}, true
 	case schema.DynamicAttribute:
-		return aschema.DynamicAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.DynamicAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	}
 	return nil, false

@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -35,8 +36,8 @@ func runActionSchema(t *testing.T) aschema.Schema {
 }
 
 // TestRunActionSchema_matchesResource: every input of the run resource is
-// an input of the action, with the same description and flags, so that
-// the two cannot drift apart; the action has nothing else but timeout.
+// an input of the action, with the same type and flags, so that the two
+// cannot drift apart; the action has nothing else but timeout.
 func TestRunActionSchema_matchesResource(t *testing.T) {
 	as := runActionSchema(t)
 	var rs resource.SchemaResponse
@@ -61,7 +62,7 @@ func TestRunActionSchema_matchesResource(t *testing.T) {
 			continue
 		}
 		inputs++
-		if aa.GetMarkdownDescription() != ra.GetMarkdownDescription() || aa.IsRequired() != ra.IsRequired() ||
+		if aa.IsRequired() != ra.IsRequired() ||
 			aa.IsOptional() != ra.IsOptional() || aa.IsWriteOnly() != ra.IsWriteOnly() {
 			t.Errorf("%s differs between the resource and the action", name)
 		}
@@ -77,6 +78,48 @@ func TestRunActionSchema_matchesResource(t *testing.T) {
 	}
 	if inputs < 30 {
 		t.Errorf("only %d inputs compared", inputs)
+	}
+}
+
+// resourceOnlyWording is what the resource's descriptions say that is not
+// true of an action: what it records, replacement, the resource's own
+// attributes, and links to sections of the resource's page.
+var resourceOnlyWording = regexp.MustCompile(`[Rr]eplaces|in place|the state|recorded|triggers|destroy_playbook|` +
+	"`output`|`pod_name`|`run_namespace`|`rendered_pod`|\\]\\(#")
+
+// TestRunActionSchema_descriptions: each input of the action has a
+// description of its own, one sentence that fits an action and a link to
+// the resource's, but for those runActionDescriptions leaves to the
+// resource; none says what only the resource does.
+func TestRunActionSchema_descriptions(t *testing.T) {
+	as := runActionSchema(t)
+	var rs resource.SchemaResponse
+	newRunResource().Schema(context.Background(), resource.SchemaRequest{}, &rs)
+	own := 0
+	for name, aa := range as.Attributes {
+		d := aa.GetMarkdownDescription()
+		if m := resourceOnlyWording.FindString(d); m != "" {
+			t.Errorf("the action's %s says %q, which is about the resource: %s", name, m, d)
+		}
+		ra, ok := rs.Schema.Attributes[name]
+		if !ok {
+			continue // timeout
+		}
+		if _, mapped := runActionDescriptions[name]; !mapped {
+			continue
+		}
+		own++
+		if d == ra.GetMarkdownDescription() || !strings.Contains(d, "(../resources/run.md#"+name+")") {
+			t.Errorf("the action's %s should have its own description and link the resource's: %s", name, d)
+		}
+	}
+	for name := range runActionDescriptions {
+		if _, ok := as.Attributes[name]; !ok {
+			t.Errorf("runActionDescriptions describes %s, which the action does not have", name)
+		}
+	}
+	if own < 30 {
+		t.Errorf("only %d of the action's inputs have descriptions of their own", own)
 	}
 }
 

@@ -37,30 +37,15 @@ func projectAttributes() map[string]schema.Attribute {
 	needsProject := path.MatchRoot("project_dir")
 	return map[string]schema.Attribute{
 		"project_dir": schema.StringAttribute{
-			MarkdownDescription: "A directory on the machine that runs Terraform, typically `\"${path.module}/ansible\"`, " +
-				"shipped whole into the pod (file modes, binary files and symbolic links inside it kept) as the directory " +
-				"where the playbook runs, so that its `ansible.cfg`, `roles/`, `group_vars/`, `host_vars/`, `collections/` " +
-				"and inventories apply as they do on a workstation. The state keeps each file's SHA-256 and mode " +
-				"(`project_files`), never its content; a change to any file replaces the run, and the plan names the " +
-				"changed paths. Left out: `.git`, `.hg`, `.svn`, `.terraform`, `.terraform.lock.hcl`, `*.tfstate`, " +
-				"`*.tfstate.*`, `*.retry`, `.DS_Store`, `__pycache__`, `*.pyc`, then `project_ignore` and the patterns " +
-				"in the project's `.kubeplayignore`, which must be a regular file (not a link or a pipe) of at most " +
-				"256 KiB. A symbolic link that points outside the project, followed through the project's other links " +
-				"as the pod will resolve it, and a device, socket or pipe, are errors. A `project_dir` that is itself " +
-				"a link is resolved once and read as the directory it names. Files are opened without following links " +
-				"and must be the very files listed: one replaced while it ships ends the run with an error. Files are streamed from disk into the exec, never held in memory: a 50 MB " +
-				"project of 5,000 files ships in about as long as a bare `tar` over `kubectl exec` (see the README's " +
-				"benchmarks); every path appears in the plan and the state, so keep projects to some tens of thousands " +
-				"of files. The path itself is not part of the run: moving the directory without changing its content " +
-				"does not replace the run.",
+			MarkdownDescription: "A directory on the machine that runs Terraform, such as `\"${path.module}/ansible\"`, " +
+				"shipped whole into the pod for the playbook to run from. A change of a file replaces the run; a move " +
+				"does not (see [Inline Content Or A Project Directory](#inline-content-or-a-project-directory)).",
 			Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"project_ignore": schema.ListAttribute{
-			MarkdownDescription: "More patterns of paths to leave out of `project_dir`, as in `.kubeplayignore` (one " +
-				"pattern a line there, `#` starts a comment): a `path.Match` glob (`*`, `?`, `[...]`); without a `/` it " +
-				"matches a file or directory name at any depth (`*.bak`), with one it matches the path from the " +
-				"project's root (`/secrets/*.pem`, `docs/build`); a trailing `/` matches directories only. A matched " +
-				"directory is left out whole. There is no negation; white space around a pattern is dropped.",
+			MarkdownDescription: "More paths to leave out of `project_dir`, as in `.kubeplayignore`: `path.Match` globs " +
+				"matching a name at any depth (`*.bak`) or, with a `/`, a path from the root (`/secrets/*.pem`); a " +
+				"trailing `/` matches only directories. No negation.",
 			Optional: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.ValueStringsAre(ignorePattern())},
 		},
@@ -71,26 +56,17 @@ func projectAttributes() map[string]schema.Attribute {
 			Validators: []validator.String{stringvalidator.AlsoRequires(needsProject), projectPath()},
 		},
 		"inventories": schema.ListAttribute{
-			MarkdownDescription: "Inventories in `project_dir`, by path, each passed with `-i` in this order: INI or " +
-				"YAML files of any name, inventory plugin configurations (a `constructed` configuration after the " +
-				"inventories it builds on), directories of inventories. They replace the default `localhost` " +
-				"inventory, and with it the node label's `python_path` and `shell_type`, and are used as written; with " +
-				"`inventory` set too, it comes first. `limit` selects among all of them.",
+			MarkdownDescription: "Inventories in `project_dir`, by path, passed with `-i` in this order: files, plugin " +
+				"configurations (`constructed` after those it builds on) or directories. They replace the default " +
+				"inventory; `inventory` comes first.",
 			Optional: true, ElementType: types.StringType,
 			PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.SizeAtLeast(1),
 				listvalidator.ValueStringsAre(projectPath())},
 		},
 		"requirements": schema.StringAttribute{
-			MarkdownDescription: "A `requirements.yml` (`collections:` and `roles:`) installed with `ansible-galaxy " +
-				"install -r` in the pod before the playbook. A project's own `requirements.yml`, " +
-				"`collections/requirements.yml` (`ansible-galaxy collection install`) and `roles/requirements.yml` " +
-				"(`ansible-galaxy role install`) are installed too, after this one, as AWX does. The run's own install " +
-				"directories come first in `ANSIBLE_COLLECTIONS_PATH` and `ANSIBLE_ROLES_PATH`, then the project's " +
-				"`collections/` and `roles/`, then the image's; those variables override `collections_path` and " +
-				"`roles_path` in `ansible.cfg`. Sources are whatever the pod can reach: Galaxy, a Git server, or " +
-				"collection tarballs in the project (`type: file`, relative to the project's root). A failed install " +
-				"ends the run `failed` with `ansible-galaxy`'s message in `output`.",
+			MarkdownDescription: "A `requirements.yml` (`collections:` and `roles:`) that `ansible-galaxy` installs before " +
+				"the playbook, from Galaxy, a Git server or tarballs in the project. A failed install ends the run `failed`.",
 			Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{requirementsYAML()},
 		},
 		"project_hash": schema.StringAttribute{
@@ -100,8 +76,7 @@ func projectAttributes() map[string]schema.Attribute {
 		},
 		"project_files": schema.MapAttribute{
 			MarkdownDescription: "Every file of `project_dir` that was shipped, by path: `<mode> sha256:<hash>`, " +
-				"`symlink -> <target>`, or `dir <mode>` for an empty directory. A change replaces the run, and the plan " +
-				"shows the paths that changed. Null without a project.",
+				"`symlink -> <target>`, or `dir <mode>` for an empty directory. Null without a project.",
 			Computed: true, ElementType: types.StringType,
 		},
 	}

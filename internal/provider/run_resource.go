@@ -152,33 +152,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 	replaceBool := []planmodifier.Bool{boolplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A run executes one Ansible playbook (or a plain command) in an ephemeral pod of a " +
-			"`kubeplay_container_group`, as an AWX job runs in a container group. Apply creates the pod (by " +
-			"`generateName`, labelled `app.kubernetes.io/managed-by=kubeplay` and with the run's id, with " +
-			"`activeDeadlineSeconds` from the create timeout so the cluster kills a pod whose provider died), waits for it " +
-			"with a watch, ships the playbook, files, inventory and variables into it over exec stdin as a tar stream, runs " +
-			"`ansible-playbook` in the `worker` container while every output line goes to the Terraform log, records the " +
-			"result, and deletes the pod whatever happened, waiting until it is gone.\n\n" +
-			"A run is a record, not a live object: refresh keeps the recorded result. A change of an input that decides " +
-			"what runs (the playbook, its files, inventory, variables and options, where it runs, `triggers`, and the " +
-			"content of `project_dir`) replaces the run: Terraform destroys it, which runs its `destroy_playbook` if it " +
-			"has one, then creates it, which runs the playbook again (with `create_before_destroy`, in the other order). " +
-			"`destroy_playbook`, `keep_pod_on_failure`, `ignore_failure`, `output_limit` and `timeouts` update in place " +
-			"and run nothing, and so does a new `project_dir` path or `project_ignore` that ships the same files. " +
-			"Write-only inputs are in neither the plan nor the state, so a change of them alone plans nothing. Use " +
-			"`triggers` or `lifecycle { replace_triggered_by = [...] }` to run again when something else changes.\n\n" +
-			"A group that is full (its ResourceQuota answers `exceeded quota`), or a pod that no node has room for yet " +
-			"(the scheduler says only `Insufficient cpu`, `Insufficient memory`, another `Insufficient` resource or " +
-			"`Too many pods`), makes the run wait, watching, up to the group's `pod_pending_timeout`. Image pull failures, " +
-			"configuration errors, a pod that no node could ever hold (a request above every node's allocatable, when " +
-			"the credential may list nodes) and a pod whose node selector, affinity or taints no node matches end the " +
-			"run as `error` at once. A launch that fails for a reason that can pass (the pod was deleted, evicted or lost with its node " +
-			"before it ran, its sandbox could not be created, an admission webhook timed out) is retried with a fresh pod " +
-			"up to the group's `launch_retries` times; see `launch_attempts`. A provider that is killed mid-run loses its " +
-			"exec session: the pod then ends the playbook, and ends itself (a pod from a node label's verbatim `spec` ends " +
-			"at its deadline, the run's timeout). Pods that ended, or whose deadline passed, are removed by the next run in " +
-			"the group.\n\n" +
-			"A run whose status is not `successful` fails the apply unless `ignore_failure` is set; its record still " +
-			"reaches the state (marked tainted, so the next apply runs it again).",
+			"`kubeplay_container_group`, as an AWX job does in a container group: apply creates the pod, ships the " +
+			"playbook and its inputs into it, runs it, records the result and deletes the pod. A run is the record of " +
+			"that execution: refresh keeps it, and a change of what runs or where replaces it (see [Running " +
+			"Again](#running-again)). A run whose status is not `successful` fails the apply unless `ignore_failure` " +
+			"is set; its record still reaches the state, marked tainted, so the next apply runs it again.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The run's id, a random hex string, also the value of the pod label `kubeplay.io/run`.",
@@ -190,9 +168,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, PlanModifiers: replaceStr,
 			},
 			"container_group": schema.StringAttribute{
-				MarkdownDescription: "The name of the `kubeplay_container_group` to run in. Exactly one of `container_group` " +
-					"and `container_groups` is required. With `container_groups`, the resource computes it: the group the run was " +
-					"placed in (known after apply), where its `destroy_playbook` runs too.",
+				MarkdownDescription: "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` " +
+					"and `container_groups` is required. With `container_groups`, the group the run was placed in, where " +
+					"its `destroy_playbook` runs too.",
 				Optional: true, Computed: true,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ExactlyOneOf(path.MatchRoot("container_group"), path.MatchRoot("container_groups"))},
 				// A placed group changes only with container_groups, which replaces the run itself.
@@ -200,50 +178,31 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"A change of the configured group replaces the run.", "A change of the configured group replaces the run.")},
 			},
 			"container_groups": schema.ListAttribute{
-				MarkdownDescription: "Container groups the run may run in, as AWX's ordered instance groups and Nodepool's " +
-					"pools: the run runs in the first that has room for it when it starts (a free run slot under " +
-					"`max_concurrent_runs` and room for its `forks` under `max_forks`; a group with neither always has room), " +
-					"and when none has, it waits, watching all of their capacity ledgers, and runs in the first to free, up " +
-					"to the longest of their `pod_pending_timeout`s. The groups are tried by their `priority`, lower " +
-					"first, a group without one counting as `0`; groups of equal priority are tried in this list's order " +
-					"(the list is sorted by priority, stably). `container_group` records the group the run was placed in. " +
-					"The groups may use different credentials and clusters. At plan time the run's pod is rendered and " +
-					"dry-run in every group; `rendered_pod` is known at plan only when the pod is the same in all of them. A " +
-					"listed group that does not exist is a warning at plan time (so that it cannot block a destroy) and an " +
-					"error at apply.",
+				MarkdownDescription: "Container groups the run may run in instead of `container_group`, which may use " +
+					"different credentials and clusters (see [Capacity And Waiting](#capacity-and-waiting)). One that does " +
+					"not exist is a warning at plan and an error at apply.",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
 					listvalidator.ValueStringsAre(dnsLabel())},
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "The name of a `kubeplay_node_label`. A label of type `pod` has its template merged " +
-					"over the group's pod (the label's settings apply to the `worker` container; a label with a verbatim " +
-					"`spec` replaces the pod's spec); group defaults (`default_label_*`) fill what the label leaves unset. " +
-					"A label of type `namespace` gives the run a fresh namespace (see `run_namespace`) with a ServiceAccount, " +
-					"a Role over common workloads and a RoleBinding, deleted when the run ends; the pod stays in the " +
-					"group's namespace, under its quota, and the playbook gets `KUBEPLAY_NAMESPACE` and a kubeconfig for the " +
-					"account in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG` (server `https://kubernetes.default.svc`, a token that " +
-					"expires with the run, redacted from `output`). Such runs need a credential that may create namespaces, " +
-					"service accounts, roles, role bindings and tokens.",
+				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod. A `namespace` label gives " +
+					"the run a fresh namespace (`run_namespace`, in `KUBEPLAY_NAMESPACE`) with a kubeconfig for its service " +
+					"account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the group's credential must " +
+					"then be allowed to create namespaces, service accounts, roles, role bindings and tokens.",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node": schema.StringAttribute{
-				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on. A pod node: the run " +
-					"execs into the held node's pod instead of a pod of its own; the pod stays when the run ends, and the " +
-					"run's files are removed. A namespace node: the run gets a pod of its own with a kubeconfig for the " +
-					"node's namespace and service account (as a namespace label's run does), and `run_namespace` is the " +
-					"node's namespace, which stays. Runs on one node take turns: a run that finds the node busy says so " +
-					"and waits for the run before it to end. The run still takes a run slot and its forks in the group. " +
-					"Conflicts with `container_groups` and `node_label` (the node has its label). `rendered_pod` is known " +
-					"after apply.",
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other " +
+					"runs: in a pod node's pod, or, for a namespace node, in a pod of its own with a kubeconfig for its " +
+					"namespace. Conflicts with `container_groups` and `node_label`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
 			"playbook": schema.StringAttribute{
 				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path` and `command` " +
-					"is required. With `project_dir`, it runs from the project's root (as `" + bundle.InlinePlaybookName + "`), " +
-					"beside the project's roles and `group_vars`.",
+					"is required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
 					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command")),
@@ -251,37 +210,33 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				},
 			},
 			"command": schema.ListAttribute{
-				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible. " +
-					"It still needs `sh`, `head` and `tar` in the image.",
+				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible " +
+					"(but with `sh`, `head` and `tar`).",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"files": schema.MapAttribute{
-				MarkdownDescription: "Extra files shipped beside the playbook, as a map of relative path to content " +
-					"(roles, templates, vars files). Paths must be clean, relative and inside the bundle.",
+				MarkdownDescription: "Extra files shipped beside the playbook (roles, templates, vars files), as a map of " +
+					"clean relative path to content.",
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath())},
 			},
 			"inventory": schema.StringAttribute{
-				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to a local connection to `localhost` " +
-					"inside the pod, with `ansible_python_interpreter` the node label's `python_path` (else `" +
-					bundle.DefaultPythonPath + "`) and `ansible_shell_type` its `shell_type`. An inventory given here is " +
-					"used as written: the label's settings do not apply to it. A YAML inventory may not set a key twice " +
-					"in one mapping.",
+				MarkdownDescription: "The inventory's content, INI or YAML (without a key twice in one mapping). Defaults to " +
+					"`localhost` over a local connection, with the node label's `python_path` (else `" +
+					bundle.DefaultPythonPath + "`) and `shell_type`.",
 				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
-				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map, for example " +
-					"`{ env = \"prod\", replicas = 3 }`, whose values may be strings, numbers, bools, lists and objects; or a " +
-					"string holding a JSON object, for example `jsonencode(local.vars)` or `file(\"vars.json\")`.",
+				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map such as " +
+					"`{ env = \"prod\", replicas = 3 }`, or a string holding a JSON object such as `file(\"vars.json\")`.",
 				Optional: true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
 				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
-				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
-					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`.",
-				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
+				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
@@ -289,9 +244,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"env_wo": schema.MapAttribute{
-				MarkdownDescription: "Secret environment variables. Write-only: delivered inside the exec stream and " +
-					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from `output`.",
-				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
 			"limit":     schema.StringAttribute{MarkdownDescription: "`--limit`: the hosts to run on.", Optional: true, PlanModifiers: replaceStr},
@@ -313,37 +267,32 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"diff_mode": schema.BoolAttribute{MarkdownDescription: "`--diff`. Defaults to `false`.", Optional: true, Computed: true,
 				Default: booldefault.StaticBool(false), PlanModifiers: replaceBool},
 			"triggers": schema.MapAttribute{
-				MarkdownDescription: "Arbitrary values whose change replaces the run: Terraform destroys it first, which " +
-					"runs its `destroy_playbook` if it has one, then creates it anew, which runs the playbook again. To " +
-					"replace the run when another resource changes, without copying its values here, Terraform's " +
-					"`lifecycle { replace_triggered_by = [terraform_data.release] }` does the same (the destroy playbook " +
-					"runs first too).",
+				MarkdownDescription: "Arbitrary values whose change replaces the run, which runs it again (see [Running " +
+					"Again](#running-again)).",
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
 				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
-					"same files, inventory and non-secret variables: write-only values (`extra_vars_wo`, `env_wo`) are kept " +
-					"nowhere, so the destroy playbook does not get them. `KUBEPLAY_OPERATION` is `destroy` for it and " +
-					"`create` for `playbook`.",
+					"run's inputs but no write-only value, and `KUBEPLAY_OPERATION=destroy` (`create` for `playbook`). A " +
+					"change updates the run in place.",
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
-				MarkdownDescription: "Keep the pod of a run that failed or errored, for inspection; its name is in " +
-					"`pod_name` and in the error (with a `node_label` of type `namespace`, the run's namespace is kept " +
-					"too). The pod is kept, not kept alive: its `activeDeadlineSeconds`, the run's create timeout counted " +
-					"from the pod's start, still applies, so the kubelet then stops its containers (the pod turns `Failed`, " +
-					"reason `DeadlineExceeded`, and can no longer be exec'd into, though `kubectl describe` still works; " +
-					"`kubectl logs` shows nothing of the playbook, whose output goes over the exec stream). A kept pod that has ended, and a kept namespace past the deadline, are deleted by the next " +
-					"run of the group that cleans up orphans; delete them yourself before that when done. Defaults to `false`.",
+				MarkdownDescription: "Keep the pod, and a `namespace` label's namespace, of a run that ended `failed` or " +
+					"`error`, for inspection (see [Keeping a failed run's " +
+					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`. A change " +
+					"updates the run in place.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
-				MarkdownDescription: "Record a failed or errored run without failing the apply. Defaults to `false`.",
-				Optional:            true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Record a failed or errored run with a warning instead of failing the apply. Defaults to " +
+					"`false`. A change updates the run in place.",
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"output_limit": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps. Defaults to `%d`.", defaultOutputLimit),
-				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
+				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps, up to 16 MiB. Defaults to `%d`. "+
+					"A change updates the run in place.", defaultOutputLimit),
+				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
 
@@ -355,12 +304,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
 			"host_stats": schema.MapAttribute{
-				MarkdownDescription: fmt.Sprintf("The play recap per host (ok, changed, unreachable, failed, skipped, rescued, "+
-					"ignored), read from a callback plugin rather than scraped from the output: the result reaches the "+
-					"provider on a channel of its own after the playbook ends, apart from the output. At most the first %d "+
-					"hosts by name are kept (`host_count` counts them all); a result document over %d MiB ends the run as "+
-					"`error`. Host names are redacted and made safe for a terminal as `output` is.", bundle.MaxHosts,
-					bundle.MaxResultSize>>20),
+				MarkdownDescription: fmt.Sprintf("The play recap per host (`ok`, `changed`, `unreachable`, `failed`, "+
+					"`skipped`, `rescued`, `ignored`), of at most the first %d hosts by name; `host_count` counts them all.",
+					bundle.MaxHosts),
 				Computed: true, ElementType: hostStatsType,
 			},
 			"failed_tasks":      failedTasksAttribute(),
@@ -368,49 +314,34 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"host_count":        hostCountAttribute(),
 			"artifacts":         artifactsAttribute(),
 
-			"output": schema.StringAttribute{MarkdownDescription: "The tail of the output, at most `output_limit` bytes, with " +
-				"write-only values redacted (as printed, JSON-escaped, base64-encoded or URL-encoded) and made safe for a " +
-				"terminal: control characters other than tab and newline appear as their Unicode control pictures (ESC as " +
-				"`␛`, a lone carriage return as `␍`), and Terraform color codes such as `[red]` lose their `[` to `［`. " +
-				"Logs, action progress, `failed_tasks` and error messages show the output the same way.", Computed: true},
+			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only " +
+				"values redacted, control characters but tab and newline shown as Unicode control pictures (ESC as " +
+				"`␛`), and `[` of Terraform color codes such as `[red]` as `［`.", Computed: true},
 			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
 			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
 			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
 			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
 			"run_namespace": schema.StringAttribute{
-				MarkdownDescription: "With a `node_label` of type `namespace`: the namespace the run got, named after the " +
-					"label and the run's id, and deleted when the run ended (kept with its pod under " +
-					"`keep_pod_on_failure`). With a `node` that is a namespace node: the node's namespace, which stays. " +
-					"Null otherwise.",
+				MarkdownDescription: "The namespace of a `namespace` label's run, `<label>-<run id>`, deleted when the run " +
+					"ended unless `keep_pod_on_failure` kept it; or the namespace of a namespace `node`. Else null.",
 				Computed: true,
 			},
 			"launch_attempts": schema.Int64Attribute{
-				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry of a launch that failed for a " +
-					"reason that can pass (at most the container group's `launch_retries`). Each retry is also a warning in " +
-					"the Terraform log. `0` when the run did not get to create a pod.",
+				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry (the group's `launch_retries`); " +
+					"`0` when it created none.",
 				Computed: true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label (the run's id, chosen at apply). " +
-				"Known at plan time when what shapes the pod is: the group's `namespace`, `image`, `labels`, `annotations`, " +
-				"`pod_spec_override` and `default_label_*`, and the node label. That includes a group or label created or " +
-				"changed in the same apply, provided the run references them (for example `container_group = " +
-				"kubeplay_container_group.g.name`) so that Terraform plans and applies them first, and a group whose " +
-				"credential is created in the same apply or known only then: rendering needs no cluster (only the plan's " +
-				"server-side dry run of the pod does, and it is skipped until the credential exists). Unknown at plan when " +
-				"a node label's `dynamic_labels` use `{run.id}`, when the run names a `node`, when its groups' pods differ, " +
-				"and when its group or label is known only at apply. What runs is what the plan showed: when " +
-				"`rendered_pod` is known at plan, apply renders the pod again from the catalog and compares it with the " +
-				"planned value before it creates or claims a pod or sends anything; a difference (the group or label " +
-				"changed between plan and apply) fails the run with the difference shown, and you plan again. When it is " +
-				"unknown at plan there is nothing to compare with, and the run uses the group and label as the catalog " +
-				"holds them at apply (still refusing any that were changed outside kubeplay).", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its " +
+				"`kubeplay.io/run` label. Unknown at plan when the group or label is known only at apply, a label's " +
+				"`dynamic_labels` use `{run.id}`, with `node`, or when `container_groups` render different pods. Apply " +
+				"fails the run if its pod differs from a known plan (see [Security " +
+				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
 			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the run may take, from claiming capacity to its pod's deletion, as a " +
-					"duration such as `20m`; also its pod's `activeDeadlineSeconds` and how long its capacity claims last. " +
-					"Defaults to `30m`.",
+				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
+					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
 			}),
 		},

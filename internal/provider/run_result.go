@@ -18,14 +18,10 @@ var failedTaskType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func failedTasksAttribute() schema.Attribute {
 	return schema.ListAttribute{
-		MarkdownDescription: fmt.Sprintf("The tasks that failed, in the order they failed: for each, `host`, `task` (its "+
-			"name), `message` (the result's `msg`, else its `reason`, `stderr` or `exception`; cut to %d characters, "+
-			"ending with `...`) and `unreachable` (the task could not reach its host, rather than failed on it). "+
-			"Failures under `ignore_errors`, and unreachable hosts under `ignore_unreachable`, are left out (the play "+
-			"recap counts them as `ignored`). At most the first %d are kept; "+
-			"`failed_task_count` counts them all. Values of `extra_vars_wo` and `env_wo` are redacted as in `output`. "+
-			"Read, like `host_stats`, from a callback plugin, on a channel of its own rather than from the output. "+
-			"Empty in command mode.", bundle.MaxTaskMessage, bundle.MaxFailedTasks),
+		MarkdownDescription: fmt.Sprintf("The tasks that failed or found their host unreachable, in order, but "+
+			"for those under `ignore_errors` or `ignore_unreachable`: the first %d (`failed_task_count` counts them "+
+			"all), each `message` the result's `msg`, else `reason`, `stderr` or `exception`, cut to %d characters.",
+			bundle.MaxFailedTasks, bundle.MaxTaskMessage),
 		Computed: true, ElementType: failedTaskType,
 	}
 }
@@ -48,13 +44,9 @@ func hostCountAttribute() schema.Attribute {
 
 func artifactsAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: "The data the playbook set with `set_stats` for the whole run, as a JSON object: AWX's " +
-			"job artifacts. As in Ansible, `aggregate: true` (the default) merges a key's new value into the old, " +
-			"`aggregate: false` replaces it; data set with `per_host: true` belong to each host, not to the run, and are " +
-			"left out, as AWX leaves them out of a job's artifacts. `{}` when the playbook set none, and in command " +
-			"mode. Read with `jsondecode`. Values of `extra_vars_wo` and `env_wo` are redacted as in `output` (a secret " +
-			fmt.Sprintf("number becomes the string `\"(sensitive value)\"`). Artifacts over %d MiB, or a result "+
-				"document over %d MiB, end the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
+		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats` for the run (AWX's job "+
+			"artifacts, without `per_host` data), as a JSON object, `{}` when none. Artifacts over %d MiB, or a "+
+			"result over %d MiB, end the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
 		Computed: true,
 	}
 }

@@ -24,35 +24,27 @@ import (
 func runSSHAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"ssh_private_keys_wo": schema.ListAttribute{
-			MarkdownDescription: "SSH private keys for Ansible's `ssh` connection, several when hosts, users or bastions " +
-				"need different keys, each an unencrypted PEM key (OpenSSH, PKCS#1, PKCS#8 or SEC 1), for example " +
-				"`[ephemeral.vault_kv_secret_v2.deploy.data.key]` or `[file(\"~/.ssh/deploy\")]`. Write-only: they travel " +
-				"inside the exec stream only, land in the pod as 0600 files that are loaded into an `ssh-agent` " +
-				"(`SSH_AUTH_SOCK`) and deleted before the playbook starts, and the agent ends with the playbook, whatever " +
-				"became of it. Never in the pod spec, an argv, the plan, the state or a log; redacted from `output`. The " +
-				"image needs `ssh-agent` and `ssh-add` (Debian's `openssh-client`). A destroy playbook does not get them.",
+			MarkdownDescription: "SSH private keys for Ansible's `ssh` connection, unencrypted PEM (OpenSSH, PKCS#1, PKCS#8 " +
+				"or SEC 1), for example `[file(\"~/.ssh/deploy\")]`, loaded into an `ssh-agent`: the image needs " +
+				"`ssh-agent` and `ssh-add`. Write-only: see [Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.ValueStringsAre(sshPrivateKey())},
 		},
 		"ssh_known_hosts": schema.StringAttribute{
-			MarkdownDescription: "`known_hosts` content that host keys are checked against (the output of `ssh-keyscan`, " +
-				"checked first), passed to `ssh`, `sftp` and `scp` as `-o UserKnownHostsFile=...` in Ansible's " +
-				"`*_extra_args`, so a project's `ssh_common_args` (a `ProxyJump`) stay in force. The file's path is in " +
-				"`KUBEPLAY_SSH_KNOWN_HOSTS`, for a bastion's own `ProxyCommand`.",
+			MarkdownDescription: "`known_hosts` content, as `ssh-keyscan` prints it, checked before the image's own; its " +
+				"path is in `KUBEPLAY_SSH_KNOWN_HOSTS`.",
 			Optional: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			Validators: []validator.String{knownHostsText()},
 		},
 		"ssh_host_key_checking": schema.BoolAttribute{
 			MarkdownDescription: "Whether Ansible checks SSH host keys (`StrictHostKeyChecking=yes`): an unknown or " +
-				"changed host key makes the host unreachable. Defaults to `true`; `false` accepts any host key, and is " +
-				"reported as a warning.",
+				"changed key makes the host unreachable. Defaults to `true`; `false`, which accepts any key, is a warning.",
 			Optional: true, PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
 		},
 		"vault_password_wo": schema.StringAttribute{
-			MarkdownDescription: "The vault password for vaulted files and variables without a vault id (or with id " +
-				"`default`). Write-only: a 0600 file passed as `--vault-id default@file` and deleted when the playbook " +
-				"ends; never in an argv, the plan or the state; redacted from `output`. Surrounding whitespace is ignored, " +
-				"as Ansible does. A wrong password ends the run `failed` with Ansible's message.",
+			MarkdownDescription: "The vault password for vaulted content without a vault id (or with id `default`), passed " +
+				"as `--vault-id default@file`, surrounding whitespace ignored. A wrong one ends the run `failed`. " +
+				"Write-only: see [Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword(), redactableSecret()},
 		},
 		"vault_passwords_wo": schema.MapAttribute{
