@@ -1,4 +1,4 @@
-# The documentation shows provider.tf. This file makes the directory runnable:
+# The documentation shows provider*.tf. This file makes the directory runnable:
 # each provider block connects through a credential of kind "provider",
 # which records the identity the API server saw.
 #

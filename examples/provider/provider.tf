@@ -1,31 +1,8 @@
-# Use a kubeconfig file, as the hashicorp/kubernetes provider does.
+# Connect with a kubeconfig file, as the hashicorp/kubernetes provider does.
 provider "kubeplay" {
-  config_path    = var.kubeconfig
-  config_context = var.kubeconfig_context
+  config_path = var.kubeconfig
 
-  # Where kubeplay keeps its definitions (credentials, container groups, node labels).
+  # Where kubeplay keeps its definitions (credentials, container groups, node
+  # labels); kubeplay-system unless set.
   catalog_namespace = var.catalog_namespace
-}
-
-# Or an explicit host and bearer token, for example a service account's.
-provider "kubeplay" {
-  alias                  = "token"
-  host                   = var.cluster_endpoint
-  token                  = var.cluster_token
-  cluster_ca_certificate = var.cluster_ca
-  catalog_namespace      = var.catalog_namespace
-}
-
-# Or an explicit host with a credential plugin; client-go runs it again when
-# its token expires, so long runs keep working.
-provider "kubeplay" {
-  alias                  = "eks"
-  host                   = var.cluster_endpoint
-  cluster_ca_certificate = var.cluster_ca
-  catalog_namespace      = var.catalog_namespace
-  exec {
-    api_version = "client.authentication.k8s.io/v1"
-    command     = "aws"
-    args        = ["eks", "get-token", "--cluster-name", "prod"]
-  }
 }

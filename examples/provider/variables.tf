@@ -9,12 +9,6 @@ variable "catalog_namespace" {
   default     = "kubeplay-system"
 }
 
-variable "kubeconfig_context" {
-  description = "The context of that kubeconfig to use; null uses its current context."
-  type        = string
-  default     = null
-}
-
 variable "cluster_endpoint" {
   description = "The API server's https URL, for the token and eks blocks, for example https://127.0.0.1:16443 for the local test cluster."
   type        = string

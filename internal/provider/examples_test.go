@@ -93,8 +93,8 @@ func TestAccExamples(t *testing.T) {
 // Namespaces and CRDs the examples make; destroy must remove them all.
 var (
 	credentialExampleNamespaces = []string{"ci-runs"}
-	groupExampleNamespaces      = []string{"awx-runs", "ci-runs"}
-	phaseExampleNamespaces      = []string{"ephemeral-infra", "target-infra", "shop"}
+	groupExampleNamespaces      = []string{"team-runs", "awx-runs", "ci-runs"}
+	phaseExampleNamespaces      = []string{"team-apps", "ephemeral-infra", "target-infra", "shop"}
 	phaseExampleCRDs            = []string{"racks.infra.example.com"}
 	runExampleNamespaces        = []string{"example-runs", "ansible-runs", "ansible-admin-runs"}
 )
@@ -128,10 +128,9 @@ func testExampleProvider(t *testing.T, dir string, cli func() exampleCLI) {
 	host, ca := x.clusterHostAndCA()
 	sa := func(name string) string { return "system:serviceaccount:" + ns + ":" + name }
 	step := x.step(map[string]string{
-		"kubeconfig_context": x.currentContext(),
-		"cluster_endpoint":   host,
-		"cluster_ca":         ca,
-		"cluster_token":      token,
+		"cluster_endpoint": host,
+		"cluster_ca":       ca,
+		"cluster_token":    token,
 	},
 		statecheck.ExpectKnownOutputValue("identities", knownvalue.ObjectExact(map[string]knownvalue.Check{
 			"kubeconfig": knownvalue.StringExact(x.adminUser),
@@ -261,6 +260,8 @@ func testExampleContainerGroup(t *testing.T, dir string) {
 		return statecheck.ExpectKnownValue("kubeplay_container_group."+name, tfjsonpath.New(attr), want)
 	}
 	step := x.step(nil,
+		group("team", "namespace", knownvalue.StringExact("team-runs")),
+		group("team", "image", knownvalue.StringExact("quay.io/ansible/awx-ee:latest")),
 		group("awx", "namespace", knownvalue.StringExact("awx-runs")),
 		group("awx", "rendered_pod", knownvalue.StringRegexp(regexp.MustCompile(`(?s)name: ANSIBLE_FORCE_COLOR.*image: `+regexp.QuoteMeta(acctest.TestImage())))),
 		group("pool", "namespace", knownvalue.StringExact("ci-runs")),
@@ -309,11 +310,12 @@ func testExampleNodeLabel(t *testing.T, dir string) {
 		return statecheck.ExpectKnownValue("kubeplay_node_label."+name, tfjsonpath.New(attr), want)
 	}
 	step := x.step(nil,
+		label("large", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)cpu: "?2"?\n.*memory: 4096Mi`))),
 		label("fedora", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)image: docker.io/fedora:40.*nvidia.com/gpu: "?1`))),
 		label("custom", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`name: custom-pod`))),
 		label("namespace", "type", knownvalue.StringExact("namespace")),
 	)
-	step.Check = x.checkCatalog(0, 0, 3)
+	step.Check = x.checkCatalog(0, 0, 4)
 	resource.Test(t, x.testCase(x.checkGone, step))
 }
 
@@ -355,6 +357,7 @@ func phaseObjects(addr string, objs ...[4]string) statecheck.StateCheck {
 func testExamplePhase(t *testing.T, dir string) {
 	x := newExampleEnv(t, dir, phaseExampleNamespaces, phaseExampleCRDs)
 	step := x.step(x.phaseVars(),
+		phaseObjects("kubeplay_phase.team", [4]string{"v1", "Namespace", "", "team-apps"}),
 		phaseObjects("kubeplay_phase.initinfra_ephemeral",
 			[4]string{"v1", "Namespace", "", "ephemeral-infra"},
 			[4]string{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "racks.infra.example.com"}),
@@ -464,7 +467,7 @@ func testExampleCredentialData(t *testing.T, dir string, cli func() exampleCLI) 
 func testExampleContainerGroupData(t *testing.T, dir string, cli func() exampleCLI) {
 	x := newExampleEnv(t, dir, groupExampleNamespaces, nil)
 	x.otherWorkspace(cli, "resources/kubeplay_container_group", nil)
-	resource.Test(t, x.testCase(x.checkStillDefined(1, 2, 0),
+	resource.Test(t, x.testCase(x.checkStillDefined(1, 3, 0),
 		x.step(nil,
 			statecheck.ExpectKnownValue("data.kubeplay_container_group.awx", tfjsonpath.New("namespace"), knownvalue.StringExact("awx-runs")),
 			statecheck.ExpectKnownValue("data.kubeplay_container_group.awx", tfjsonpath.New("max_concurrent_runs"), knownvalue.Int64Exact(10)),
@@ -477,7 +480,7 @@ func testExampleContainerGroupData(t *testing.T, dir string, cli func() exampleC
 func testExampleNodeLabelData(t *testing.T, dir string, cli func() exampleCLI) {
 	x := newExampleEnv(t, dir, nil, nil)
 	x.otherWorkspace(cli, "resources/kubeplay_node_label", nil)
-	resource.Test(t, x.testCase(x.checkStillDefined(0, 0, 3),
+	resource.Test(t, x.testCase(x.checkStillDefined(0, 0, 4),
 		x.step(nil,
 			statecheck.ExpectKnownValue("data.kubeplay_node_label.fedora", tfjsonpath.New("cpu"), knownvalue.StringExact("1")),
 			statecheck.ExpectKnownValue("data.kubeplay_node_label.fedora", tfjsonpath.New("gpu_resource"), knownvalue.StringExact("nvidia.com/gpu")),

@@ -336,8 +336,8 @@ func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
 }
 
 // TestAccRunAction_example applies examples/actions/kubeplay_run as it is:
-// the smoke test runs after the create, the rotation when invoked, the drain
-// before the destroy, and nothing is left.
+// the smoke test runs after the create, the first example's playbook and the
+// rotation when invoked, the drain before the destroy, and nothing is left.
 func TestAccRunAction_example(t *testing.T) {
 	requireActions(t)
 	if !terraformAtLeast(t, 16) {
@@ -349,7 +349,7 @@ func TestAccRunAction_example(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"action.tf", "provider.tf", "variables.tf"} {
+	for _, name := range []string{"action-basic.tf", "action.tf", "provider.tf", "variables.tf"} {
 		b, err := os.ReadFile(filepath.Join(root, "examples", "actions", "kubeplay_run", name))
 		if err != nil {
 			t.Fatal(err)
@@ -374,6 +374,7 @@ func TestAccRunAction_example(t *testing.T) {
 		want string
 	}{
 		{[]string{"apply"}, `: smoke testing release v1$`},
+		{[]string{"apply", "-invoke=action.kubeplay_run.hello"}, `"msg": "Hello from an ephemeral pod"`},
 		{[]string{"apply", "-invoke=action.kubeplay_run.rotate_logs"}, `"msg": "rotating logs of v1"`},
 		{[]string{"destroy"}, `: draining release v1$`},
 	} {

@@ -1,13 +1,4 @@
-# The group the actions run in.
-# var.image defaults to kubeplay.test/ee:v1, which exists only in this
-# repository's local test cluster: elsewhere, set it to an image with
-# python3 and ansible-core that your nodes can pull.
-resource "kubeplay_container_group" "ops" {
-  name             = "ops"
-  namespace        = "ops-runs"
-  manage_namespace = true
-  image            = var.image
-}
+# With the group of the first example (action-basic.tf).
 
 # On demand: terraform apply -invoke=action.kubeplay_run.rotate_logs
 # Terraform shows the pod starting, each output line as it comes, then the

@@ -1,4 +1,4 @@
-# The connection this example uses; the documentation shows action.tf only.
+# The connection this example uses; the documentation shows action*.tf only.
 # Run the directory with: terraform apply -var kubeconfig=PATH (variables.tf
 # lists the other settings). Actions need Terraform 1.14, their
 # before_destroy and after_destroy events 1.16.

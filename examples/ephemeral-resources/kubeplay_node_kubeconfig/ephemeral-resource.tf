@@ -1,3 +1,5 @@
+# The held namespace node whose kubeconfig the first example
+# (ephemeral-resource-basic.tf) issues, and a run that gets it.
 # var.image defaults to kubeplay.test/ee:v1, which exists only in this
 # repository's local test cluster: elsewhere, set it to an image with
 # python3 and ansible-core that your nodes can pull.
@@ -20,15 +22,8 @@ resource "kubeplay_node" "team" {
   node_label      = kubeplay_node_label.sandbox.name
 }
 
-# A kubeconfig for the node's service account with a token for 30 minutes,
-# issued afresh for each plan and apply, and kept in neither.
-ephemeral "kubeplay_node_kubeconfig" "team" {
-  node_id = kubeplay_node.team.id
-  ttl     = "30m"
-}
-
-# Handed on through a write-only attribute: a run of another group gets it
-# as a secret environment variable (redacted from its output).
+# Handed on through a write-only attribute: a run that is not on the node
+# gets it as a secret environment variable (redacted from its output).
 resource "kubeplay_run" "handoff" {
   container_group = kubeplay_container_group.staging.name
   command = ["sh", "-c", <<-EOT

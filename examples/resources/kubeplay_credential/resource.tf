@@ -20,12 +20,6 @@ resource "kubeplay_credential" "staging" {
   context    = var.staging_context
 }
 
-# The provider's own connection.
-resource "kubeplay_credential" "self" {
-  name = "self"
-  kind = "provider"
-}
-
 # A service account is provisioned in a namespace that exists: this phase
 # makes it first, and deletes it after the credential on destroy.
 resource "kubeplay_phase" "ci_namespace" {

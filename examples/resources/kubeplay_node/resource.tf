@@ -1,20 +1,3 @@
-# var.image defaults to kubeplay.test/ee:v1, which exists only in this
-# repository's local test cluster: elsewhere, set it to an image with
-# python3 and ansible-core that your nodes can pull.
-resource "kubeplay_container_group" "ci" {
-  name             = "ci"
-  namespace        = "ci-nodes"
-  manage_namespace = true
-  image            = var.image
-}
-
-# A node held for debugging, as Zuul's autohold keeps one: it lives until
-# it is destroyed, and runs can use it one after another.
-resource "kubeplay_node" "debug" {
-  name            = "debug"
-  container_group = kubeplay_container_group.ci.name
-}
-
 # Two runs in the held node: they take turns, and the second sees what the
 # first left in the pod outside its run directory.
 resource "kubeplay_run" "prepare" {

@@ -1,4 +1,4 @@
-# The connection this example uses; the documentation shows resource.tf only.
+# The connection this example uses; the documentation shows resource*.tf only.
 # Run the directory with: terraform apply -var kubeconfig=PATH (variables.tf
 # lists the other settings).
 

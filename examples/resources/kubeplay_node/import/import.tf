@@ -1,0 +1,5 @@
+# Terraform 1.5 and later: a held node is imported by <container_group>/<name>.
+import {
+  to = kubeplay_node.debug
+  id = "ci/debug"
+}
