@@ -126,12 +126,17 @@ const containerGroupDescription = "A container group says where runs execute and
 	"10: the claim of a run whose provider was killed expires within 30 seconds, and a waiting run takes its room " +
 	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
 	"for more forks than `max_forks` fails at once.\n\n" +
+	"**Warm pods.** " + warmPodsDescription + "\n\n" +
+	"**Pod security.** " + podSecurityLevelDescription + "\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
 
-const warmPodsDescription = "A run whose pod matches a ready warm pod (same spec; the labels and annotations are the " +
+// warmPodsDescription and podSecurityLevelDescription are paragraphs of the
+// group's description, which warm_pods and pod_security_level refer to.
+const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahead of the runs that will use them. " +
+	"A run whose pod matches a ready warm pod (same spec; the labels and annotations are the " +
 	"run's own) claims it with an update conditioned on the pod's resourceVersion, so two runs, even in two Terraform " +
 	"processes, never share one; it runs in it at once and deletes it afterwards like any run pod, and the pool is " +
 	"refilled as soon as a pod is claimed and again after the run. A refill that the group's quota refuses (a finished " +
@@ -144,21 +149,18 @@ const warmPodsDescription = "A run whose pod matches a ready warm pod (same spec
 	"without the 45-second start timeout of a run pod, and the pod has a deadline of 24 hours (a claim lowers it to the " +
 	"run's timeout), so a pool that nobody refills or drains ends by itself. Destroying the group deletes its warm pods."
 
-const podSecurityLevelDescription = "The Kubernetes [Pod Security Standard]" +
-	"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the group " +
-	"must meet: `privileged`, `baseline` or `restricted`. It is checked at plan time with the checks of the API " +
+const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API " +
 	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`, at their latest version) against " +
 	"`rendered_pod`, and against the pod of each run with its node label, so that a label asking for " +
 	"`privileged = true`, a `hostPath` volume, host namespaces or added capabilities is refused before anything " +
 	"runs; the error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
 	"`pod-security.kubernetes.io/enforce=<level>` and `pod-security.kubernetes.io/enforce-version=latest`, so the " +
 	"API server itself refuses every pod below the level there, kubeplay's or not; a namespace the group does not " +
-	"manage is not relabelled. Defaults to `baseline`, which refuses what lets a pod take over its node " +
-	"(privileged containers, host namespaces, paths and ports, added capabilities) and which the default run pod " +
-	"passes; `restricted` refuses it, since AWX's execution environments run as root: a group at `restricted` needs " +
-	"an image that runs as another user and a `pod_spec_override` that sets `runAsNonRoot: true`, " +
-	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`. " +
-	"`privileged` checks nothing."
+	"manage is not relabelled. `baseline` refuses what lets a pod take over its node (privileged containers, host " +
+	"namespaces, paths and ports, added capabilities), and the default run pod passes it. `restricted` refuses the " +
+	"default run pod, since AWX's execution environments run as root: a group at `restricted` needs an image that " +
+	"runs as another user and a `pod_spec_override` that sets `runAsNonRoot: true`, " +
+	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"
@@ -302,15 +304,11 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"launch_retries": schema.Int64Attribute{
 				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
-					"reason that can pass (Nodepool's `launch-retries`): the pod was deleted, evicted or lost with its node " +
-					"before it ran, its worker ended because the node reported it running only after the worker's 45 s wait " +
-					"for a run (as a kubelet just restarted may), the kubelet could not create its sandbox (retried after " +
-					"`pod_pending_timeout`), or an " +
-					"admission webhook timed out. A missing image (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), " +
-					"a spec the API server refuses and a pod no node can take are not retried: a new pod of the same spec " +
-					"meets them again, so the run ends as `error` at once. The failed pod is deleted, and its quota freed, " +
-					"before the next; each attempt has a `pod_pending_timeout` of its own, and the run's create timeout bounds " +
-					"them all. The run records its attempts in `launch_attempts`. `0` turns retries off. Defaults to `3`.",
+					"reason that can pass (Nodepool's `launch-retries`): the pod deleted, evicted or lost with its node " +
+					"before it ran, its worker timed out before the node reported it running, its sandbox not created (retried after `pod_pending_timeout`), or an admission webhook timeout. " +
+					"A missing image, a spec the API server refuses and a pod no node can take end the run as `error` at " +
+					"once, since a new pod would meet them again. Each attempt has a `pod_pending_timeout` of its own, " +
+					"within the run's create timeout; `launch_attempts` counts them. `0` turns retries off. Defaults to `3`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(3),
@@ -337,11 +335,15 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"pod_security_level": schema.StringAttribute{
-				MarkdownDescription: podSecurityLevelDescription,
-				Optional:            true,
-				Computed:            true,
-				Default:             stringdefault.StaticString(podsecurity.Default),
-				Validators:          []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
+				MarkdownDescription: "The Kubernetes [Pod Security Standard]" +
+					"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the " +
+					"group must meet, checked at plan and, with `manage_namespace = true`, enforced by the API server: " +
+					"`privileged` (no checks), `baseline` or `restricted` (see Pod security in the " +
+					"`kubeplay_container_group` resource's description). Defaults to `baseline`.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(podsecurity.Default),
+				Validators: []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
 			},
 			"owner_id": schema.StringAttribute{
 				MarkdownDescription: "A random id that kubeplay gives the group when it creates it, stored with the group in " +
@@ -360,8 +362,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			},
 			"warm_pods": schema.Int64Attribute{
 				MarkdownDescription: "How many pods of the group's own run pod (runs without a `node_label`) the group " +
-					"keeps started and ready ahead of the runs that will use them, as Nodepool's `min-ready`. " + warmPodsDescription +
-					" Defaults to `0`, no warm pods.",
+					"keeps started and ready ahead of the runs that will use them, as Nodepool's `min-ready`; they count " +
+					"against the group's quota (see Warm pods in the `kubeplay_container_group` resource's description). " +
+					"Defaults to `0`, no warm pods.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(0),

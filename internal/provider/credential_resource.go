@@ -179,17 +179,14 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"allow_exec_plugin": schema.BoolAttribute{
-				MarkdownDescription: "For `kubeconfig`: the credential's declaration that its kubeconfig's `exec` " +
-					"credential plugin may run. Defaults to `false`, which refuses a kubeconfig with an `exec` user. An exec " +
-					"plugin is a program that the provider runs on the host where Terraform runs, with Terraform's privileges, " +
-					"whenever it connects with the credential. `true` lets it run when this resource checks the kubeconfig " +
-					"written here. Every other use reads the kubeconfig back from the catalog Secret, which anyone who can " +
-					"write Secrets in `catalog_namespace` can change, flag included: there the plugin runs only when the " +
-					"provider of the workspace that uses the credential also lists its name in `exec_plugin_credentials`, " +
-					"this workspace included. Set it only for a kubeconfig you wrote, whose command exists on every host that " +
-					"uses the credential (such as `aws eks get-token`). Whatever its value, kubeconfigs may not use " +
-					"`auth-provider` or file paths (`tokenFile`, `client-certificate`, `client-key`, `certificate-authority`): " +
-					"embed the data instead (`token`, `client-certificate-data`, `client-key-data`, `certificate-authority-data`).",
+				MarkdownDescription: "For `kubeconfig`: whether the kubeconfig's `exec` credential plugin, a program that the " +
+					"provider runs on the host where Terraform runs, may run. `true` lets it run " +
+					"when this resource checks the kubeconfig; where the credential is read back from the catalog, which " +
+					"writers of its Secrets can change, the plugin runs only if that workspace's provider also lists the " +
+					"credential in `exec_plugin_credentials` (see Catalog Writers below). Set it only for a kubeconfig you " +
+					"wrote whose command exists on every host that uses it, such as `aws eks get-token`. Defaults to " +
+					"`false`, which refuses a kubeconfig with an `exec` user. Kubeconfigs may never use `auth-provider` or " +
+					"file paths: embed the data (`token`, `*-data`).",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),

@@ -400,14 +400,13 @@ const envCatalogKey = "KUBEPLAY_CATALOG_KEY"
 
 func catalogKeyAttribute() schema.StringAttribute {
 	return schema.StringAttribute{
-		MarkdownDescription: "The key with which kubeplay signs the definitions it writes to the catalog (credentials, " +
-			"container groups, node labels) and checks them before it uses them, so that a definition changed by " +
-			"anyone but kubeplay is refused rather than run. At least " + fmt.Sprint(catalogkey.MinLength) + " bytes; " +
-			"keep it in a secret store and pass it in, for example from an ephemeral value. Can be set with `" +
-			envCatalogKey + "`. Without it, kubeplay creates a random key in the Secret `" + catalogkey.SecretName +
-			"` of `catalog_namespace`, and whoever can read (or replace) Secrets there can sign definitions of their own. " +
-			"Every workspace that shares a catalog must use the same key: definitions signed with another key are " +
-			"refused as changed outside kubeplay until they are applied again.",
+		MarkdownDescription: "The key with which kubeplay signs the definitions it writes to the catalog and checks " +
+			"them before it uses them, so that a definition changed by anyone else is refused. At least " +
+			fmt.Sprint(catalogkey.MinLength) + " bytes, from a secret store (for example an ephemeral value); can be " +
+			"set with `" + envCatalogKey + "`. Without it, kubeplay keeps a random key in the Secret `" +
+			catalogkey.SecretName + "` of `catalog_namespace`, with which whoever can read or replace Secrets there can " +
+			"sign definitions. Every workspace that shares a catalog must use the same key (see the [Security " +
+			"model](guides/security-model.md#the-catalog-key)).",
 		Optional:   true,
 		Sensitive:  true,
 		Validators: []validator.String{stringvalidator.LengthAtLeast(catalogkey.MinLength)},

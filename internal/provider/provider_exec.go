@@ -16,15 +16,11 @@ import (
 func execPluginCredentialsAttribute() schema.SetAttribute {
 	return schema.SetAttribute{
 		MarkdownDescription: "The names of `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its " +
-			"`exec` credential plugin on the host where Terraform runs. Defaults to none. A kubeconfig that kubeplay reads " +
-			"back from the catalog is cluster data: whoever can write Secrets in `catalog_namespace` can change it, and an " +
-			"exec plugin is a program that the provider runs on this host with Terraform's privileges whenever it connects. " +
-			"So an exec plugin in a credential read from the catalog runs only when the credential's definition sets " +
-			"`allow_exec_plugin = true` and its name is listed here; any other credential whose kubeconfig has an `exec` " +
-			"user is refused. List a credential only when you trust everyone who can write Secrets in `catalog_namespace` " +
-			"to run commands on this host, and when its command exists here (such as `aws eks get-token`). Kubeconfigs of " +
-			"`cluster_api` credentials never run exec plugins, whatever this lists. The provider's own `exec` block is " +
-			"written in this configuration and is not affected.",
+			"`exec` credential plugin, a program, on the host where Terraform runs; the credential must also set " +
+			"`allow_exec_plugin`. Defaults to none. Whoever can write Secrets in `catalog_namespace` can change a " +
+			"credential's kubeconfig, so list one only if you trust them to run commands on this host, and only if its " +
+			"command exists here (such as `aws eks get-token`). `cluster_api` credentials never run exec plugins, and " +
+			"the provider's own `exec` block is not affected.",
 		Optional:    true,
 		ElementType: types.StringType,
 		Validators:  []validator.Set{setvalidator.ValueStringsAre(dnsLabel())},
