@@ -310,7 +310,7 @@ func testExampleNodeLabel(t *testing.T, dir string) {
 		return statecheck.ExpectKnownValue("kubeplay_node_label."+name, tfjsonpath.New(attr), want)
 	}
 	step := x.step(nil,
-		label("large", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)cpu: "?2"?\n.*memory: 4096Mi`))),
+		label("large", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)limits:\n\s+cpu: "2"\n\s+memory: 4Gi`))),
 		label("fedora", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`(?s)image: docker.io/fedora:40.*nvidia.com/gpu: "?1`))),
 		label("custom", "rendered_template", knownvalue.StringRegexp(regexp.MustCompile(`name: custom-pod`))),
 		label("namespace", "type", knownvalue.StringExact("namespace")),
