@@ -1,4 +1,4 @@
-# Terraform 1.5 and later: a held node is imported by <container_group>/<name>.
+# A held node is imported by <container_group>/<name>.
 import {
   to = kubeplay_node.debug
   id = "ci/debug"
