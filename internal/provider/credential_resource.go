@@ -103,10 +103,10 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
 			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
 			"* `kubeconfig`: the write-only `kubeconfig_wo` content and its `kubeconfig_wo_version`, and an optional " +
-			"`context`. It is read back from the " +
-			"catalog Secret by every workspace that uses the credential, so it may hold only inline data (no " +
-			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`, and it runs where the " +
-			"credential is used only when that workspace's provider lists it in `exec_plugin_credentials`.\n" +
+			"`context`. It is read back from the catalog Secret by every workspace that uses the credential, so it may " +
+			"hold only inline data (no `auth-provider`, no file paths); an `exec` plugin only with " +
+			"`allow_exec_plugin = true`, and it runs where the credential is used only when that workspace's provider " +
+			"lists it in `exec_plugin_credentials`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
 			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
@@ -115,8 +115,9 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
 			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
 			"Write-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the plan or the state, so Terraform sees no " +
-			"change of them: change `bearer_token_wo_version` or `kubeconfig_wo_version` with them to send new ones. What whoever can write the catalog namespace can make the provider do with each kind is " +
-			"described under Catalog Writers below.",
+			"change of them: change `bearer_token_wo_version` or `kubeconfig_wo_version` with them to send new ones. " +
+			"What whoever can write the catalog namespace can make the provider do with each kind is described under " +
+			"Catalog Writers below.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The credential's name.",
@@ -342,7 +343,8 @@ var kindAttributes = map[string][]string{
 
 var kindSpecificAttributes = []string{
 	"host", "bearer_token_wo", "bearer_token_wo_version", "ca_cert", "verify_ssl", "kubeconfig_wo", "kubeconfig_wo_version",
-	"context", "allow_exec_plugin", "service_account_name", "export_kubeconfig", "parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout",
+	"context", "allow_exec_plugin", "service_account_name", "export_kubeconfig", "parent", "cluster_name", "cluster_namespace",
+	"kubeconfig_timeout",
 }
 
 func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
