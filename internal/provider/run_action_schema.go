@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 
 	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -22,29 +23,44 @@ import (
 // modifiers and defaults have no place in an action schema; asRunConfig
 // applies the defaults when the action runs.
 
+// The sentence on re-running that ends the description of each write-only
+// input of the run resource, for one value or several. The action leaves it
+// out: it has neither a plan of its own nor triggers.
+const (
+	runWOChangeOne = " Terraform sees no change of it, so a change of it alone plans nothing: change a value in " +
+		"`triggers` to run again with a new one."
+	runWOChangeMany = " Terraform sees no change of them, so a change of them alone plans nothing: change a value in " +
+		"`triggers` to run again with new ones."
+)
+
+// actionDescription is a run resource input's description as the action's.
+func actionDescription(d string) string {
+	return strings.NewReplacer(runWOChangeOne, "", runWOChangeMany, "").Replace(d)
+}
+
 // actionAttribute converts one input attribute of the run resource; false
 // for a kind the run resource does not use.
 func actionAttribute(a schema.Attribute) (aschema.Attribute, bool) {
 	switch a := a.(type) {
 	case schema.StringAttribute:
-		return aschema.StringAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.StringAttribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.BoolAttribute:
-		return aschema.BoolAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.BoolAttribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.Int64Attribute:
-		return aschema.Int64Attribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.Int64Attribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	case schema.ListAttribute:
-		return aschema.ListAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.ListAttribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
 			ElementType: a.ElementType}, true
 	case schema.MapAttribute:
-		return aschema.MapAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.MapAttribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators,
 			ElementType: a.ElementType}, true
 	case schema.DynamicAttribute:
-		return aschema.DynamicAttribute{MarkdownDescription: a.MarkdownDescription, Required: a.Required,
+		return aschema.DynamicAttribute{MarkdownDescription: actionDescription(a.MarkdownDescription), Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
 	}
 	return nil, false

@@ -61,7 +61,7 @@ func TestRunActionSchema_matchesResource(t *testing.T) {
 			continue
 		}
 		inputs++
-		if aa.GetMarkdownDescription() != ra.GetMarkdownDescription() || aa.IsRequired() != ra.IsRequired() ||
+		if aa.GetMarkdownDescription() != actionDescription(ra.GetMarkdownDescription()) || aa.IsRequired() != ra.IsRequired() ||
 			aa.IsOptional() != ra.IsOptional() || aa.IsWriteOnly() != ra.IsWriteOnly() {
 			t.Errorf("%s differs between the resource and the action", name)
 		}

@@ -280,7 +280,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"extra_vars_wo": schema.StringAttribute{
 				MarkdownDescription: "Secret extra variables as a JSON object. Write-only: delivered inside the exec " +
-					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`.",
+					"stream, never in the pod spec, an argv, the plan or the state, and redacted from `output`." +
+					runWOChangeMany + " Requires Terraform 1.11 or later.",
 				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
@@ -290,7 +291,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"env_wo": schema.MapAttribute{
 				MarkdownDescription: "Secret environment variables. Write-only: delivered inside the exec stream and " +
-					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from `output`.",
+					"deleted from the pod's disk once read, never in the pod spec, the plan or the state; redacted from " +
+					"`output`." + runWOChangeMany + " Requires Terraform 1.11 or later.",
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
@@ -796,8 +798,8 @@ func clusterProblem(re *runengine.RefusedError, g runengine.Group) (summary, det
 	switch re.Reason {
 	case runengine.RefusedUnauthorized:
 		return "Run Credential Rejected", fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %s of "+
-			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (change its "+
-			"secret_version to send a new one), or recreate it.", re.Host, cred, g.Name)
+			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (set its "+
+			"bearer_token_wo and change its bearer_token_wo_version to send it), or recreate it.", re.Host, cred, g.Name)
 	case runengine.RefusedTLS:
 		return "Run Cluster TLS Verification Failed", fmt.Sprintf("Connecting to %s with credential %s of container group "+
 			"%q failed TLS verification: %v. Set the credential's ca_cert to the CA that signed the API server's "+

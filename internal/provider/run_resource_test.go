@@ -666,12 +666,12 @@ func TestAccRun_badCredential(t *testing.T) {
 func (e *testEnv) credentialGroup(cred, group, ns, host, ca string) string {
 	return fmt.Sprintf(`
 resource "kubeplay_credential" "awx" {
-  name         = %q
-  kind         = "bearer_token"
-  host         = %q
-  bearer_token = var.token
-  ca_cert      = %q
-  namespace    = %q
+  name            = %q
+  kind            = "bearer_token"
+  host            = %q
+  bearer_token_wo = var.token
+  ca_cert         = %q
+  namespace       = %q
 }
 
 resource "kubeplay_container_group" "g" {

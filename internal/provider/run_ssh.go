@@ -30,7 +30,8 @@ func runSSHAttributes() map[string]schema.Attribute {
 				"inside the exec stream only, land in the pod as 0600 files that are loaded into an `ssh-agent` " +
 				"(`SSH_AUTH_SOCK`) and deleted before the playbook starts, and the agent ends with the playbook, whatever " +
 				"became of it. Never in the pod spec, an argv, the plan, the state or a log; redacted from `output`. The " +
-				"image needs `ssh-agent` and `ssh-add` (Debian's `openssh-client`). A destroy playbook does not get them.",
+				"image needs `ssh-agent` and `ssh-add` (Debian's `openssh-client`). A destroy playbook does not get them." +
+				runWOChangeMany + " Requires Terraform 1.11 or later.",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.ValueStringsAre(sshPrivateKey())},
 		},
@@ -52,12 +53,14 @@ func runSSHAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "The vault password for vaulted files and variables without a vault id (or with id " +
 				"`default`). Write-only: a 0600 file passed as `--vault-id default@file` and deleted when the playbook " +
 				"ends; never in an argv, the plan or the state; redacted from `output`. Surrounding whitespace is ignored, " +
-				"as Ansible does. A wrong password ends the run `failed` with Ansible's message.",
+				"as Ansible does. A wrong password ends the run `failed` with Ansible's message." + runWOChangeOne +
+				" Requires Terraform 1.11 or later.",
 			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword(), redactableSecret()},
 		},
 		"vault_passwords_wo": schema.MapAttribute{
 			MarkdownDescription: "Vault passwords by vault id (`ansible-vault encrypt --vault-id prod@prompt`), each " +
-				"passed as `--vault-id id@file` as `vault_password_wo` is.",
+				"passed as `--vault-id id@file` as `vault_password_wo` is. Write-only: never in an argv, the plan or the " +
+				"state; redacted from `output`." + runWOChangeMany + " Requires Terraform 1.11 or later.",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.Map{
 				mapvalidator.KeysAre(vaultIDName()), mapvalidator.ValueStringsAre(vaultPassword(), redactableSecret()),

@@ -1,12 +1,12 @@
 resource "kubeplay_credential" "prod" {
-  name           = "k8s-prod"
-  kind           = "bearer_token"
-  host           = "https://k8s.example.com:6443"
-  bearer_token   = var.k8s_token # write-only
-  ca_cert        = var.k8s_ca_cert
-  verify_ssl     = true
-  namespace      = "awx-runs"
-  secret_version = "1" # bump to send a new token
+  name                    = "k8s-prod"
+  kind                    = "bearer_token"
+  host                    = "https://k8s.example.com:6443"
+  bearer_token_wo         = var.k8s_token # write-only
+  bearer_token_wo_version = 1             # bump to send a new token
+  ca_cert                 = var.k8s_ca_cert
+  verify_ssl              = true
+  namespace               = "awx-runs"
 }
 
 resource "kubeplay_container_group" "runners" {
