@@ -417,7 +417,7 @@ func testExampleRun(t *testing.T, dir string) {
 	})
 	step := x.step(map[string]string{"db_password": password, "api_token": token},
 		run("site", "status", knownvalue.StringExact("successful")),
-		// limit = "web": db1 is in the inventory but not in the recap.
+		// limit = ["web"]: db1 is in the inventory but not in the recap.
 		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
 		run("smoke", "status", knownvalue.StringExact("successful")),
 		run("smoke", "output", knownvalue.StringRegexp(regexp.MustCompile(`(?m)^Linux `))),

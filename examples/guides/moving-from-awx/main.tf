@@ -36,7 +36,7 @@ resource "kubeplay_run" "site" {
   files           = { "roles/web/tasks/main.yml" = file("${path.module}/roles/web/tasks/main.yml") }
   inventory       = file("${path.module}/inventory.ini")
   extra_vars      = { release = "2026.11" }
-  limit           = "web"
+  limit           = ["web"]
   forks           = 10
 
   timeouts {
