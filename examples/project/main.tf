@@ -44,7 +44,7 @@ resource "kubeplay_run" "site" {
   # Several -i, in order: the constructed configuration groups the hosts of
   # the INI inventory before it.
   inventories = ["inventories/hosts.ini", "inventories/groups.constructed.yml"]
-  limit       = "frontend"
+  limit       = ["frontend"]
 
   extra_vars = { release = "2026.11", tool_sha1 = filesha1("${path.module}/ansible/files/tool.bin") }
 }

@@ -103,7 +103,9 @@ type Bundle struct {
 	// one), passed as --vault-id id@file with 0600 files deleted after the run.
 	Vault map[string]string
 
-	Limit, Tags, SkipTags string
+	// Limit (host patterns), Tags and SkipTags are passed to --limit,
+	// --tags and --skip-tags joined with commas; see ValidateListItem.
+	Limit, Tags, SkipTags []string
 	Verbosity, Forks      int
 	Check, Diff           bool
 
@@ -164,6 +166,21 @@ func ValidatePath(p string) error {
 	return nil
 }
 
+// ValidateListItem checks one element of Limit, Tags or SkipTags. Ansible
+// splits the joined value on commas, so an element holding one would
+// silently be two.
+func ValidateListItem(s string) error {
+	switch {
+	case s == "":
+		return errors.New("an element is empty")
+	case strings.Contains(s, ","):
+		return fmt.Errorf("%q holds a comma, and Ansible splits on commas, so it would be several elements", s)
+	case strings.ContainsRune(s, 0):
+		return fmt.Errorf("%q holds a NUL byte, which no command line can", s)
+	}
+	return nil
+}
+
 // ValidateEnvName checks an environment variable name.
 func ValidateEnvName(n string) error {
 	if !envName.MatchString(n) {
@@ -200,7 +217,17 @@ func (b *Bundle) validate() error {
 			}
 		}
 	}
-	for _, a := range append([]string{b.Limit, b.Tags, b.SkipTags}, b.Command...) {
+	for _, l := range []struct {
+		name  string
+		items []string
+	}{{"limit", b.Limit}, {"tags", b.Tags}, {"skip_tags", b.SkipTags}} {
+		for _, it := range l.items {
+			if err := ValidateListItem(it); err != nil {
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+		}
+	}
+	for _, a := range b.Command {
 		if strings.ContainsRune(a, 0) {
 			return fmt.Errorf("the argument %q holds a NUL byte, which no command line can", a)
 		}
@@ -391,14 +418,15 @@ func (b *Bundle) Args(inventory string) []string {
 		args = append(args, "-e", "@"+b.up()+secretVars)
 	}
 	args = append(args, b.vaultArgs()...)
-	if b.Limit != "" {
-		args = append(args, "--limit", b.Limit)
+	// One argv element each, quoted by the script: never split by a shell.
+	if len(b.Limit) > 0 {
+		args = append(args, "--limit", strings.Join(b.Limit, ","))
 	}
-	if b.Tags != "" {
-		args = append(args, "--tags", b.Tags)
+	if len(b.Tags) > 0 {
+		args = append(args, "--tags", strings.Join(b.Tags, ","))
 	}
-	if b.SkipTags != "" {
-		args = append(args, "--skip-tags", b.SkipTags)
+	if len(b.SkipTags) > 0 {
+		args = append(args, "--skip-tags", strings.Join(b.SkipTags, ","))
 	}
 	if b.Forks > 0 {
 		args = append(args, "--forks", strconv.Itoa(b.Forks))

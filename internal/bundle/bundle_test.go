@@ -20,7 +20,7 @@ func TestWriteContents(t *testing.T) {
 		ExtraVars:  []byte(`{"a":1}`),
 		SecretVars: []byte(`{"token":"s3cr3t"}`),
 		SecretEnv:  map[string]string{"API_KEY": "it's secret"},
-		Limit:      "web", Forks: 5, Verbosity: 2, Check: true,
+		Limit:      []string{"web"}, Forks: 5, Verbosity: 2, Check: true,
 		Marker: "\x1ekubeplay-abc ",
 	}
 	var buf bytes.Buffer

@@ -253,16 +253,23 @@ func TestArgs(t *testing.T) {
 		{"nothing", Bundle{}, base()},
 		{"extra vars", Bundle{ExtraVars: []byte(`{}`)}, base("-e", "@extra-vars.json")},
 		{"secret vars", Bundle{SecretVars: []byte(`{}`)}, base("-e", "@secret-vars.json")},
-		{"limit", Bundle{Limit: "web:!db"}, base("--limit", "web:!db")},
-		{"tags", Bundle{Tags: "a,b"}, base("--tags", "a,b")},
-		{"skip tags", Bundle{SkipTags: "slow"}, base("--skip-tags", "slow")},
+		{"limit", Bundle{Limit: []string{"web:!db"}}, base("--limit", "web:!db")},
+		{"limit patterns joined", Bundle{Limit: []string{"web*", "&staging", "!db1", "~(app|api)\\d+"}},
+			base("--limit", "web*,&staging,!db1,~(app|api)\\d+")},
+		{"tags", Bundle{Tags: []string{"a"}}, base("--tags", "a")},
+		{"tags joined", Bundle{Tags: []string{"a", "b"}}, base("--tags", "a,b")},
+		{"skip tags joined", Bundle{SkipTags: []string{"slow", "net"}}, base("--skip-tags", "slow,net")},
+		// One argv element each, whatever the shell would make of it.
+		{"spaces and metacharacters", Bundle{Tags: []string{"two words", "$(touch pwned)"}},
+			base("--tags", "two words,$(touch pwned)")},
+		{"empty lists", Bundle{Limit: []string{}, Tags: []string{}, SkipTags: []string{}}, base()},
 		{"forks", Bundle{Forks: 20}, base("--forks", "20")},
 		{"check", Bundle{Check: true}, base("--check")},
 		{"diff", Bundle{Diff: true}, base("--diff")},
 		{"verbosity 1", Bundle{Verbosity: 1}, base("-v")},
 		{"verbosity capped", Bundle{Verbosity: 9}, base("-vvvvvv")},
 		{"negative numbers", Bundle{Verbosity: -1, Forks: -3}, base()},
-		{"everything, in order", Bundle{ExtraVars: []byte(`{}`), SecretVars: []byte(`{}`), Limit: "l", Tags: "t", SkipTags: "s",
+		{"everything, in order", Bundle{ExtraVars: []byte(`{}`), SecretVars: []byte(`{}`), Limit: []string{"l"}, Tags: []string{"t"}, SkipTags: []string{"s"},
 			Forks: 2, Check: true, Diff: true, Verbosity: 3},
 			base("-e", "@extra-vars.json", "-e", "@secret-vars.json", "--limit", "l", "--tags", "t", "--skip-tags", "s",
 				"--forks", "2", "--check", "--diff", "-vvv")},
@@ -396,7 +403,10 @@ exit 2
 		Playbook:   "- hosts: all\n",
 		ExtraVars:  []byte(`{"a":1}`),
 		SecretVars: []byte(`{"token":"s3cr3t"}`),
-		Limit:      "it's web", Tags: "a,b", Verbosity: 2, Diff: true,
+		Limit:      []string{"it's web", "db"},
+		Tags:       []string{"a b", "$(touch pwned)", "`touch pwned`;x"},
+		SkipTags:   []string{"'; rm -rf / #"},
+		Verbosity:  2, Diff: true,
 		Marker: testMarker,
 	}
 	dir := extract(t, &b)
@@ -417,6 +427,13 @@ exit 2
 	}
 	if got, want := read("args.out"), strings.Join(b.Args("inventory"), "\n")+"\n"; got != want {
 		t.Errorf("ansible-playbook got\n%s\nwant\n%s", got, want)
+	}
+	// Each list is one argv element, joined with commas, that no shell split or ran.
+	if args := read("args.out"); !strings.Contains(args, "\n--limit\nit's web,db\n--tags\na b,$(touch pwned),`touch pwned`;x\n--skip-tags\n'; rm -rf / #\n") {
+		t.Errorf("ansible-playbook got the lists as\n%s", args)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Error("a tag ran a command")
 	}
 	if want := dir + "/callback_plugins\nkubeplay_stats\n" + dir + "/stats.json\n1\n"; read("env.out") != want {
 		t.Errorf("ansible environment %q, want %q", read("env.out"), want)

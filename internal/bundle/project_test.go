@@ -92,7 +92,7 @@ func TestProjectScript(t *testing.T) {
 	b := Bundle{
 		Project: m, ProjectPlaybook: "link.yml", Inventories: []string{"inv/hosts.ini", "inv/c.yml"},
 		Requirements: "collections: []\n", ExtraVars: []byte(`{"a":1}`), Files: map[string]string{"extra/x.txt": "x"},
-		Limit: "web", Marker: testMarker,
+		Limit: []string{"web"}, Marker: testMarker,
 	}
 	dir := untar(t, &b)
 	info, err := os.Stat(filepath.Join(dir, ProjectDir, "bin", "tool"))

@@ -38,6 +38,10 @@ func TestValidateRejects(t *testing.T) {
 		{"NUL in a secret env value", Bundle{SecretEnv: map[string]string{"K": "s3cr\x00t"}}, `value of K holds a NUL`},
 		{"NUL in a command", Bundle{Playbook: "", Command: []string{"echo", "a\x00"}}, `holds a NUL`},
 		{"NUL in the marker", Bundle{Marker: "m\x00"}, `marker`},
+		{"comma in a tag", Bundle{Tags: []string{"a", "b,c"}}, `tags: "b,c" holds a comma`},
+		{"comma in a limit pattern", Bundle{Limit: []string{"web,db"}}, `limit: "web,db" holds a comma`},
+		{"empty skip tag", Bundle{SkipTags: []string{""}}, `skip_tags: an element is empty`},
+		{"NUL in a limit pattern", Bundle{Limit: []string{"web\x00"}}, `limit: "web\x00" holds a NUL`},
 		{"duplicate extra var", Bundle{ExtraVars: []byte("{\"a\": 1,\n \"a\": 2}")}, `line 2: key "a" is set twice`},
 		{"duplicate nested secret var", Bundle{SecretVars: []byte(`{"db": {"user": "u", "user": "v"}}`)}, `line 1: key "user" is set twice`},
 		{"secret vars not an object", Bundle{SecretVars: []byte(`"hunter2"`)}, `must be a JSON object`},
@@ -153,17 +157,19 @@ func FuzzValidateVars(f *testing.F) {
 // FuzzWrite: whatever the files, env and variables, Write either refuses
 // them or writes a tar stream that extracts cleanly inside the bundle
 // directory (no entry outside it, no file where a directory must go), with
-// every file's content intact, and a script that does not depend on the
-// secrets' values.
+// every file's content intact, a script that does not depend on the
+// secrets' values, and limit and tags each passed as one quoted argument.
 func FuzzWrite(f *testing.F) {
-	f.Add("a", "x", "b/c", "y", "K", "v", "s3cr3t", []byte(`{"a":1}`), "")
-	f.Add("a", "x", "a/b", "y", "K", "v", "s3cr3t", []byte(`{"a":1,"a":2}`), "all:\n  hosts: {}\n")
-	f.Add(".", "x", "..", "y", "1K", "v\x00", "s\x00", []byte(`[]`), "[web]\nh\n")
-	f.Add("roles/r/tasks/main.yml", "- debug: msg=hi\n", "templates/t.j2", "{{ x }}", "A_B", "it's", "'; rm -rf / #", []byte(`{"x":{"y":[1,2]}}`), "all:\n  hosts:\n    a: {}\n    a: {}\n")
-	f.Fuzz(func(t *testing.T, p1, c1, p2, c2, envK, envV, secret string, vars []byte, inventory string) {
+	f.Add("a", "x", "b/c", "y", "K", "v", "s3cr3t", []byte(`{"a":1}`), "", "deploy")
+	f.Add("a", "x", "a/b", "y", "K", "v", "s3cr3t", []byte(`{"a":1,"a":2}`), "all:\n  hosts: {}\n", "a,b")
+	f.Add(".", "x", "..", "y", "1K", "v\x00", "s\x00", []byte(`[]`), "[web]\nh\n", "")
+	f.Add("roles/r/tasks/main.yml", "- debug: msg=hi\n", "templates/t.j2", "{{ x }}", "A_B", "it's", "'; rm -rf / #", []byte(`{"x":{"y":[1,2]}}`), "all:\n  hosts:\n    a: {}\n    a: {}\n", "web:!db")
+	f.Add("a", "x", "b", "y", "K", "v", "s3cr3t", []byte(`{}`), "", "it's $(touch pwned) `x` ;|&")
+	f.Fuzz(func(t *testing.T, p1, c1, p2, c2, envK, envV, secret string, vars []byte, inventory, tag string) {
 		b := Bundle{
 			Playbook: "- hosts: all\n", Files: map[string]string{p1: c1, p2: c2}, Inventory: inventory,
 			ExtraVars: vars, Env: map[string]string{envK: envV}, SecretEnv: map[string]string{"SECRET": secret},
+			Limit: []string{tag}, Tags: []string{tag, "b"},
 			Marker: "\x1ekubeplay-fuzz ",
 			// A held node's script too, for half the inputs.
 			Held: len(secret)%2 == 1,
@@ -209,6 +215,14 @@ func FuzzWrite(f *testing.F) {
 			if isDir, ok := entries[p]; !ok || isDir {
 				t.Fatalf("file %q missing from the stream", p)
 			}
+		}
+		// A tag or pattern is one quoted argv element, joined with commas:
+		// accepted only when Ansible's split on commas gives it back whole.
+		if ValidateListItem(tag) != nil {
+			t.Fatalf("the list element %q was accepted", tag)
+		}
+		if want := " '--limit' " + Quote(tag) + " '--tags' " + Quote(tag+",b") + " "; !strings.Contains(string(script), want) {
+			t.Fatalf("the script lacks %s:\n%s", want, script)
 		}
 		b.SecretEnv["SECRET"] = "other-" + strings.Repeat("x", len(secret))
 		if got := b.script(invNameOf(b.Inventory)); got != string(script) {

@@ -97,8 +97,9 @@ type Spec struct {
 	// provisions carry it (Account.Owner); "" before owner ids.
 	OwnerID string
 
-	// SecretVersion and ExportKubeconfig are Terraform settings kept in
-	// annotations so that import restores them.
+	// SecretVersion (the bearer_token_wo_version or kubeconfig_wo_version,
+	// whichever the kind has) and ExportKubeconfig are Terraform settings
+	// kept in annotations so that import restores them.
 	SecretVersion    string
 	ExportKubeconfig bool
 

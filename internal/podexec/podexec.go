@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -98,4 +100,18 @@ func newExecutor(cfg *rest.Config, req *rest.Request) (remotecommand.Executor, e
 	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
+}
+
+// Refused reports whether err, from Run, says the exec never started: the
+// API server or the kubelet answered the upgrade with an error (such as
+// "container not found" from a kubelet that restarted and has not yet
+// listed its containers again), so no process ran in the container. SPDY
+// reports that as a plain error whose text is all there is to go on.
+func Refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	return httpstream.IsUpgradeFailure(err) || errors.As(err, &status) ||
+		strings.Contains(err.Error(), "unable to upgrade connection")
 }

@@ -99,8 +99,9 @@ func hclMap(m map[string]string) string {
 // each cluster's real node; move takes a Cluster and its kubeconfig Secret
 // from the first control plane to the second (through a cluster_api
 // credential) and leaves the source without them; an inventory entry
-// deleted outside Terraform is planned as a new init; destroy removes the
-// providers, their namespaces and CRDs.
+// deleted outside Terraform is planned as a new init; a change of
+// variables_wo alone plans nothing, one of variables_wo_version plans a
+// new init; destroy removes the providers, their namespaces and CRDs.
 func TestAccClusterctl_initAndMove(t *testing.T) {
 	e := newTestEnv(t)
 	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
@@ -123,13 +124,19 @@ func TestAccClusterctl_initAndMove(t *testing.T) {
 	t.Cleanup(func() {
 		_ = two.kube.CoreV1().Namespaces().Delete(context.Background(), moveNS, metav1.DeleteOptions{})
 	})
-	init := func(res, cluster string, n int) string {
+	// version and port are the second init's variables_wo_version and, when
+	// not "", a stand-in for its write-only value.
+	init := func(res, name, cluster string, n, version int, port string) string {
 		clusterLine, cm := "", "kubeplay_phase.cert_manager_one"
 		vars := acctest.ClusterAPIVariables(n)
 		if cluster != "" {
 			clusterLine, cm = fmt.Sprintf("  cluster = %s\n", cluster), "kubeplay_phase.cert_manager_two"
+			if port == "" {
+				port = vars["KUBERNETES_SERVICE_PORT"]
+			}
 			// One value write-only: the init fails unless it reaches clusterctl.
-			clusterLine += fmt.Sprintf("  variables_wo = { KUBERNETES_SERVICE_PORT = %q }\n", vars["KUBERNETES_SERVICE_PORT"])
+			clusterLine += fmt.Sprintf("  variables_wo = { KUBERNETES_SERVICE_PORT = %q }\n", port)
+			clusterLine += fmt.Sprintf("  variables_wo_version = %d\n", version)
 			delete(vars, "KUBERNETES_SERVICE_PORT")
 		}
 		return fmt.Sprintf(`
@@ -148,9 +155,11 @@ resource "kubeplay_clusterctl" %q {
   destroy_crds = true
   depends_on   = [%s]
 }
-`, res, randName("init"), clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(vars), cm)
+`, res, name, clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(vars), cm)
 	}
-	base := clusterAPIConfig(e, randName("child"), "second", secretNS, "1m") + fmt.Sprintf(`
+	child, certOne, certTwo, initOne, initTwo := randName("child"), randName("certmgr"), randName("certmgr"), randName("init"), randName("init")
+	config := func(version int, port string) string {
+		return clusterAPIConfig(e, child, "second", secretNS, "1m") + fmt.Sprintf(`
 resource "kubeplay_phase" "cert_manager_one" {
   name      = %q
   documents = [file(%q)]
@@ -161,7 +170,10 @@ resource "kubeplay_phase" "cert_manager_two" {
   cluster   = kubeplay_credential.child.name
   documents = [file(%q)]
 }
-`, randName("certmgr"), certManager, randName("certmgr"), certManager) + init("one", "", 1) + init("two", "kubeplay_credential.child.name", 2)
+`, certOne, certManager, certTwo, certManager) + init("one", initOne, "", 1, 0, "") +
+			init("two", initTwo, "kubeplay_credential.child.name", 2, version, port)
+	}
+	base := config(1, "")
 	move := base + fmt.Sprintf(`
 resource "kubeplay_clusterctl" "move" {
   name       = "move"
@@ -196,6 +208,7 @@ resource "kubeplay_clusterctl" "move" {
 				Config: base,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("variables_wo"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("kubeplay_clusterctl.two", tfjsonpath.New("variables_wo_version"), knownvalue.Int64Exact(1)),
 				},
 				Check: func(*terraform.State) error {
 					for i, s := range []capiSide{one, two} {
@@ -213,6 +226,21 @@ resource "kubeplay_clusterctl" "move" {
 					}
 					return createMovable(one, moveNS, "c1")
 				},
+			},
+			{
+				// A new write-only value alone: Terraform sees no change.
+				Config:   config(1, "1"),
+				PlanOnly: true,
+			},
+			{
+				// A new variables_wo_version: the init is planned again.
+				Config:             config(2, ""),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_clusterctl.two", plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectResourceAction("kubeplay_clusterctl.one", plancheck.ResourceActionNoop),
+				}},
 			},
 			{
 				Config: move,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -62,6 +64,7 @@ type clusterctlModel struct {
 	Namespace   types.String `tfsdk:"namespace"`
 	Providers   types.List   `tfsdk:"providers"`
 	Variables   types.Map    `tfsdk:"variables"`
+	WOVersion   types.Int64  `tfsdk:"variables_wo_version"`
 	VariablesWO types.Map    `tfsdk:"variables_wo"`
 	WaitTimeout types.String `tfsdk:"wait_timeout"`
 	DestroyCRDs types.Bool   `tfsdk:"destroy_crds"`
@@ -185,11 +188,21 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators:    []validator.Map{mapvalidator.KeysAre(envName())},
 				PlanModifiers: []planmodifier.Map{mapplanmodifier.RequiresReplace()},
 			},
+			"variables_wo_version": schema.Int64Attribute{
+				MarkdownDescription: "`init` only, and only with `variables_wo`: a number of your choosing that stands " +
+					"for the version of `variables_wo`, kept in the state. clusterctl uses the variables only when it " +
+					"installs the providers, so a change of it replaces the resource: destroy deletes the providers (and " +
+					"their CRDs with `destroy_crds`), then init installs them again with the `variables_wo` of the " +
+					"configuration.",
+				Optional:      true,
+				Validators:    []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("variables_wo"))},
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+			},
 			"variables_wo": schema.MapAttribute{
 				MarkdownDescription: "`init` only: secret values of the components' placeholders (cloud credentials, " +
 					"for example). Write-only: never in the plan or the state, so Terraform sees no change of them and a " +
-					"change of them alone plans nothing; replace the resource (`terraform apply -replace`) to init " +
-					"with new values. They win over `variables` of the same name.",
+					"change of them alone plans nothing; change `variables_wo_version` to init again with new values. They " +
+					"win over `variables` of the same name. Requires Terraform 1.11 or later.",
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
@@ -244,6 +257,7 @@ func (r *clusterctlResource) ValidateConfig(ctx context.Context, req resource.Va
 		onlyFor("providers", clusterctlInit, !m.Providers.IsNull())
 		onlyFor("variables", clusterctlInit, !m.Variables.IsNull())
 		onlyFor("variables_wo", clusterctlInit, !m.VariablesWO.IsNull())
+		onlyFor("variables_wo_version", clusterctlInit, !m.WOVersion.IsNull())
 		if m.ToCluster.IsNull() {
 			resp.Diagnostics.AddAttributeError(path.Root("to_cluster"), "Missing Target Cluster",
 				"Action \"move\" moves objects to the cluster of to_cluster; set it to a kubeplay_credential's name.")

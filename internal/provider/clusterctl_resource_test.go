@@ -43,6 +43,10 @@ func TestClusterctl_validation(t *testing.T) {
 		{"action = \"move\"\ncluster = \"one\"\nto_cluster = \"one\"\n", `(?s)Move To The Same Cluster.*both name "one"`},
 		{"action = \"move\"\nto_cluster = \"two\"\nproviders = [" + core + "]\n", `(?s)Attribute Not Used By Action.*providers = .*used only by action "init"`},
 		{"action = \"move\"\nto_cluster = \"two\"\nvariables = { A = \"b\" }\n", `(?s)Attribute Not Used By Action.*variables = `},
+		{"action = \"init\"\nproviders = [" + core + "]\nvariables_wo_version = 1\n",
+			`(?s)Invalid Attribute Combination.*variables_wo_version = 1.*Attribute "variables_wo" must be specified when "variables_wo_version" is specified`},
+		{"action = \"move\"\nto_cluster = \"two\"\nvariables_wo = { A = \"b\" }\nvariables_wo_version = 1\n",
+			`(?s)Attribute Not Used By Action.*variables_wo_version = 1.*variables_wo_version is used only by action "init"`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

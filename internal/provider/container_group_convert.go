@@ -53,6 +53,16 @@ func goStringMap(ctx context.Context, v types.Map, diags *diag.Diagnostics) map[
 	return out
 }
 
+// goStrings is a list of strings, nil when null or unknown.
+func goStrings(ctx context.Context, v types.List, diags *diag.Diagnostics) []string {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	var out []string
+	diags.Append(v.ElementsAs(ctx, &out, false)...)
+	return out
+}
+
 func nullableStringMap(ctx context.Context, m map[string]string, diags *diag.Diagnostics) types.Map {
 	if m == nil {
 		return types.MapNull(types.StringType)

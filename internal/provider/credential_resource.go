@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -55,15 +57,16 @@ type credentialModel struct {
 	Kind               types.String `tfsdk:"kind"`
 	Description        types.String `tfsdk:"description"`
 	Host               types.String `tfsdk:"host"`
-	BearerToken        types.String `tfsdk:"bearer_token"`
+	BearerTokenWO      types.String `tfsdk:"bearer_token_wo"`
+	BearerTokenVersion types.Int64  `tfsdk:"bearer_token_wo_version"`
 	CACert             types.String `tfsdk:"ca_cert"`
 	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
-	Kubeconfig         types.String `tfsdk:"kubeconfig"`
+	KubeconfigWO       types.String `tfsdk:"kubeconfig_wo"`
+	KubeconfigVersion  types.Int64  `tfsdk:"kubeconfig_wo_version"`
 	Context            types.String `tfsdk:"context"`
 	AllowExecPlugin    types.Bool   `tfsdk:"allow_exec_plugin"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
-	SecretVersion      types.String `tfsdk:"secret_version"`
 	ExportKubeconfig   types.Bool   `tfsdk:"export_kubeconfig"`
 	ExportedKubeconfig types.String `tfsdk:"exported_kubeconfig"`
 	ServerVersion      types.String `tfsdk:"server_version"`
@@ -92,16 +95,18 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"SelfSubjectAccessReviews whether runs can work in `namespace`; a credential that cannot run pods is a warning, " +
 			"a credential that cannot connect is an error.\n\n" +
 			"Kinds:\n\n" +
-			"* `bearer_token`: `host`, the write-only `bearer_token`, `ca_cert` and `verify_ssl`.\n" +
+			"* `bearer_token`: `host`, the write-only `bearer_token_wo` and its `bearer_token_wo_version`, `ca_cert` and " +
+			"`verify_ssl`.\n" +
 			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
 			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
 			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
 			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
 			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
-			"* `kubeconfig`: the write-only `kubeconfig` content and an optional `context`. It is read back from the " +
-			"catalog Secret by every workspace that uses the credential, so it may hold only inline data (no " +
-			"`auth-provider`, no file paths); an `exec` plugin only with `allow_exec_plugin = true`, and it runs where the " +
-			"credential is used only when that workspace's provider lists it in `exec_plugin_credentials`.\n" +
+			"* `kubeconfig`: the write-only `kubeconfig_wo` content and its `kubeconfig_wo_version`, and an optional " +
+			"`context`. It is read back from the catalog Secret by every workspace that uses the credential, so it may " +
+			"hold only inline data (no `auth-provider`, no file paths); an `exec` plugin only with " +
+			"`allow_exec_plugin = true`, and it runs where the credential is used only when that workspace's provider " +
+			"lists it in `exec_plugin_credentials`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
 			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
@@ -109,9 +114,10 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"filled by the cluster's token controller and revoked when destroy deletes it. An object of one of these names " +
 			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
 			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
-			"Write-only values (`bearer_token`, `kubeconfig`) never reach the plan or the state; change `secret_version` to " +
-			"send new ones. What whoever can write the catalog namespace can make the provider do with each kind is " +
-			"described under Catalog Writers below.",
+			"Write-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the plan or the state, so Terraform sees no " +
+			"change of them: change `bearer_token_wo_version` or `kubeconfig_wo_version` with them to send new ones. " +
+			"What whoever can write the catalog namespace can make the provider do with each kind is described under " +
+			"Catalog Writers below.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The credential's name.",
@@ -144,12 +150,22 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators:    []validator.String{httpsURL()},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"bearer_token": schema.StringAttribute{
-				MarkdownDescription: "The bearer token, for `bearer_token`. Write-only: it is stored in the catalog Secret, " +
-					"never in the plan or the state. Requires Terraform 1.11 or later.",
+			"bearer_token_wo": schema.StringAttribute{
+				MarkdownDescription: "The bearer token the credential authenticates with, for `bearer_token`, which " +
+					"requires it. Write-only: it is stored in the catalog Secret, never in the plan or the state, so a change " +
+					"of it alone plans nothing; change `bearer_token_wo_version` to send a new token. Requires Terraform 1.11 " +
+					"or later.",
 				Optional:  true,
 				Sensitive: true,
 				WriteOnly: true,
+			},
+			"bearer_token_wo_version": schema.Int64Attribute{
+				MarkdownDescription: "For `bearer_token`, and only with `bearer_token_wo`: a number of your choosing that " +
+					"stands for the token's version, kept in the state and in the catalog Secret. A change of it updates the " +
+					"credential in place: Terraform sends `bearer_token_wo` again, and the provider checks it against the " +
+					"cluster and writes it into the catalog Secret.",
+				Optional:   true,
+				Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("bearer_token_wo"))},
 			},
 			"ca_cert": schema.StringAttribute{
 				MarkdownDescription: "The PEM-encoded CA certificate that signed the API server's certificate, for " +
@@ -165,12 +181,22 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
 			},
-			"kubeconfig": schema.StringAttribute{
-				MarkdownDescription: "The content of a kubeconfig file, for `kubeconfig`. Write-only: it is stored in the " +
-					"catalog Secret, never in the plan or the state. Requires Terraform 1.11 or later.",
+			"kubeconfig_wo": schema.StringAttribute{
+				MarkdownDescription: "The content of the kubeconfig file the credential connects with, for `kubeconfig`, " +
+					"which requires it. Write-only: it is stored in the catalog Secret, never in the plan or the state, so a " +
+					"change of it alone plans nothing; change `kubeconfig_wo_version` to send a new kubeconfig. Requires " +
+					"Terraform 1.11 or later.",
 				Optional:  true,
 				Sensitive: true,
 				WriteOnly: true,
+			},
+			"kubeconfig_wo_version": schema.Int64Attribute{
+				MarkdownDescription: "For `kubeconfig`, and only with `kubeconfig_wo`: a number of your choosing that " +
+					"stands for the kubeconfig's version, kept in the state and in the catalog Secret. A change of it updates " +
+					"the credential in place: Terraform sends `kubeconfig_wo` again, and the provider checks it against the " +
+					"cluster and writes it into the catalog Secret.",
+				Optional:   true,
+				Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("kubeconfig_wo"))},
 			},
 			"context": schema.StringAttribute{
 				MarkdownDescription: "The kubeconfig context to use, for `kubeconfig`. Defaults to the kubeconfig's " +
@@ -209,11 +235,6 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Computed:      true,
 				Validators:    []validator.String{dnsLabel()},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"secret_version": schema.StringAttribute{
-				MarkdownDescription: "Any value; change it to make Terraform send the write-only `bearer_token` or " +
-					"`kubeconfig` again, since Terraform cannot see changes of write-only values.",
-				Optional: true,
 			},
 			"export_kubeconfig": schema.BoolAttribute{
 				MarkdownDescription: "For `service_account`: whether to put a kubeconfig with the account's token into " +
@@ -310,16 +331,17 @@ func (r *credentialResource) Configure(_ context.Context, req resource.Configure
 
 // kindAttributes lists, per kind, the optional attributes it accepts.
 var kindAttributes = map[string][]string{
-	credential.KindBearerToken:    {"host", "bearer_token", "ca_cert", "verify_ssl"},
-	credential.KindKubeconfig:     {"kubeconfig", "context", "allow_exec_plugin"},
+	credential.KindBearerToken:    {"host", "bearer_token_wo", "bearer_token_wo_version", "ca_cert", "verify_ssl"},
+	credential.KindKubeconfig:     {"kubeconfig_wo", "kubeconfig_wo_version", "context", "allow_exec_plugin"},
 	credential.KindProvider:       {},
 	credential.KindServiceAccount: {"service_account_name", "export_kubeconfig"},
 	credential.KindClusterAPI:     {"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout"},
 }
 
 var kindSpecificAttributes = []string{
-	"host", "bearer_token", "ca_cert", "verify_ssl", "kubeconfig", "context", "allow_exec_plugin", "service_account_name", "export_kubeconfig",
-	"parent", "cluster_name", "cluster_namespace", "kubeconfig_timeout",
+	"host", "bearer_token_wo", "bearer_token_wo_version", "ca_cert", "verify_ssl", "kubeconfig_wo", "kubeconfig_wo_version",
+	"context", "allow_exec_plugin", "service_account_name", "export_kubeconfig", "parent", "cluster_name", "cluster_namespace",
+	"kubeconfig_timeout",
 }
 
 func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
@@ -346,7 +368,7 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 	switch kind {
 	case credential.KindBearerToken:
 		requireAttr(&resp.Diagnostics, m.Host, "host", kind, "the API server's https URL")
-		requireAttr(&resp.Diagnostics, m.BearerToken, "bearer_token", kind, "the token to authenticate with")
+		requireAttr(&resp.Diagnostics, m.BearerTokenWO, "bearer_token_wo", kind, "the token to authenticate with")
 		if !m.VerifySSL.IsNull() && !m.VerifySSL.IsUnknown() && !m.VerifySSL.ValueBool() {
 			if m.CACert.IsNull() {
 				warnInsecureTLS(&resp.Diagnostics, path.Root("verify_ssl"), "verify_ssl = false", "set ca_cert to the PEM "+
@@ -366,10 +388,10 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 					"that holds this cluster's kubeconfig Secret; set it to that credential.", m.Name.ValueString()))
 		}
 	case credential.KindKubeconfig:
-		requireAttr(&resp.Diagnostics, m.Kubeconfig, "kubeconfig", kind, "the content of a kubeconfig file")
-		if !m.Kubeconfig.IsNull() && !m.Kubeconfig.IsUnknown() && !m.Context.IsUnknown() {
-			if err := credential.ValidateKubeconfig(m.Kubeconfig.ValueString(), m.Context.ValueString()); err != nil {
-				p := path.Root("kubeconfig")
+		requireAttr(&resp.Diagnostics, m.KubeconfigWO, "kubeconfig_wo", kind, "the content of a kubeconfig file")
+		if !m.KubeconfigWO.IsNull() && !m.KubeconfigWO.IsUnknown() && !m.Context.IsUnknown() {
+			if err := credential.ValidateKubeconfig(m.KubeconfigWO.ValueString(), m.Context.ValueString()); err != nil {
+				p := path.Root("kubeconfig_wo")
 				if !m.Context.IsNull() {
 					p = path.Root("context")
 				}
@@ -386,14 +408,14 @@ func (r *credentialResource) ValidateConfig(ctx context.Context, req resource.Va
 // program or read a file where Terraform runs, and warns of clusters it
 // does not verify. An unknown allow_exec_plugin lets exec pass until apply.
 func checkConfigKubeconfig(diags *diag.Diagnostics, m credentialModel) {
-	content := m.Kubeconfig.ValueString()
+	content := m.KubeconfigWO.ValueString()
 	allowExec := m.AllowExecPlugin.ValueBool() || m.AllowExecPlugin.IsUnknown()
 	if err := credential.CheckKubeconfig(content, allowExec); err != nil {
-		addHostAccessError(diags, path.Root("kubeconfig"), fmt.Errorf("the kubeconfig: %w", err), true)
+		addHostAccessError(diags, path.Root("kubeconfig_wo"), fmt.Errorf("the kubeconfig: %w", err), true)
 		return
 	}
 	for _, c := range credential.InsecureKubeconfigClusters(content) {
-		warnInsecureTLS(diags, path.Root("kubeconfig"), fmt.Sprintf("the kubeconfig's cluster %q sets insecure-skip-tls-verify", c),
+		warnInsecureTLS(diags, path.Root("kubeconfig_wo"), fmt.Sprintf("the kubeconfig's cluster %q sets insecure-skip-tls-verify", c),
 			"replace insecure-skip-tls-verify with certificate-authority-data holding the base64 PEM certificate of the "+
 				"CA that signed the API server's certificate")
 	}
@@ -611,7 +633,7 @@ func (r *credentialResource) check(ctx context.Context, spec credential.Spec, di
 	// The Secret is not written yet: key the clients by the content to be written.
 	cc, err := r.data.connect.Spec(ctx, spec)
 	if err != nil {
-		attr := map[string]string{credential.KindClusterAPI: "cluster_name", credential.KindKubeconfig: "kubeconfig"}[spec.Kind]
+		attr := map[string]string{credential.KindClusterAPI: "cluster_name", credential.KindKubeconfig: "kubeconfig_wo"}[spec.Kind]
 		if attr == "" {
 			attr = "kind"
 		}
@@ -726,15 +748,16 @@ func specFromModel(plan, config credentialModel) credential.Spec {
 		Kind:             plan.Kind.ValueString(),
 		Description:      plan.Description.ValueString(),
 		Namespace:        plan.Namespace.ValueString(),
-		SecretVersion:    plan.SecretVersion.ValueString(),
 		ExportKubeconfig: plan.ExportKubeconfig.ValueBool(),
 	}
 	switch s.Kind {
 	case credential.KindBearerToken:
-		s.Host, s.BearerToken, s.CACert, s.VerifySSL = plan.Host.ValueString(), config.BearerToken.ValueString(), plan.CACert.ValueString(), plan.VerifySSL.ValueBool()
+		s.Host, s.BearerToken, s.CACert, s.VerifySSL = plan.Host.ValueString(), config.BearerTokenWO.ValueString(), plan.CACert.ValueString(), plan.VerifySSL.ValueBool()
+		s.SecretVersion = woVersion(plan.BearerTokenVersion)
 	case credential.KindKubeconfig:
-		s.Kubeconfig, s.Context = config.Kubeconfig.ValueString(), plan.Context.ValueString()
+		s.Kubeconfig, s.Context = config.KubeconfigWO.ValueString(), plan.Context.ValueString()
 		s.AllowExecPlugin = plan.AllowExecPlugin.ValueBool()
+		s.SecretVersion = woVersion(plan.KubeconfigVersion)
 	case credential.KindServiceAccount:
 		s.ServiceAccount, s.OwnerID = plan.ServiceAccountName.ValueString(), plan.OwnerID.ValueString()
 	case credential.KindClusterAPI:
@@ -744,6 +767,24 @@ func specFromModel(plan, config credentialModel) credential.Spec {
 	return s
 }
 
+// woVersion is the *_wo_version the catalog Secret keeps; "" when unset.
+func woVersion(v types.Int64) string {
+	if v.IsNull() || v.IsUnknown() {
+		return ""
+	}
+	return strconv.FormatInt(v.ValueInt64(), 10)
+}
+
+// woVersionValue reads a stored *_wo_version back. One that is not a number
+// (edited outside kubeplay) reads as null, so the next apply writes it again.
+func woVersionValue(s string) types.Int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return types.Int64Null()
+	}
+	return types.Int64Value(v)
+}
+
 // fill sets the model from what is stored; write-only attributes stay null.
 func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec credential.Spec, rep credential.Report, checkedAt string, diags *diag.Diagnostics) {
 	m.ID = types.StringValue(spec.Name)
@@ -751,10 +792,9 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	m.Kind = types.StringValue(spec.Kind)
 	m.Description = stringOrNull(spec.Description)
 	m.Namespace = types.StringValue(spec.Namespace)
-	m.SecretVersion = stringOrNull(spec.SecretVersion)
 	m.ExportKubeconfig = types.BoolValue(spec.ExportKubeconfig)
-	m.BearerToken = types.StringNull()
-	m.Kubeconfig = types.StringNull()
+	m.BearerTokenWO, m.KubeconfigWO = types.StringNull(), types.StringNull()
+	m.BearerTokenVersion, m.KubeconfigVersion = types.Int64Null(), types.Int64Null()
 	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
 	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
 	m.ExportedKubeconfig = types.StringNull()
@@ -764,8 +804,10 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	switch spec.Kind {
 	case credential.KindBearerToken:
 		m.Host, m.CACert, m.VerifySSL = types.StringValue(spec.Host), stringOrNull(spec.CACert), types.BoolValue(spec.VerifySSL)
+		m.BearerTokenVersion = woVersionValue(spec.SecretVersion)
 	case credential.KindKubeconfig:
 		m.Context = stringOrNull(spec.Context)
+		m.KubeconfigVersion = woVersionValue(spec.SecretVersion)
 		// Read, not built: building a client from the catalog's copy
 		// must not be the way its exec plugin gets to run.
 		if server := spec.KubeconfigServer(); server != "" {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/credential"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 )
 
@@ -53,14 +54,14 @@ variable "token" {
 func bearerConfig(e *testEnv, name, host, token, ca, extra string) string {
 	caLine := ""
 	if ca != "" {
-		caLine = fmt.Sprintf("  ca_cert      = %q\n", ca)
+		caLine = fmt.Sprintf("  ca_cert         = %q\n", ca)
 	}
 	cfg := e.providerBlock() + fmt.Sprintf(`
 resource "kubeplay_credential" "test" {
-  name         = %q
-  kind         = "bearer_token"
-  host         = %q
-  bearer_token = %s
+  name            = %q
+  kind            = "bearer_token"
+  host            = %q
+  bearer_token_wo = %s
 %s%s}
 `, name, host, token, caLine, extra)
 	if token == "var.token" {
@@ -70,8 +71,9 @@ resource "kubeplay_credential" "test" {
 }
 
 // TestAccCredential_bearerToken covers create, update, import, drift of the
-// stored Secret, out-of-band deletion, and that the token reaches neither the
-// state nor a TF_LOG=trace log.
+// stored Secret, out-of-band deletion, a new token sent by a change of
+// bearer_token_wo_version (and not without one), and that the tokens reach
+// neither the state nor a TF_LOG=trace log.
 func TestAccCredential_bearerToken(t *testing.T) {
 	e := newProcessWideTestEnv(t, "captures Terraform and provider logs through TF_LOG and TF_ACC_LOG_PATH, which are process-wide")
 	logFile := filepath.Join(t.TempDir(), "terraform.log")
@@ -80,9 +82,14 @@ func TestAccCredential_bearerToken(t *testing.T) {
 
 	ns := e.namespace("kp-bearer")
 	token := e.token(ns, "awx", "edit")
+	// The next token is another account's, so the identity shows which one the check used.
+	token2 := e.token(ns, "awx2", "edit")
 	host, ca := e.clusterHostAndCA()
 	name := randName("awx")
 	vars := config.Variables{"token": config.StringVariable(token)}
+	vars2 := config.Variables{"token": config.StringVariable(token2)}
+	const desc = "  description     = \"AWX container group credential\"\n"
+	version := func(v int) string { return fmt.Sprintf("  bearer_token_wo_version = %d\n", v) }
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -91,13 +98,14 @@ func TestAccCredential_bearerToken(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				ConfigVariables: vars,
-				Config:          bearerConfig(e, name, host, "var.token", ca, fmt.Sprintf("  namespace    = %q\n", ns)),
+				Config:          bearerConfig(e, name, host, "var.token", ca, fmt.Sprintf("  namespace       = %q\n", ns)+version(1)),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("username"), knownvalue.StringExact("system:serviceaccount:"+ns+":awx")),
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.`))),
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("can_run_pods"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("missing_permissions"), knownvalue.ListExact([]knownvalue.Check{})),
-					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("bearer_token"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("bearer_token_wo"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("bearer_token_wo_version"), knownvalue.Int64Exact(1)),
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("verify_ssl"), knownvalue.Bool(true)),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
@@ -109,7 +117,7 @@ func TestAccCredential_bearerToken(t *testing.T) {
 				// An update keeps the Secret and re-checks; the default namespace
 				// is not covered by the account's RoleBinding: a warning, not an error.
 				ConfigVariables: vars,
-				Config:          bearerConfig(e, name, host, "var.token", ca, "  description  = \"AWX container group credential\"\n"),
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(1)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionUpdate)},
 				},
@@ -134,7 +142,7 @@ func TestAccCredential_bearerToken(t *testing.T) {
 				// Drift: the stored host was edited outside Terraform.
 				PreConfig:       func() { e.editSecret(name, func(s *corev1.Secret) { s.Data["host"] = []byte("https://127.0.0.2:1") }) },
 				ConfigVariables: vars,
-				Config:          bearerConfig(e, name, host, "var.token", ca, "  description  = \"AWX container group credential\"\n"),
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(1)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionUpdate),
@@ -147,7 +155,7 @@ func TestAccCredential_bearerToken(t *testing.T) {
 				// Drift of secret material: the token was replaced by hand.
 				PreConfig:       func() { e.editSecret(name, func(s *corev1.Secret) { s.Data["token"] = []byte("tampered") }) },
 				ConfigVariables: vars,
-				Config:          bearerConfig(e, name, host, "var.token", ca, "  description  = \"AWX container group credential\"\n"),
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(1)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionUpdate)},
 				},
@@ -157,11 +165,48 @@ func TestAccCredential_bearerToken(t *testing.T) {
 				// Out-of-band deletion: the plan creates it again.
 				PreConfig:       func() { e.deleteSecret(name) },
 				ConfigVariables: vars,
-				Config:          bearerConfig(e, name, host, "var.token", ca, "  description  = \"AWX container group credential\"\n"),
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(1)),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionCreate)},
 				},
 				Check: e.checkSecretData(name, "token", token),
+			},
+			{
+				// A new token alone: Terraform sees no change, and the Secret keeps the old one.
+				ConfigVariables: vars2,
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(1)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: e.checkSecretData(name, "token", token),
+			},
+			{
+				// With a new version, the update checks the new token and writes it.
+				ConfigVariables: vars2,
+				Config:          bearerConfig(e, name, host, "var.token", ca, desc+version(2)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue(credAddr, tfjsonpath.New("bearer_token_wo_version"), knownvalue.Int64Exact(2)),
+					},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("bearer_token_wo_version"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("username"), knownvalue.StringExact("system:serviceaccount:"+ns+":awx2")),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkNoSecretInState(token2),
+					e.checkSecretData(name, "token", token2),
+				),
+			},
+			{
+				// The version is kept in the catalog Secret: import restores it.
+				ResourceName:                         credAddr,
+				ImportState:                          true,
+				ImportStateId:                        name,
+				ImportStateVerify:                    true,
+				ImportStateVerifyIdentifierAttribute: "name",
+				ConfigVariables:                      vars2,
 			},
 		},
 	})
@@ -175,9 +220,11 @@ func TestAccCredential_bearerToken(t *testing.T) {
 	if !strings.Contains(logText, "checking credential") || !strings.Contains(logText, name) {
 		t.Fatalf("trace log %s (%d bytes) does not contain the provider's trace of credential %s", logFile, len(logBytes), name)
 	}
-	if i := strings.Index(logText, token); i >= 0 {
-		t.Logf("context: %s", logText[max(0, i-600):i])
-		t.Fatalf("the bearer token appears in the TF_LOG=trace log %s", logFile)
+	for _, tok := range []string{token, token2} {
+		if i := strings.Index(logText, tok); i >= 0 {
+			t.Logf("context: %s", logText[max(0, i-600):i])
+			t.Fatalf("a bearer token appears in the TF_LOG=trace log %s", logFile)
+		}
 	}
 }
 
@@ -282,6 +329,9 @@ data "kubeplay_credential" "test" {
 	})
 }
 
+// TestAccCredential_kubeconfig covers a refused context, create, import, and
+// a new kubeconfig sent by a change of kubeconfig_wo_version (and not
+// without one).
 func TestAccCredential_kubeconfig(t *testing.T) {
 	e := newTestEnv(t)
 	name := randName("kc")
@@ -293,15 +343,24 @@ func TestAccCredential_kubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := func(context string) string {
+	// The next kubeconfig is a service account's, with the same context name,
+	// so the identity shows which one the check used.
+	ns := e.namespace("kp-kc")
+	host, ca := e.clusterHostAndCA()
+	kc2, err := credential.Kubeconfig(raw.CurrentContext, host, ca, "kc", e.token(ns, "kc", ""), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(kc []byte, context string, version int) string {
 		return e.providerBlock() + fmt.Sprintf(`
 resource "kubeplay_credential" "test" {
-  name       = %q
-  kind       = "kubeconfig"
-  kubeconfig = %q
-  context    = %q
+  name                  = %q
+  kind                  = "kubeconfig"
+  kubeconfig_wo         = %q
+  kubeconfig_wo_version = %d
+  context               = %q
 }
-`, name, string(kc), context)
+`, name, string(kc), version, context)
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -309,19 +368,54 @@ resource "kubeplay_credential" "test" {
 		CheckDestroy:             e.checkSecretGone(name),
 		Steps: []resource.TestStep{
 			{
-				Config:      config("no-such-context"),
+				Config:      config(kc, "no-such-context", 1),
 				ExpectError: expectError(`(?s)Invalid Kubeconfig.*no context "no-such-context"`),
 			},
 			{
-				Config: config(raw.CurrentContext),
+				Config: config(kc, raw.CurrentContext, 1),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("context"), knownvalue.StringExact(raw.CurrentContext)),
-					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("kubeconfig"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("kubeconfig_wo"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("kubeconfig_wo_version"), knownvalue.Int64Exact(1)),
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("username"), knownvalue.StringExact(e.adminUser)),
 				},
-				Check: checkNoSecretInState("client-key-data"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkNoSecretInState("client-key-data"),
+					e.checkSecretData(name, "kubeconfig", string(kc)),
+				),
 			},
 			{
+				ResourceName:                         credAddr,
+				ImportState:                          true,
+				ImportStateId:                        name,
+				ImportStateVerify:                    true,
+				ImportStateVerifyIdentifierAttribute: "name",
+			},
+			{
+				// A new kubeconfig alone: Terraform sees no change, and the Secret keeps the old one.
+				Config: config(kc2, raw.CurrentContext, 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: e.checkSecretData(name, "kubeconfig", string(kc)),
+			},
+			{
+				// With a new version, the update checks the new kubeconfig and writes it.
+				Config: config(kc2, raw.CurrentContext, 2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(credAddr, plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue(credAddr, tfjsonpath.New("kubeconfig_wo_version"), knownvalue.Int64Exact(2)),
+					},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("kubeconfig_wo_version"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("username"), knownvalue.StringExact("system:serviceaccount:"+ns+":kc")),
+				},
+				Check: e.checkSecretData(name, "kubeconfig", string(kc2)),
+			},
+			{
+				// The version is kept in the catalog Secret: import restores it.
 				ResourceName:                         credAddr,
 				ImportState:                          true,
 				ImportStateId:                        name,
@@ -490,7 +584,7 @@ func TestAccCredential_connectionErrors(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config:      bearerConfig(e, name, host, `"not-a-valid-token"`, ca, ""),
-				ExpectError: expectError(`(?s)Credential Rejected.*401 Unauthorized.*Check bearer_token`),
+				ExpectError: expectError(`(?s)Credential Rejected.*401 Unauthorized.*Check bearer_token_wo\.`),
 			},
 			{
 				Config:      bearerConfig(e, name, host, `"not-a-valid-token"`, otherCA, ""),
@@ -541,23 +635,30 @@ func TestAccCredential_planErrors(t *testing.T) {
   kind = "password"`, `(?s)Attribute kind value must be one of`},
 		{`name = "x"
   kind = "bearer_token"
-  bearer_token = "t"`, `(?s)Missing Required Attribute.*needs host`},
+  bearer_token_wo = "t"`, `(?s)Missing Required Attribute.*needs host`},
 		{`name = "x"
   kind = "bearer_token"
-  host = "https://127.0.0.1:1"`, `(?s)Missing Required Attribute.*needs bearer_token`},
-		{`name = "x"
-  kind = "bearer_token"
-  host = "127.0.0.1:6443"
-  bearer_token = "t"`, `(?s)Invalid URL.*https://HOST`},
+  host = "https://127.0.0.1:1"`, `(?s)Missing Required Attribute.*needs bearer_token_wo:`},
 		{`name = "x"
   kind = "bearer_token"
   host = "https://127.0.0.1:1"
-  bearer_token = "t"
+  bearer_token_wo_version = 1`, `(?s)Invalid Attribute Combination.*bearer_token_wo_version = 1.*Attribute "bearer_token_wo" must be specified when "bearer_token_wo_version" is specified`},
+		{`name = "x"
+  kind = "provider"
+  bearer_token_wo_version = 1`, `(?s)Attribute Not Allowed For Kind.*bearer_token_wo_version = 1.*bearer_token_wo_version does not apply to a credential of kind "provider"`},
+		{`name = "x"
+  kind = "bearer_token"
+  host = "127.0.0.1:6443"
+  bearer_token_wo = "t"`, `(?s)Invalid URL.*https://HOST`},
+		{`name = "x"
+  kind = "bearer_token"
+  host = "https://127.0.0.1:1"
+  bearer_token_wo = "t"
   ca_cert = "/etc/ssl/ca.crt"`, `(?s)Invalid PEM.*not its path`},
 		{fmt.Sprintf(`name = "x"
   kind = "bearer_token"
   host = "https://127.0.0.1:1"
-  bearer_token = "t"
+  bearer_token_wo = "t"
   verify_ssl = false
   ca_cert = %q`, ca), `(?s)Contradictory TLS Settings`},
 		{`name = "x"
@@ -565,13 +666,22 @@ func TestAccCredential_planErrors(t *testing.T) {
   host = "https://127.0.0.1:1"`, `(?s)Attribute Not Allowed For Kind.*host does not apply.*"provider"`},
 		{`name = "x"
   kind = "kubeconfig"
-  context = "a"`, `(?s)Missing Required Attribute.*needs kubeconfig`},
+  context = "a"`, `(?s)Missing Required Attribute.*needs kubeconfig_wo:`},
 		{`name = "x"
   kind = "kubeconfig"
-  kubeconfig = "{{{ not yaml"`, `(?s)Invalid Kubeconfig.*does not parse`},
+  kubeconfig_wo = "{{{ not yaml"`, `(?s)Invalid Kubeconfig.*does not parse`},
+		{`name = "x"
+  kind = "kubeconfig"
+  context = "a"
+  kubeconfig_wo_version = 1`, `(?s)Invalid Attribute Combination.*kubeconfig_wo_version = 1.*Attribute "kubeconfig_wo" must be specified when "kubeconfig_wo_version" is specified`},
+		{`name = "x"
+  kind = "bearer_token"
+  host = "https://127.0.0.1:1"
+  bearer_token_wo = "t"
+  kubeconfig_wo_version = 1`, `(?s)Attribute Not Allowed For Kind.*kubeconfig_wo_version = 1.*kubeconfig_wo_version does not apply to a credential of kind "bearer_token"`},
 		{`name = "x"
   kind = "service_account"
-  bearer_token = "t"`, `(?s)Attribute Not Allowed For Kind.*bearer_token`},
+  bearer_token_wo = "t"`, `(?s)Attribute Not Allowed For Kind.*bearer_token_wo does not apply`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

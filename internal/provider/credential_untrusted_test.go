@@ -216,10 +216,10 @@ func TestAccCredential_kubeconfigExecPlugin(t *testing.T) {
 		}
 		return provider + fmt.Sprintf(`
 resource "kubeplay_credential" "test" {
-  name       = %q
-  kind       = "kubeconfig"
-  kubeconfig = %q
-  namespace  = %q
+  name          = %q
+  kind          = "kubeconfig"
+  kubeconfig_wo = %q
+  namespace     = %q
 %s}
 
 resource "kubeplay_credential" "child" {

@@ -298,7 +298,7 @@ func warnDrift(diags *diag.Diagnostics, k catalog.Kind, name, drift string) {
 // cluster failed, at the attribute to look at.
 func addCredentialCheckError(diags *diag.Diagnostics, spec credential.Spec, host string, err error) {
 	secretAttr := map[string]string{
-		credential.KindBearerToken: "bearer_token", credential.KindKubeconfig: "kubeconfig",
+		credential.KindBearerToken: "bearer_token_wo", credential.KindKubeconfig: "kubeconfig_wo",
 		credential.KindServiceAccount: "service_account_name", credential.KindProvider: "kind",
 		credential.KindClusterAPI: "cluster_name",
 	}[spec.Kind]

@@ -422,7 +422,7 @@ func testExampleRun(t *testing.T, dir string) {
 		run("hello", "status", knownvalue.StringExact("successful")),
 		run("hello", "output", knownvalue.StringRegexp(regexp.MustCompile(`"msg": "Hello from an ephemeral pod"`))),
 		run("site", "status", knownvalue.StringExact("successful")),
-		// limit = "web": db1 is in the inventory but not in the recap.
+		// limit = ["web"]: db1 is in the inventory but not in the recap.
 		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
 		run("placed", "container_group", knownvalue.StringExact("default")),
 		run("placed", "status", knownvalue.StringExact("successful")),

@@ -58,8 +58,8 @@ type catalogListModel struct {
 
 func newCredentialList() list.ListResource {
 	return &catalogList{kind: "credential", what: "credential", newResource: func() listedResource { return &credentialResource{} }, find: findCredentials,
-		note: "A `bearer_token` or `kubeconfig` credential's secret is write-only and never listed: add `bearer_token` or " +
-			"`kubeconfig` to its generated block before the apply that imports it."}
+		note: "A `bearer_token` or `kubeconfig` credential's secret is write-only and never listed: add `bearer_token_wo` " +
+			"or `kubeconfig_wo` to its generated block before the apply that imports it."}
 }
 
 func newContainerGroupList() list.ListResource {

@@ -49,7 +49,7 @@ var runActionDescriptions = map[string]string{
 func runActionAttributeDescription(name string, a schema.Attribute) string {
 	d, ok := runActionDescriptions[name]
 	if !ok {
-		return a.GetMarkdownDescription()
+		return actionDescription(a.GetMarkdownDescription())
 	}
 	return d + " As on [`kubeplay_run`](../resources/run.md#" + name + ")."
 }

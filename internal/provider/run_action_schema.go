@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 
 	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -22,6 +23,21 @@ import (
 // of the action's own (runActionDescriptions). Plan
 // modifiers and defaults have no place in an action schema; asRunConfig
 // applies the defaults when the action runs.
+
+// The sentence on re-running that ends the description of each write-only
+// input of the run resource, for one value or several. The action leaves it
+// out: it has neither a plan of its own nor triggers.
+const (
+	runWOChangeOne = " Terraform sees no change of it, so a change of it alone plans nothing: change a value in " +
+		"`triggers` to run again with a new one."
+	runWOChangeMany = " Terraform sees no change of them, so a change of them alone plans nothing: change a value in " +
+		"`triggers` to run again with new ones."
+)
+
+// actionDescription is a run resource input's description as the action's.
+func actionDescription(d string) string {
+	return strings.NewReplacer(runWOChangeOne, "", runWOChangeMany, "").Replace(d)
+}
 
 // actionAttribute converts one input attribute of the run resource, with
 // the description desc; false for a kind the run resource does not use.

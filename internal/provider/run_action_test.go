@@ -90,6 +90,13 @@ func (f *faultEnv) terraformLines(t *testing.T, dir string, args ...string) ([]a
 
 func terraformLines(t *testing.T, terraformBin, cliConfig, dir string, args ...string) ([]arrival, string, error) {
 	t.Helper()
+	return terraformLinesFunc(t, terraformBin, cliConfig, dir, nil, args...)
+}
+
+// terraformLinesFunc is terraformLines that also calls onLine, when not nil,
+// with each line as it arrives.
+func terraformLinesFunc(t *testing.T, terraformBin, cliConfig, dir string, onLine func(string), args ...string) ([]arrival, string, error) {
+	t.Helper()
 	cmd := terraformCommand(terraformBin, cliConfig, dir, nil, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -104,6 +111,9 @@ func terraformLines(t *testing.T, terraformBin, cliConfig, dir string, args ...s
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		lines = append(lines, arrival{at: time.Now(), line: sc.Text()})
+		if onLine != nil {
+			onLine(sc.Text())
+		}
 	}
 	err = cmd.Wait()
 	return lines, stderr.String(), err

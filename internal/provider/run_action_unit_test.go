@@ -106,6 +106,9 @@ func TestRunActionSchema_descriptions(t *testing.T) {
 			continue // timeout
 		}
 		if _, mapped := runActionDescriptions[name]; !mapped {
+			if d != actionDescription(ra.GetMarkdownDescription()) {
+				t.Errorf("the action's %s should have the resource's description: %s", name, d)
+			}
 			continue
 		}
 		own++
@@ -124,7 +127,8 @@ func TestRunActionSchema_descriptions(t *testing.T) {
 }
 
 // TestRunAction_model reads an action config as the resource's model: the
-// resource's defaults fill what the config leaves null.
+// resource's defaults fill what the config leaves null, and the lists
+// (tags, skip_tags, limit) reach ansible-playbook's arguments.
 func TestRunAction_model(t *testing.T) {
 	ctx := context.Background()
 	s := runActionSchema(t)
@@ -141,6 +145,14 @@ func TestRunAction_model(t *testing.T) {
 	vals["timeout"] = tftypes.NewValue(tftypes.String, "2m")
 	vals["extra_vars"] = tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"a": tftypes.String}},
 		map[string]tftypes.Value{"a": tftypes.NewValue(tftypes.String, "b")})
+	strs := func(ss ...string) tftypes.Value {
+		vs := make([]tftypes.Value, len(ss))
+		for i, v := range ss {
+			vs[i] = tftypes.NewValue(tftypes.String, v)
+		}
+		return tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, vs)
+	}
+	vals["tags"], vals["skip_tags"], vals["limit"] = strs("a", "b c"), strs("slow"), strs("web:!db", "&staging")
 	var diags diag.Diagnostics
 	m, timeout := (&runAction{}).model(ctx, tfsdk.Config{Schema: s, Raw: tftypes.NewValue(typ, vals)}, &diags)
 	if diags.HasError() {
@@ -154,6 +166,15 @@ func TestRunAction_model(t *testing.T) {
 	}
 	if m.ExtraVars.IsNull() || !m.Triggers.IsNull() {
 		t.Errorf("extra_vars %s, triggers %s", m.ExtraVars, m.Triggers)
+	}
+	// The lists reach ansible-playbook joined, one argument each.
+	b := (&runResource{}).bundle(ctx, m, m, "- hosts: all\n", &diags)
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	args := strings.Join(b.Args("inv"), " | ")
+	if want := "--limit | web:!db,&staging | --tags | a,b c | --skip-tags | slow"; !strings.Contains(args, want) {
+		t.Errorf("ansible-playbook's arguments %q lack %q", args, want)
 	}
 }
 

@@ -536,7 +536,9 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 // to its pod_pending_timeout, then ends as error naming the quota.
 func TestAccRunFault_quotaLowered(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"20s\""})
-	blocker := f.runDir(t, commandRun(startedThen("sleep 8"), "10m"))
+	// The blocker holds the slot until the quota is lowered, then is interrupted: a fixed
+	// sleep let the slot free before the quota changed on a loaded machine.
+	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
 	bcmd, bout := blocker.start(t)
 	f.waitStarted(t, blocker, bout)
 	s := f.runDir(t, commandRun("true", "10m"))
@@ -554,6 +556,7 @@ func TestAccRunFault_quotaLowered(t *testing.T) {
 	if _, err := quotas.Update(context.Background(), q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
 	_ = bcmd.Wait()
 	err = cmd.Wait()
 	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*pending timeout of 20s: .*exceeded quota`))

@@ -210,12 +210,12 @@ resource "kubeplay_credential" "own" {
 }
 
 resource "kubeplay_credential" "token" {
-  name         = %[2]q
-  kind         = "bearer_token"
-  host         = %[3]q
-  bearer_token = var.token
-  ca_cert      = %[4]q
-  namespace    = %[5]q
+  name            = %[2]q
+  kind            = "bearer_token"
+  host            = %[3]q
+  bearer_token_wo = var.token
+  ca_cert         = %[4]q
+  namespace       = %[5]q
 }
 
 resource "kubeplay_container_group" "own" {

@@ -6,6 +6,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,12 +207,19 @@ resource "kubeplay_container_group" "b" {
 		p.ledgers[i] = capacity.Ledger{Kube: e.kube, Namespace: p.nss[i], Group: p.names[i], Kind: capacity.Runs, Limit: 1}
 		p.hold(i)
 	}
-	go func() {
-		time.Sleep(8 * time.Second) // the action is waiting by then
-		if err := p.ledgers[1].Release(context.Background(), "holder"); err != nil {
-			t.Error(err)
-		}
-	}()
+	// The second group's slot frees once the action says it waits (a fixed delay freed it
+	// before the action started on a loaded machine), or after 3 minutes, which fails below.
+	waitingRE := regexp.MustCompile(fmt.Sprintf(`waiting for capacity: none of container groups %q, %q has room`, f.group, groupB))
+	var release sync.Once
+	free := func() {
+		release.Do(func() {
+			if err := p.ledgers[1].Release(context.Background(), "holder"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	timer := time.AfterFunc(3*time.Minute, free)
+	defer timer.Stop()
 	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
   config {
     container_groups = [%q, %q]
@@ -218,11 +227,15 @@ resource "kubeplay_container_group" "b" {
   }
 }
 `, f.group, groupB))
-	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	lines, stderr, err := terraformLinesFunc(t, f.terraformBin, f.cliConfig, dir, func(line string) {
+		if waitingRE.MatchString(line) {
+			free()
+		}
+	}, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
 	if err != nil {
 		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
 	}
-	waiting := firstLine(lines, fmt.Sprintf(`waiting for capacity: none of container groups %q, %q has room`, f.group, groupB))
+	waiting := firstLine(lines, waitingRE.String())
 	output, ran := firstLine(lines, `: placed-by-the-action$`), firstLine(lines, fmt.Sprintf(`ran in container group %q`, groupB))
 	if waiting < 0 || output < waiting || ran < output {
 		t.Errorf("want the wait (line %d), the output (line %d), then the group it ran in (line %d):\n%s", waiting, output, ran, dump(lines))

@@ -77,7 +77,7 @@ resource "kubeplay_run" "test" {
   project_ignore  = ["scratch/"]
   playbook_path   = "site-link.yml"
   inventories     = ["inventories/hosts.ini", "inventories/groups.constructed.yml"]
-  limit           = "frontend"
+  limit           = ["frontend"]
   extra_vars      = { release = "2026.11", tool_sha1 = filesha1("%s/files/tool.bin") }
 %s
 }
@@ -112,7 +112,7 @@ func TestAccRun_project(t *testing.T) {
 				Config: cfg,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-					// limit = "frontend", a group of the constructed inventory: db1 is not in the recap.
+					// limit = ["frontend"], a group of the constructed inventory: db1 is not in the recap.
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"web1": host, "web2": host})),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`hello from the kubeplay\.demo collection on web2`))),
 					statecheck.ExpectKnownValue(runAddr, files("files/tool.bin"), knownvalue.StringExact("0755 sha256:"+hex.EncodeToString(sum[:]))),

@@ -83,9 +83,9 @@ type runModel struct {
 	ExtraVarsWO      types.String   `tfsdk:"extra_vars_wo"`
 	Env              types.Map      `tfsdk:"env"`
 	EnvWO            types.Map      `tfsdk:"env_wo"`
-	Limit            types.String   `tfsdk:"limit"`
-	Tags             types.String   `tfsdk:"tags"`
-	SkipTags         types.String   `tfsdk:"skip_tags"`
+	Limit            types.List     `tfsdk:"limit"`
+	Tags             types.List     `tfsdk:"tags"`
+	SkipTags         types.List     `tfsdk:"skip_tags"`
 	Verbosity        types.Int64    `tfsdk:"verbosity"`
 	Forks            types.Int64    `tfsdk:"forks"`
 	CheckMode        types.Bool     `tfsdk:"check_mode"`
@@ -235,8 +235,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
-				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets).",
-				Optional:            true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
+				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets)." +
+					runWOChangeMany + " Requires Terraform 1.11 or later.",
+				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
@@ -244,13 +245,28 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"env_wo": schema.MapAttribute{
-				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets).",
-				Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets)." +
+					runWOChangeMany + " Requires Terraform 1.11 or later.",
+				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
-			"limit":     schema.StringAttribute{MarkdownDescription: "`--limit`: the hosts to run on.", Optional: true, PlanModifiers: replaceStr},
-			"tags":      schema.StringAttribute{MarkdownDescription: "`--tags`: run only tasks with these tags.", Optional: true, PlanModifiers: replaceStr},
-			"skip_tags": schema.StringAttribute{MarkdownDescription: "`--skip-tags`: skip tasks with these tags.", Optional: true, PlanModifiers: replaceStr},
+			"limit": ansibleListAttribute("host pattern", "Limits the run to the hosts that match these Ansible host "+
+				"patterns, passed to `ansible-playbook` as `--limit` with the elements joined by commas: `[\"webservers\", "+
+				"\"!web3\", \"~db[0-9]+\"]` becomes `--limit webservers,!web3,~db[0-9]+`. Each element is one pattern: a "+
+				"host or group name, a wildcard such as `web*`, a regular expression after `~`, or a pattern after `!` to "+
+				"exclude or `&` to intersect. Write each pattern as an element of its own rather than several in one "+
+				"element separated by `:`, a form Ansible reads only when the whole limit holds no comma.",
+				"Unset, each play runs on all the hosts it targets."),
+			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with at least one of these tags, "+
+				"passed to `ansible-playbook` as `--tags` with the elements joined by commas: `[\"deploy\", \"config\"]` "+
+				"becomes `--tags deploy,config`. As on Ansible's command line, tasks tagged `always` run too, and the "+
+				"special tags `tagged`, `untagged` and `all` select the tasks with tags, those without, and all of them.",
+				"Unset, every task runs but those tagged `never`."),
+			"skip_tags": ansibleListAttribute("tag", "Skips the tasks and roles tagged with any of these tags, passed to "+
+				"`ansible-playbook` as `--skip-tags` with the elements joined by commas: `[\"slow\", \"network\"]` becomes "+
+				"`--skip-tags slow,network`. A task with a tag in `skip_tags` is skipped even when it has one in `tags`, "+
+				"or is tagged `always`.",
+				"Unset, no task is skipped by its tags."),
 			"verbosity": schema.Int64Attribute{
 				MarkdownDescription: "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
 				Optional:            true, Computed: true, Default: int64default.StaticInt64(0), PlanModifiers: replaceInt,
@@ -727,8 +743,8 @@ func clusterProblem(re *runengine.RefusedError, g runengine.Group) (summary, det
 	switch re.Reason {
 	case runengine.RefusedUnauthorized:
 		return "Run Credential Rejected", fmt.Sprintf("The API server at %s answered 401 Unauthorized to credential %s of "+
-			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (change its "+
-			"secret_version to send a new one), or recreate it.", re.Host, cred, g.Name)
+			"container group %q: its token is wrong, expired or revoked. Give the credential a valid token (set its "+
+			"bearer_token_wo and change its bearer_token_wo_version to send it), or recreate it.", re.Host, cred, g.Name)
 	case runengine.RefusedTLS:
 		return "Run Cluster TLS Verification Failed", fmt.Sprintf("Connecting to %s with credential %s of container group "+
 			"%q failed TLS verification: %v. Set the credential's ca_cert to the CA that signed the API server's "+
@@ -944,7 +960,8 @@ func cleanupWarnings(warnings []error, diags *diag.Diagnostics) {
 func (r *runResource) bundle(ctx context.Context, plan, config runModel, playbook string, diags *diag.Diagnostics) bundle.Bundle {
 	b := bundle.Bundle{
 		Playbook: playbook, Inventory: plan.Inventory.ValueString(),
-		Limit: plan.Limit.ValueString(), Tags: plan.Tags.ValueString(), SkipTags: plan.SkipTags.ValueString(),
+		Limit: goStrings(ctx, plan.Limit, diags), Tags: goStrings(ctx, plan.Tags, diags),
+		SkipTags:  goStrings(ctx, plan.SkipTags, diags),
 		Verbosity: int(plan.Verbosity.ValueInt64()), Forks: int(plan.Forks.ValueInt64()),
 		Check: plan.CheckMode.ValueBool(), Diff: plan.DiffMode.ValueBool(),
 		Files: goStringMap(ctx, plan.Files, diags), Env: goStringMap(ctx, plan.Env, diags),

@@ -172,6 +172,79 @@ resource "kubeplay_run" "test" {
 	}
 }
 
+// TestAccRun_tagsAndLimit: limit, tags and skip_tags reach ansible-playbook
+// as lists joined by commas. Of four tasks on three hosts, with tags = ["a",
+// "b"], skip_tags = ["slow"] and limit = ["h1", "h2"], the tasks tagged a
+// and b run on h1 and h2 alone: not the one tagged c, nor the one tagged b
+// and slow, nor any on h3. One pod.
+func TestAccRun_tagsAndLimit(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-runtags")
+	cfg := e.runGroup(randName("grp"), ns) + `
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  inventory       = "h1\nh2\nh3\n[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n"
+  playbook        = <<-YAML
+    - hosts: all
+      gather_facts: false
+      tasks:
+        - {debug: {msg: "task-a on {{ inventory_hostname }}"}, tags: [a]}
+        - {debug: {msg: "task-b on {{ inventory_hostname }}"}, tags: [b]}
+        - {debug: {msg: "task-c on {{ inventory_hostname }}"}, tags: [c]}
+        - {debug: {msg: "task-slow on {{ inventory_hostname }}"}, tags: [b, slow]}
+  YAML
+  tags            = ["a", "b"]
+  skip_tags       = ["slow"]
+  limit           = ["h1", "h2"]
+}
+`
+	// Two tasks ran on each host; the others were left out, not skipped.
+	host := knownvalue.ObjectExact(map[string]knownvalue.Check{
+		"ok": knownvalue.Int64Exact(2), "changed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0),
+		"failed": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
+		"ignored": knownvalue.Int64Exact(0),
+	})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("tags"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("a"), knownvalue.StringExact("b")})),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"h1": host, "h2": host})),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("limit"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("h1"), knownvalue.StringExact("h2")})),
+				},
+				Check: resource.TestCheckResourceAttrWith(runAddr, "output", func(out string) error {
+					for _, want := range []string{"task-a on h1", "task-a on h2", "task-b on h1", "task-b on h2"} {
+						if !strings.Contains(out, want) {
+							return fmt.Errorf("output lacks %q:\n%s", want, out)
+						}
+					}
+					for _, unwanted := range []string{"task-c", "task-slow", "on h3"} {
+						if strings.Contains(out, unwanted) {
+							return fmt.Errorf("output shows %q:\n%s", unwanted, out)
+						}
+					}
+					return nil
+				}),
+			},
+			{
+				// The lists read back as planned: nothing to do.
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionNoop),
+				}},
+			},
+		},
+	})
+}
+
 // TestAccRun_failures: a failing playbook and a missing image fail the apply
 // with the status, exit code and output in the error, and leave no pod.
 func TestAccRun_failures(t *testing.T) {
@@ -243,7 +316,18 @@ func TestAccRun_planErrors(t *testing.T) {
 		{`playbook = "x"
   env = { "1BAD" = "x" }`, `(?s)Invalid Environment Variable Name`},
 		{`command = ["true"]
-  limit = "web"`, `(?s)Attribute Needs A Playbook.*limit`},
+  limit = ["web"]`, `(?s)Attribute Needs A Playbook.*limit`},
+		// Ansible splits on commas: one element would silently be two tags.
+		{`playbook = "x"
+  tags = ["deploy", "a,b"]`, `(?s)Invalid Tag.*tags\[1\] is "a,b", but Ansible splits tags on commas.*\["a", "b"\]`},
+		{`playbook = "x"
+  limit = ["web,db"]`, `(?s)Invalid Host Pattern.*limit\[0\] is "web,db".*\["web", "db"\]`},
+		{`playbook = "x"
+  skip_tags = [""]`, `(?s)skip_tags\[0\] string length must be at least 1`},
+		{`playbook = "x"
+  tags = []`, `(?s)Attribute tags list must contain at least 1 elements`},
+		{`playbook = "x"
+  tags = "a,b"`, `(?s)Incorrect attribute value type.*list of string required`},
 		{`playbook = "x"
   verbosity = 9`, `(?s)verbosity value must be between 0 and 6`},
 		// timeouts is a block, as in hashicorp/kubernetes; the attribute form of 0.1.0 pre-releases is refused.
@@ -666,12 +750,12 @@ func TestAccRun_badCredential(t *testing.T) {
 func (e *testEnv) credentialGroup(cred, group, ns, host, ca string) string {
 	return fmt.Sprintf(`
 resource "kubeplay_credential" "awx" {
-  name         = %q
-  kind         = "bearer_token"
-  host         = %q
-  bearer_token = var.token
-  ca_cert      = %q
-  namespace    = %q
+  name            = %q
+  kind            = "bearer_token"
+  host            = %q
+  bearer_token_wo = var.token
+  ca_cert         = %q
+  namespace       = %q
 }
 
 resource "kubeplay_container_group" "g" {

@@ -8,8 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
@@ -238,4 +244,53 @@ func kindOf(v attr.Value) string {
 		return "a tuple"
 	}
 	return "of type " + v.Type(context.Background()).String()
+}
+
+// ansibleListAttribute is limit, tags or skip_tags: a list whose elements
+// reach ansible-playbook joined by commas, each a kind ("tag"); unset says
+// what happens without it.
+func ansibleListAttribute(kind, desc, unset string) schema.ListAttribute {
+	return schema.ListAttribute{
+		MarkdownDescription: desc + " Each element must be non-empty and hold no comma, since Ansible splits the " +
+			"joined value on commas: write `[\"a\", \"b\"]`, not `[\"a,b\"]`. " + unset,
+		Optional: true, ElementType: types.StringType,
+		PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
+		Validators: []validator.List{listvalidator.SizeAtLeast(1),
+			listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1), ansibleListItem(kind))},
+	}
+}
+
+// ansibleListItem accepts one element of limit, tags or skip_tags that
+// bundle.ValidateListItem accepts; an empty one is LengthAtLeast's to report.
+func ansibleListItem(kind string) stringCheck {
+	words := strings.Fields(kind)
+	for i, w := range words {
+		words[i] = strings.ToUpper(w[:1]) + w[1:]
+	}
+	summary := "Invalid " + strings.Join(words, " ")
+	return stringCheck{
+		desc: "value must be a single " + kind + ", without a comma",
+		check: func(at, s string) (string, string) {
+			switch {
+			case s == "":
+				return "", ""
+			case strings.Contains(s, ","):
+				var parts []string
+				for p := range strings.SplitSeq(s, ",") {
+					if p = strings.TrimSpace(p); p != "" {
+						parts = append(parts, fmt.Sprintf("%q", p))
+					}
+				}
+				fix := fmt.Sprintf("Write each %s as an element of its own: [%s].", kind, strings.Join(parts, ", "))
+				if len(parts) == 0 {
+					fix = "Remove the element."
+				}
+				return summary, fmt.Sprintf("%s is %q, but Ansible splits %ss on commas, so it would not be one %s. %s",
+					at, s, kind, kind, fix)
+			case bundle.ValidateListItem(s) != nil:
+				return summary, fmt.Sprintf("%s holds a NUL byte, which no command line can. Remove it.", at)
+			}
+			return "", ""
+		},
+	}
 }

@@ -56,3 +56,28 @@ func TestExtraVarsJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestAnsibleListItem: an element holding a comma is refused with its path,
+// and the elements it would split into as the fix.
+func TestAnsibleListItem(t *testing.T) {
+	for _, c := range []struct {
+		kind, in, summary, detail string
+	}{
+		{"tag", "deploy", "", ""},
+		{"tag", "two words", "", ""},
+		{"tag", "", "", ""}, // stringvalidator.LengthAtLeast's
+		{"host pattern", "web:!db", "", ""},
+		{"host pattern", "~(web|db)[0-9]+", "", ""},
+		{"tag", "a,b", "Invalid Tag", `x[0] is "a,b", but Ansible splits tags on commas, so it would not be one tag. ` +
+			`Write each tag as an element of its own: ["a", "b"].`},
+		{"host pattern", "web, !db,", "Invalid Host Pattern", `x[0] is "web, !db,", but Ansible splits host patterns on ` +
+			`commas, so it would not be one host pattern. Write each host pattern as an element of its own: ["web", "!db"].`},
+		{"tag", ",", "Invalid Tag", `x[0] is ",", but Ansible splits tags on commas, so it would not be one tag. Remove the element.`},
+		{"tag", "a\x00", "Invalid Tag", "x[0] holds a NUL byte, which no command line can. Remove it."},
+	} {
+		summary, detail := ansibleListItem(c.kind).check("x[0]", c.in)
+		if summary != c.summary || detail != c.detail {
+			t.Errorf("%s %q: got %q, %q; want %q, %q", c.kind, c.in, summary, detail, c.summary, c.detail)
+		}
+	}
+}

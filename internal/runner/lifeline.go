@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 )
@@ -48,7 +49,18 @@ type lifelineReader struct {
 	w    *io.PipeWriter
 	done chan struct{}
 	err  error
+	read atomic.Int64
 }
+
+func (l *lifelineReader) Read(p []byte) (int, error) {
+	n, err := l.PipeReader.Read(p)
+	l.read.Add(int64(n))
+	return n, err
+}
+
+// Started reports whether an exec has read any of the bundle: until then,
+// nothing of the run can have started in the pod.
+func (l *lifelineReader) Started() bool { return l.read.Load() > 0 }
 
 func (l *lifelineReader) Close() error { return l.w.Close() }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -178,7 +179,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		case <-execEnded:
 		}
 	}()
-	code, execErr := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, s.Container, bundle.Command(size), stdin, out, results)
+	code, execErr := r.exec(ctx, pod, s.Container, bundle.Command(size), stdin, out, results)
 	close(execEnded)
 	res.ResultAt = time.Now().UTC()
 	r.log("run exec ended", map[string]any{"pod": pod.Name, "exit": code})
@@ -680,4 +681,32 @@ func requestDelete(ctx context.Context, kube kubernetes.Interface, ns, name stri
 		}
 		return err
 	})
+}
+
+// execRetries bound how long a run asks again for an exec that was refused
+// before it started (1+2+4+8+16 s): a kubelet that just restarted answers
+// "container not found" for a running pod until it has listed its
+// containers again.
+var execRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+
+// exec runs the bundle's command in the pod, asking again while the exec is
+// refused before any of the bundle was read: nothing of the run can have
+// started then.
+func (r *Runner) exec(ctx context.Context, pod *corev1.Pod, container string, command []string, stdin *lifelineReader,
+	stdout, stderr io.Writer) (int, error) {
+	for i := 0; ; i++ {
+		code, err := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, container, command, stdin, stdout, stderr)
+		// Only "container not found" passes: other refusals (no such binary, forbidden) stay.
+		if err == nil || i == len(execRetries) || stdin.Started() || ctx.Err() != nil || !podexec.Refused(err) ||
+			!strings.Contains(err.Error(), "container not found") {
+			return code, err
+		}
+		r.log("the exec was refused before it started; asking again", map[string]any{
+			"pod": pod.Name, "error": err.Error(), "after": execRetries[i].String()})
+		select {
+		case <-ctx.Done():
+			return code, err
+		case <-time.After(execRetries[i]):
+		}
+	}
 }

@@ -1,7 +1,7 @@
 resource "kubeplay_credential" "target" {
-  name       = "target-cluster"
-  kind       = "kubeconfig"
-  kubeconfig = var.target_kubeconfig # write-only
+  name          = "target-cluster"
+  kind          = "kubeconfig"
+  kubeconfig_wo = var.target_kubeconfig # write-only
 }
 
 # workload01's kubeconfig comes from its parent, target-cluster.

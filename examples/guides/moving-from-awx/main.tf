@@ -1,12 +1,12 @@
 resource "kubeplay_credential" "prod" {
-  name           = "k8s-prod"
-  kind           = "bearer_token"
-  host           = "https://k8s.example.com:6443"
-  bearer_token   = var.k8s_token # write-only
-  ca_cert        = var.k8s_ca_cert
-  verify_ssl     = true
-  namespace      = "awx-runs"
-  secret_version = "1" # bump to send a new token
+  name                    = "k8s-prod"
+  kind                    = "bearer_token"
+  host                    = "https://k8s.example.com:6443"
+  bearer_token_wo         = var.k8s_token # write-only
+  bearer_token_wo_version = 1             # bump to send a new token
+  ca_cert                 = var.k8s_ca_cert
+  verify_ssl              = true
+  namespace               = "awx-runs"
 }
 
 resource "kubeplay_container_group" "runners" {
@@ -36,7 +36,7 @@ resource "kubeplay_run" "site" {
   files           = { "roles/web/tasks/main.yml" = file("${path.module}/roles/web/tasks/main.yml") }
   inventory       = file("${path.module}/inventory.ini")
   extra_vars      = { release = "2026.11" }
-  limit           = "web"
+  limit           = ["web"]
   forks           = 10
 
   timeouts {

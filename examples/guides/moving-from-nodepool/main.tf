@@ -1,8 +1,8 @@
 resource "kubeplay_credential" "kubespray" {
-  name       = "kubespray"
-  kind       = "kubeconfig"
-  kubeconfig = var.kubeconfig # write-only
-  context    = "admin-cluster.local"
+  name          = "kubespray"
+  kind          = "kubeconfig"
+  kubeconfig_wo = var.kubeconfig # write-only
+  context       = "admin-cluster.local"
 }
 
 resource "kubeplay_container_group" "main" {

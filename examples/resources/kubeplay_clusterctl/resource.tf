@@ -6,9 +6,9 @@
 # does; nothing is downloaded.
 
 resource "kubeplay_credential" "target" {
-  name       = "target-cluster"
-  kind       = "kubeconfig"
-  kubeconfig = var.target_kubeconfig
+  name          = "target-cluster"
+  kind          = "kubeconfig"
+  kubeconfig_wo = var.target_kubeconfig
 }
 
 # clusterctl requires cert-manager's API before it installs providers:

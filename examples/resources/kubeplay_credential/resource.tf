@@ -1,23 +1,24 @@
 # AWX's kubernetes_bearer_token credential. The token is write-only: it is
 # stored in the catalog Secret, never in the plan or the state.
 resource "kubeplay_credential" "awx" {
-  name         = "awx"
-  kind         = "bearer_token"
-  host         = var.host
-  bearer_token = var.awx_token
-  ca_cert      = var.cluster_ca
-  namespace    = "awx-runs"
+  name            = "awx"
+  kind            = "bearer_token"
+  host            = var.host
+  bearer_token_wo = var.awx_token
+  ca_cert         = var.cluster_ca
+  namespace       = "awx-runs"
 
   # Bump to send a new token: Terraform cannot see changes of write-only values.
-  secret_version = "1"
+  bearer_token_wo_version = 1
 }
 
 # A kubeconfig and one of its contexts.
 resource "kubeplay_credential" "staging" {
-  name       = "staging"
-  kind       = "kubeconfig"
-  kubeconfig = file(var.staging_kubeconfig)
-  context    = var.staging_context
+  name                  = "staging"
+  kind                  = "kubeconfig"
+  kubeconfig_wo         = file(var.staging_kubeconfig)
+  kubeconfig_wo_version = 1
+  context               = var.staging_context
 }
 
 # A service account is provisioned in a namespace that exists: this phase

@@ -3,9 +3,9 @@
 # `terraform plan` shows the whole phase plan and `terraform apply` runs it.
 
 resource "kubeplay_credential" "target" {
-  name       = "target-cluster"
-  kind       = "kubeconfig"
-  kubeconfig = var.target_kubeconfig
+  name          = "target-cluster"
+  kind          = "kubeconfig"
+  kubeconfig_wo = var.target_kubeconfig
 }
 
 # workload01's kubeconfig comes from the target cluster, which provisioned it

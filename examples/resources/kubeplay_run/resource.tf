@@ -44,7 +44,7 @@ resource "kubeplay_run" "site" {
   extra_vars_wo = jsonencode({ db_password = var.db_password })
   env_wo        = { API_TOKEN = var.api_token }
 
-  limit = "web"
+  limit = ["web"]
   forks = 10
 
   triggers = {
