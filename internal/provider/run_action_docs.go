@@ -9,7 +9,8 @@ import "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 // one sentence each, the details being on the resource's page, which the
 // action's description links. The resource's descriptions speak of what an
 // action does not have (its state, replacement, triggers, sections of the
-// resource's page). An input missing here keeps the resource's description.
+// resource's page). An input missing here keeps the resource's description,
+// but for the sentence on triggers (actionDescription).
 var runActionDescriptions = map[string]string{
 	"name":             "A name for the run, for node labels' `{run.name}` placeholder.",
 	"container_group":  "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` and `container_groups` is required.",
@@ -24,6 +25,9 @@ var runActionDescriptions = map[string]string{
 	"extra_vars_wo":    "Secret extra variables, as a JSON object, redacted from the progress and errors.",
 	"env":              "Environment variables for the playbook.",
 	"env_wo":           "Secret environment variables, redacted from the progress and errors.",
+	"limit":            "Ansible host patterns the run is limited to, passed as `--limit`.",
+	"tags":             "Run only the tasks and roles tagged with one of these tags, passed as `--tags`.",
+	"skip_tags":        "Skip the tasks and roles tagged with one of these tags, passed as `--skip-tags`.",
 	"verbosity":        "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
 	"forks":            "`--forks`, and what the run holds of its group's `max_forks`. Defaults to `5`.",
 	"check_mode":       "Run with `--check`. Defaults to `false`.",

@@ -70,24 +70,3 @@ resource "kubeplay_run" "placed" {
   container_groups = [kubeplay_container_group.overflow.name, kubeplay_container_group.default.name]
   command          = ["sh", "-c", "echo placed"]
 }
-
-# A namespace of the run's own, which needs a credential that may create
-# namespaces and RBAC objects: here the provider's connection.
-resource "kubeplay_node_label" "scratch" {
-  name   = "scratch"
-  type   = "namespace"
-  labels = { purpose = "integration-test" }
-}
-
-resource "kubeplay_container_group" "admin" {
-  name             = "admin"
-  namespace        = "ansible-admin-runs"
-  manage_namespace = true
-  image            = var.image
-}
-
-resource "kubeplay_run" "integration" {
-  container_group = kubeplay_container_group.admin.name
-  node_label      = kubeplay_node_label.scratch.name
-  playbook        = file("${path.module}/integration.yml")
-}
