@@ -36,6 +36,11 @@ sum=$(field Sum)
 [[ -d $dir && -n $sum ]] || die "go mod download gave no Dir/Sum: $info"
 
 want="$sum $(sha256sum "$0" | cut -d' ' -f1)"
+# One build of OUT at a time (a worktree's make generate and a test run may both ask): the
+# others wait, then find it built.
+mkdir -p "$(dirname "$OUT")"
+exec 9>"$OUT.lock"
+flock 9
 if [[ -x $OUT && -f $STAMP && $(cat "$STAMP") == "$want" ]]; then
 	echo "terraform-$VERSION: $OUT (up to date)"
 	exit 0
