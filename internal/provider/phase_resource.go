@@ -902,9 +902,9 @@ func addDestroyError(name string, err error, limit phaseLimit, diags *diag.Diagn
 		diags.AddError("Phase Destroy Timed Out", fmt.Sprintf("Phase %q: %v. The destroy may take up to %s. They "+
 			"were deleted but are still there: usually a finalizer that no controller removes (its controller is gone "+
 			"or not running), or a controller still cleaning up. The phase keeps them in its inventory and the state, "+
-			"and what destroy deletes after them (CRDs after other objects, namespaces last) is still there. Remove what holds them (see their "+
-			"metadata.finalizers), or raise timeouts.delete, and destroy again: it continues where this one stopped.",
-			name, err, limit))
+			"and what destroy deletes after them (CRDs after other objects, namespaces last) is still there. Remove "+
+			"what holds them (see their metadata.finalizers), or raise timeouts.delete, and destroy again: it "+
+			"continues where this one stopped.", name, err, limit))
 	case errors.Is(err, context.DeadlineExceeded):
 		diags.AddError("Phase Destroy Timed Out", fmt.Sprintf("Phase %q: %v: the destroy did not finish within %s. "+
 			"Raise timeouts.delete, and destroy again to delete what is left.", name, err, limit))

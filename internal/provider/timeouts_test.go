@@ -16,7 +16,9 @@ import (
 	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 )
@@ -133,4 +135,45 @@ func TestRunActionTimeouts_planErrors(t *testing.T) {
 		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_14_0)},
 		Steps:                    steps,
 	})
+}
+
+// TestPhaseValidate_conditionsWithoutWait: wait_conditions with wait =
+// false would do nothing, which the plan warns about on wait_conditions.
+func TestPhaseValidate_conditionsWithoutWait(t *testing.T) {
+	ctx := context.Background()
+	r := newPhaseResource().(*phaseResource)
+	var sr fwresource.SchemaResponse
+	r.Schema(ctx, fwresource.SchemaRequest{}, &sr)
+	typ, ok := sr.Schema.Type().TerraformType(ctx).(tftypes.Object)
+	if !ok {
+		t.Fatal("the phase's schema is not an object")
+	}
+	condType, _ := typ.AttributeTypes["wait_conditions"].(tftypes.List)
+	cond, _ := condType.ElementType.(tftypes.Object)
+	config := func(wait bool) tfsdk.Config {
+		vals := map[string]tftypes.Value{}
+		for name, at := range typ.AttributeTypes {
+			vals[name] = tftypes.NewValue(at, nil)
+		}
+		vals["name"] = tftypes.NewValue(tftypes.String, "p")
+		vals["documents"] = tftypes.NewValue(tftypes.List{ElementType: tftypes.String},
+			[]tftypes.Value{tftypes.NewValue(tftypes.String, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n")})
+		vals["wait"] = tftypes.NewValue(tftypes.Bool, wait)
+		vals["wait_conditions"] = tftypes.NewValue(condType, []tftypes.Value{tftypes.NewValue(cond, map[string]tftypes.Value{
+			"api_version": tftypes.NewValue(tftypes.String, "batch/v1"), "kind": tftypes.NewValue(tftypes.String, "Job"),
+			"jsonpath": tftypes.NewValue(tftypes.String, "{.status.succeeded}"), "value": tftypes.NewValue(tftypes.String, "1"),
+		})})
+		return tfsdk.Config{Schema: sr.Schema, Raw: tftypes.NewValue(typ, vals)}
+	}
+	for _, wait := range []bool{true, false} {
+		var resp fwresource.ValidateConfigResponse
+		r.ValidateConfig(ctx, fwresource.ValidateConfigRequest{Config: config(wait)}, &resp)
+		if resp.Diagnostics.HasError() {
+			t.Fatalf("wait = %t: %v", wait, resp.Diagnostics)
+		}
+		warned := resp.Diagnostics.WarningsCount() == 1 && resp.Diagnostics[0].Summary() == "Wait Conditions Not Used"
+		if warned == wait {
+			t.Errorf("wait = %t: warnings %v", wait, resp.Diagnostics)
+		}
+	}
 }
