@@ -141,7 +141,7 @@ func TestRunActionTimeouts_planErrors(t *testing.T) {
 // false would do nothing, which the plan warns about on wait_conditions.
 func TestPhaseValidate_conditionsWithoutWait(t *testing.T) {
 	ctx := context.Background()
-	r := newPhaseResource().(*phaseResource)
+	r := &phaseResource{}
 	var sr fwresource.SchemaResponse
 	r.Schema(ctx, fwresource.SchemaRequest{}, &sr)
 	typ, ok := sr.Schema.Type().TerraformType(ctx).(tftypes.Object)
