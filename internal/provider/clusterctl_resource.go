@@ -229,7 +229,7 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 				DeleteDescription: "`init`: how long destroy may take, as a duration such as `90s` or `10m`: the " +
 					"deletion of the providers and the wait until their namespaces (and CRDs, with `destroy_crds`) are " +
 					"gone. A destroy that passes it fails, the resource stays in the state, and the next destroy deletes " +
-					"what is left. Defaults to `5m`.",
+					"what is left. Destroy reads it from the state: apply a change of it before the destroy. Defaults to `5m`.",
 			}),
 		},
 	}

@@ -139,7 +139,8 @@ func TestAddDestroyError(t *testing.T) {
 			`Phase "p": timed out waiting for resources to be deleted: ConfigMap ns/held: Terminating. The destroy may ` +
 				`take up to timeouts.delete (10s). They were deleted but are still there: usually a finalizer`},
 		{fmt.Errorf("deleting ConfigMap ns/held: %w", context.DeadlineExceeded), "Phase Destroy Timed Out",
-			"the destroy did not finish within timeouts.delete (10s). Raise timeouts.delete, and destroy again"},
+			"the destroy did not finish within timeouts.delete (10s). Raise timeouts.delete (apply it first: destroy " +
+				"reads it from the state), and destroy again"},
 		{errors.New("forbidden"), "Phase Destroy Failed", `Phase "p": forbidden. Destroy again`},
 	} {
 		var diags diag.Diagnostics

@@ -273,7 +273,8 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"and the deletion of pruned objects until they are gone. Defaults to `5m`.",
 				DeleteDescription: "How long destroy may take, as a duration such as `90s` or `10m`: the deletion of " +
 					"every object, wave by wave, and the wait until each wave is gone. A destroy that passes it fails, " +
-					"naming the objects still there, and the phase stays in the state to be destroyed again. Defaults to `5m`.",
+					"naming the objects still there, and the phase stays in the state to be destroyed again. Destroy reads " +
+					"it from the state: apply a change of it before the destroy. Defaults to `5m`.",
 			}),
 		},
 	}
@@ -903,11 +904,12 @@ func addDestroyError(name string, err error, limit phaseLimit, diags *diag.Diagn
 			"were deleted but are still there: usually a finalizer that no controller removes (its controller is gone "+
 			"or not running), or a controller still cleaning up. The phase keeps them in its inventory and the state, "+
 			"and what destroy deletes after them (CRDs after other objects, namespaces last) is still there. Remove "+
-			"what holds them (see their metadata.finalizers), or raise timeouts.delete, and destroy again: it "+
-			"continues where this one stopped.", name, err, limit))
+			"what holds them (see their metadata.finalizers), or raise timeouts.delete (apply it first: destroy "+
+			"reads it from the state), and destroy again: it continues where this one stopped.", name, err, limit))
 	case errors.Is(err, context.DeadlineExceeded):
 		diags.AddError("Phase Destroy Timed Out", fmt.Sprintf("Phase %q: %v: the destroy did not finish within %s. "+
-			"Raise timeouts.delete, and destroy again to delete what is left.", name, err, limit))
+			"Raise timeouts.delete (apply it first: destroy reads it from the state), and destroy again to delete "+
+			"what is left.", name, err, limit))
 	default:
 		diags.AddError("Phase Destroy Failed", fmt.Sprintf("Phase %q: %v. Destroy again to delete what is left.", name, err))
 	}

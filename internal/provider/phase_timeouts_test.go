@@ -132,8 +132,10 @@ func TestAccPhase_timeouts(t *testing.T) {
 // to timeouts.delete. A ConfigMap whose finalizer nobody removes outlasts
 // it: destroy fails then, naming it and the remedy, and leaves a state the
 // next destroy finishes (the namespace, deleted after it, is untouched;
-// the inventory still lists both). Once the finalizer is removed, destroy
-// succeeds.
+// the inventory still lists both). The remedies: a longer timeouts.delete,
+// applied so that the state records it, and the finalizer removed; then
+// destroy succeeds. wait = false, since the held ConfigMap never becomes
+// ready again once deleted.
 func TestAccPhase_deleteTimeout(t *testing.T) {
 	e := newTestEnv(t)
 	ns := randName("kp-held")
@@ -152,7 +154,10 @@ func TestAccPhase_deleteTimeout(t *testing.T) {
 	// Runs before cleanupNamespace's, so that a failed test leaves no
 	// namespace stuck terminating.
 	t.Cleanup(func() { _ = release() })
-	cfg := e.providerBlock() + phaseConfig("test", name, []string{nsDoc(ns), held}, "  timeouts {\n    delete = \"10s\"\n  }\n")
+	cfg := func(limit string) string {
+		return e.providerBlock() + phaseConfig("test", name, []string{nsDoc(ns), held},
+			"  wait = false\n  timeouts {\n    delete = \""+limit+"\"\n  }\n")
+	}
 	sw := &stopwatch{t: t}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -166,14 +171,14 @@ func TestAccPhase_deleteTimeout(t *testing.T) {
 			return nil
 		},
 		Steps: []resource.TestStep{
-			{Config: cfg},
+			{Config: cfg("10s")},
 			{
 				PreConfig: sw.mark,
-				Config:    cfg,
+				Config:    cfg("10s"),
 				Destroy:   true,
 				ExpectError: expectError(`(?s)Error: Phase Destroy Timed Out.*timed out waiting for resources to be deleted: ConfigMap ` +
 					ns + `/held.*The destroy may take up to timeouts.delete \(10s\). They were deleted but are still there: ` +
-					`usually a finalizer.*Remove what holds them.*or raise timeouts.delete, and destroy again`),
+					`usually a finalizer.*Remove what holds them.*or raise timeouts.delete \(apply it first.*\), and destroy again`),
 			},
 			{
 				PreConfig: func() {
@@ -190,11 +195,20 @@ func TestAccPhase_deleteTimeout(t *testing.T) {
 					if refs, err := e.inventory(name); err != nil || len(refs) != 2 {
 						t.Fatalf("inventory after the failed destroy: %v, %v; want both members", refs, err)
 					}
+				},
+				// A namespace takes its time to go: more than 10 s on a loaded machine.
+				Config: cfg("3m"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(phaseAddr, plancheck.ResourceActionUpdate),
+				}},
+			},
+			{
+				PreConfig: func() {
 					if err := release(); err != nil {
 						t.Fatal(err)
 					}
 				},
-				Config:  cfg,
+				Config:  cfg("3m"),
 				Destroy: true,
 			},
 		},
