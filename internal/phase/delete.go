@@ -6,7 +6,6 @@ package phase
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -77,10 +76,8 @@ func (e *Engine) listMembers(ctx context.Context, g *group) (map[string]bool, er
 // objects, then CRDs, then namespaces), and waits until each wave is gone.
 // Each kind and namespace is one delete-collection request by label when
 // the whole group goes; otherwise, or when that is not allowed, one delete
-// per object.
-func (e *Engine) Delete(ctx context.Context, refs []Ref, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// per object. ctx's deadline bounds the deletion and the waits.
+func (e *Engine) Delete(ctx context.Context, refs []Ref) error {
 	for _, wave := range DeleteOrder(refs) {
 		e.mapper.Reset()
 		gs, err := e.groups(wave)
@@ -135,13 +132,14 @@ func (e *Engine) deleteGroup(ctx context.Context, g *group) ([]Ref, error) {
 }
 
 // Destroy deletes every member the inventory or the caller knows, waits
-// until they are gone, then deletes the inventory.
-func (e *Engine) Destroy(ctx context.Context, known []Ref, timeout time.Duration) error {
+// until they are gone, then deletes the inventory. ctx's deadline bounds it:
+// a destroy that passes it keeps the inventory, so the next one continues.
+func (e *Engine) Destroy(ctx context.Context, known []Ref) error {
 	recorded, _, err := e.Inv.Load(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.Delete(ctx, Union(recorded, known), timeout); err != nil {
+	if err := e.Delete(ctx, Union(recorded, known)); err != nil {
 		return err
 	}
 	return e.Inv.Delete(ctx)

@@ -45,21 +45,19 @@ const (
 // Policies lists the policies in the order the docs give them.
 var Policies = []string{string(PolicyStrict), string(PolicyAdopt), string(PolicyForceAdopt)}
 
-// crdEstablishTimeout bounds the wait for CRDs when the wait timeout is 0:
-// custom resources cannot be applied before their CRD is established.
-const crdEstablishTimeout = 2 * time.Minute
-
 // applyConcurrency is how many applies are in flight; the client's rate
 // limiter, not this, bounds the request rate.
 const applyConcurrency = 32
 
 // Options are the KubernetesApply executor's settings.
 type Options struct {
-	Policy      Policy
-	Force       bool
-	Prune       bool
-	WaitTimeout time.Duration
-	Conditions  []Condition
+	Policy Policy
+	Force  bool
+	Prune  bool
+	// Wait waits for every object to be ready. CRDs are waited for in any
+	// case: their custom resources cannot be applied before.
+	Wait       bool
+	Conditions []Condition
 }
 
 // Engine applies, inspects and destroys one phase's objects in one cluster.
@@ -130,7 +128,8 @@ type prepared struct {
 // the CRDs are established) the rest; prune or abandon what left the set;
 // wait for readiness. The inventory is written before each batch is applied
 // and trimmed to what exists after a failure, so nothing applied is ever
-// missing from it. previous are the members the caller recorded.
+// missing from it. previous are the members the caller recorded. ctx's
+// deadline bounds the apply and its waits.
 func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts Options) (Result, error) {
 	res := Result{Fields: map[string]string{}}
 	recorded, _, err := e.Inv.Load(ctx)
@@ -182,13 +181,13 @@ func (e *Engine) Apply(ctx context.Context, objs []Object, previous []Ref, opts 
 		}
 		res.Members = members
 		if i == 0 {
-			if err := e.waitEstablished(ctx, ps, opts.WaitTimeout); err != nil {
+			if err := e.waitEstablished(ctx, ps); err != nil {
 				return res, err
 			}
 		}
 	}
-	if opts.WaitTimeout > 0 {
-		if err := e.waitReady(ctx, all, opts.Conditions, opts.WaitTimeout); err != nil {
+	if opts.Wait {
+		if err := e.WaitReady(ctx, all, opts.Conditions); err != nil {
 			return res, err
 		}
 	}
@@ -205,7 +204,7 @@ func (e *Engine) release(ctx context.Context, gone []Ref, opts Options) error {
 	case len(gone) == 0:
 		return nil
 	case opts.Prune:
-		return e.Delete(ctx, gone, max(opts.WaitTimeout, crdEstablishTimeout))
+		return e.Delete(ctx, gone)
 	default:
 		return e.abandon(ctx, gone)
 	}
@@ -425,21 +424,12 @@ func fieldsDigest(entries []metav1.ManagedFieldsEntry) string {
 // waitEstablished waits until the CRDs and namespaces just applied are
 // ready, so that custom resources map and namespaced objects find their
 // namespace.
-func (e *Engine) waitEstablished(ctx context.Context, ps []prepared, timeout time.Duration) error {
-	if timeout <= 0 {
-		timeout = crdEstablishTimeout
-	}
+func (e *Engine) waitEstablished(ctx context.Context, ps []prepared) error {
 	var refs []Ref
 	for _, p := range ps {
 		refs = append(refs, p.Ref)
 	}
-	return e.waitReady(ctx, refs, nil, timeout)
-}
-
-func (e *Engine) waitReady(ctx context.Context, refs []Ref, conds []Condition, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return e.WaitReady(ctx, refs, conds)
+	return e.WaitReady(ctx, refs, nil)
 }
 
 // abandon takes objects out of the phase without deleting them: it drops

@@ -32,6 +32,14 @@ func testClients(t *testing.T) *kubeclient.Clients {
 	return c
 }
 
+// within is a context with a deadline d away, as the provider gives the
+// engine its operation's timeout.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func rnd(prefix string) string { return fmt.Sprintf("%s-%06x", prefix, rand.IntN(1<<24)) }
 
 // testEngine returns an engine whose inventory namespace is removed at the end.
@@ -97,7 +105,7 @@ func TestEngineLifecycle(t *testing.T) {
 		fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep, namespace: %s}\ndata: {a: '1'}\n---\n"+
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: drop, namespace: %s}\n", ns, ns),
 	}
-	res, err := e.Apply(ctx, mustParse(t, docs...), nil, Options{Policy: PolicyStrict, Prune: true, WaitTimeout: time.Minute})
+	res, err := e.Apply(within(t, time.Minute), mustParse(t, docs...), nil, Options{Policy: PolicyStrict, Prune: true, Wait: true})
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -171,7 +179,7 @@ func TestEngineLifecycle(t *testing.T) {
 		t.Errorf("re-apply did not restore the edited value: %v", k.Data)
 	}
 
-	if err := e.Destroy(ctx, res.Members, 2*time.Minute); err != nil {
+	if err := e.Destroy(within(t, 2*time.Minute), res.Members); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
 	if _, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -213,20 +221,20 @@ spec:
         command: ["%[3]s"]
 `
 	conds := []Condition{{APIVersion: "batch/v1", Kind: "Job", JSONPath: "{.status.succeeded}", Value: "1"}}
-	if _, err := e.Apply(ctx, mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "true")), nil,
-		Options{Policy: PolicyStrict, WaitTimeout: 2 * time.Minute, Conditions: conds}); err != nil {
+	if _, err := e.Apply(within(t, 2*time.Minute), mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "true")), nil,
+		Options{Policy: PolicyStrict, Wait: true, Conditions: conds}); err != nil {
 		t.Fatalf("waiting for a succeeding Job: %v", err)
 	}
 	job, err := c.Kube.BatchV1().Jobs(ns).Get(ctx, "boom", metav1.GetOptions{})
 	if err != nil || job.Status.Succeeded != 1 {
 		t.Fatalf("the wait ended before the condition was met: %v, succeeded %d", err, job.Status.Succeeded)
 	}
-	if err := e.Destroy(ctx, nil, time.Minute); err != nil {
+	if err := e.Destroy(within(t, time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = e.Apply(ctx, mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "false")), nil,
-		Options{Policy: PolicyStrict, WaitTimeout: 5 * time.Minute, Conditions: conds})
+	_, err = e.Apply(within(t, 5*time.Minute), mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "false")), nil,
+		Options{Policy: PolicyStrict, Wait: true, Conditions: conds})
 	var we *WaitError
 	if !errors.Is(err, ErrFailed) || !errors.As(err, &we) || !we.Failed || !strings.Contains(err.Error(), "Job "+ns+"/boom failed (kstatus Failed): Job Failed") {
 		t.Fatalf("error = %v, want the failed Job named", err)
@@ -342,7 +350,7 @@ func TestEngineAbandon(t *testing.T) {
 	if _, labelled := left.Labels[LabelPartOf]; labelled {
 		t.Errorf("abandoned ConfigMap still carries %s", LabelPartOf)
 	}
-	if err := e.Destroy(ctx, res.Members, time.Minute); err != nil {
+	if err := e.Destroy(within(t, time.Minute), res.Members); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "left", metav1.GetOptions{}); err != nil {

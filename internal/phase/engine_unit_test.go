@@ -346,7 +346,7 @@ func TestDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.dyn.ClearActions()
-	if err := e.Destroy(ctx, res.Members, time.Minute); err != nil {
+	if err := e.Destroy(within(t, time.Minute), res.Members); err != nil {
 		t.Fatal(err)
 	}
 	var order []string

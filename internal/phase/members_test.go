@@ -94,7 +94,7 @@ func TestErrorWording(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%T:\n got %s\nwant %s", c.err, got, c.want)
 		}
-		for _, attr := range []string{"documents", "wait_timeout", "inventory_policy", "force_conflicts", "kustomization"} {
+		for _, attr := range []string{"documents", "timeouts", "inventory_policy", "force_conflicts", "kustomization"} {
 			if strings.Contains(got, attr) {
 				t.Errorf("%T names attribute %s: %s", c.err, attr, got)
 			}

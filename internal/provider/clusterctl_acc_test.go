@@ -151,9 +151,11 @@ resource "kubeplay_clusterctl" %q {
     metadata   = file(%q)
   }]
   variables    = %s
-  wait_timeout = "3m"
   destroy_crds = true
   depends_on   = [%s]
+  timeouts {
+    create = "3m"
+  }
 }
 `, res, name, clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(vars), cm)
 	}
@@ -406,7 +408,7 @@ func scaleDown(kube kubernetes.Interface, ns, name string) error {
 // TestAccClusterctl_initFailure: init on a cluster without cert-manager's
 // API fails at once and says to install it first; init of a provider whose
 // controller's image no node has fails as soon as its pod shows it, long
-// before wait_timeout, with the remedy, and leaves no namespace, CRD,
+// before timeouts.create, with the remedy, and leaves no namespace, CRD,
 // inventory or ClusterRole behind.
 func TestAccClusterctl_initFailure(t *testing.T) {
 	e := newTestEnv(t)
@@ -431,9 +433,11 @@ resource "kubeplay_clusterctl" "test" {
     components = file(%q)
     metadata   = file(%q)
   }]
-  variables    = %s
-  wait_timeout = "10m"
-  depends_on   = [%s]
+  variables  = %s
+  depends_on = [%s]
+  timeouts {
+    create = "10m"
+  }
 }
 `, acctest.ClusterAPIVersion, components, metadata, hclMap(acctest.ClusterAPIVariables(1)), dependsOn)
 	}

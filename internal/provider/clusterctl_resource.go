@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -24,7 +25,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/mapplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
@@ -49,6 +49,9 @@ const (
 // clusterctlCleanupTimeout bounds the removal of what a failed init left.
 const clusterctlCleanupTimeout = 2 * time.Minute
 
+// clusterctlTimeout is the default of each key of the resource's timeouts.
+const clusterctlTimeout = 5 * time.Minute
+
 type clusterctlResource struct {
 	data *providerData
 }
@@ -56,18 +59,18 @@ type clusterctlResource struct {
 func newClusterctlResource() resource.Resource { return &clusterctlResource{} }
 
 type clusterctlModel struct {
-	ID          types.String `tfsdk:"id"`
-	Name        types.String `tfsdk:"name"`
-	Action      types.String `tfsdk:"action"`
-	Cluster     types.String `tfsdk:"cluster"`
-	ToCluster   types.String `tfsdk:"to_cluster"`
-	Namespace   types.String `tfsdk:"namespace"`
-	Providers   types.List   `tfsdk:"providers"`
-	Variables   types.Map    `tfsdk:"variables"`
-	WOVersion   types.Int64  `tfsdk:"variables_wo_version"`
-	VariablesWO types.Map    `tfsdk:"variables_wo"`
-	WaitTimeout types.String `tfsdk:"wait_timeout"`
-	DestroyCRDs types.Bool   `tfsdk:"destroy_crds"`
+	ID          types.String   `tfsdk:"id"`
+	Name        types.String   `tfsdk:"name"`
+	Action      types.String   `tfsdk:"action"`
+	Cluster     types.String   `tfsdk:"cluster"`
+	ToCluster   types.String   `tfsdk:"to_cluster"`
+	Namespace   types.String   `tfsdk:"namespace"`
+	Providers   types.List     `tfsdk:"providers"`
+	Variables   types.Map      `tfsdk:"variables"`
+	WOVersion   types.Int64    `tfsdk:"variables_wo_version"`
+	VariablesWO types.Map      `tfsdk:"variables_wo"`
+	DestroyCRDs types.Bool     `tfsdk:"destroy_crds"`
+	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 }
 
 type clusterctlProviderModel struct {
@@ -82,7 +85,7 @@ func (r *clusterctlResource) Metadata(_ context.Context, req resource.MetadataRe
 	resp.TypeName = req.ProviderTypeName + "_clusterctl"
 }
 
-func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	replaceStr := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A phase run by airshipctl's `Clusterctl` executor, through the clusterctl library " +
@@ -95,14 +98,14 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"overrides folder is not read. clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster " +
 			"to init: install cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl " +
 			"does in an earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n" +
-			"`init` waits until the providers' controllers are available (`wait_timeout`), and stops at once when a " +
+			"`init` waits until the providers' controllers are available, up to `timeouts.create`, and stops at once when a " +
 			"controller's pod cannot start (an image the node cannot pull, a missing ConfigMap); when it fails or is " +
 			"interrupted it deletes what it installed, so that the next apply starts clean. Destroy of an `init` deletes " +
 			"its providers and their namespaces, and keeps their CRDs, and so every Cluster API object, unless " +
 			"`destroy_crds` is set, as `clusterctl delete` does; clusterctl's inventory CRD goes once it lists no provider. " +
 			"A provider deleted outside Terraform is planned as a " +
 			"new `init`. Destroy of a `move` does nothing: the objects stay where they were moved. A change of any " +
-			"argument but `wait_timeout`, `destroy_crds` and `variables_wo` replaces the resource; `wait_timeout` and " +
+			"argument but `timeouts`, `destroy_crds` and `variables_wo` replaces the resource; `timeouts` and " +
 			"`destroy_crds` update in place, and a change of the write-only `variables_wo` alone plans nothing. " +
 			"Upgrades (`clusterctl upgrade`) are not supported.\n\n" +
 			"clusterctl keeps its logger in a global variable, so the provider runs one clusterctl operation at a time; " +
@@ -206,14 +209,6 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
-			"wait_timeout": schema.StringAttribute{
-				MarkdownDescription: "`init`: how long apply waits for the providers' controllers to be available, " +
-					"as a duration such as `90s` or `5m`. Defaults to `5m`.",
-				Optional:   true,
-				Computed:   true,
-				Default:    stringdefault.StaticString("5m"),
-				Validators: []validator.String{durationBetween(time.Second, 24*time.Hour)},
-			},
 			"destroy_crds": schema.BoolAttribute{
 				MarkdownDescription: "`init`: whether destroy also deletes the providers' CustomResourceDefinitions, " +
 					"as `clusterctl delete --include-crd` does. clusterctl refuses while objects of those kinds " +
@@ -222,6 +217,20 @@ func (r *clusterctlResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
+		},
+		Blocks: map[string]schema.Block{
+			// Update only records timeouts and destroy_crds: it waits for
+			// nothing, so there is no update key.
+			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
+				CreateDescription: "How long the create may take, as a duration such as `90s` or `10m`. For `init`: " +
+					"the install and the wait until the providers' controllers are available; an init that passes it " +
+					"fails, and deletes what it installed (within 2 more minutes). For `move`: the whole move; an " +
+					"interrupted move is run again by the next apply. Defaults to `5m`.",
+				DeleteDescription: "`init`: how long destroy may take, as a duration such as `90s` or `10m`: the " +
+					"deletion of the providers and the wait until their namespaces (and CRDs, with `destroy_crds`) are " +
+					"gone. A destroy that passes it fails, the resource stays in the state, and the next destroy deletes " +
+					"what is left. Destroy reads it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+			}),
 		},
 	}
 }
@@ -344,9 +353,16 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 			fmt.Sprintf("Clusterctl phase %q cannot reach its cluster: %v.", name, err))
 		return
 	}
+	limit, diags := plan.Timeouts.Create(ctx, clusterctlTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	// The cleanup of a failed init has its own time, after this deadline.
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	switch plan.Action.ValueString() {
 	case clusterctlInit:
-		wait, _ := time.ParseDuration(plan.WaitTimeout.ValueString())
 		vars := map[string]string{}
 		maps.Copy(vars, goStringMap(ctx, plan.Variables, &resp.Diagnostics))
 		maps.Copy(vars, goStringMap(ctx, config.VariablesWO, &resp.Diagnostics))
@@ -361,9 +377,9 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 			return
 		}
 		start := time.Now()
-		err = clusterctl.Init(ctx, from, clusterctl.InitRequest{Providers: providers, Variables: vars, Timeout: wait})
+		err = clusterctl.Init(ctx, from, clusterctl.InitRequest{Providers: providers, Variables: vars, Timeout: limit})
 		if err != nil {
-			resp.Diagnostics.AddError("Clusterctl Init Failed", initFailure(name, wait, err))
+			resp.Diagnostics.AddError("Clusterctl Init Failed", initFailure(name, limit, err))
 			if !errors.Is(err, clusterctl.ErrNoCertManager) {
 				r.cleanUp(ctx, name, from, providers, len(before) == 0, &resp.Diagnostics)
 			}
@@ -382,12 +398,17 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 			ns = "default"
 		}
 		if err := clusterctl.Move(ctx, from, to, ns); err != nil {
+			cause := "Both clusters need the same providers (an init of each) and every Cluster must have finished " +
+				"provisioning. Fix the cause"
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				cause = fmt.Sprintf("The move did not finish within timeouts.create (%s). Raise it for a namespace "+
+					"of many objects", limit)
+			}
 			resp.Diagnostics.AddError("Clusterctl Move Failed", fmt.Sprintf(
 				"Moving the Cluster API objects of namespace %q failed: %v.\n\nclusterctl move pauses the clusters, "+
 					"creates the objects on the target and then deletes them from the source; an interrupted move can "+
-					"leave them on both, paused. Both clusters need the same providers (an init of each) and every "+
-					"Cluster must have finished provisioning. Fix the cause and apply again: the move runs again and "+
-					"skips objects the target already holds.", ns, err))
+					"leave them on both, paused. %s and apply again: the move runs again and skips objects the target "+
+					"already holds.", ns, err, cause))
 			return
 		}
 	}
@@ -395,7 +416,7 @@ func (r *clusterctlResource) Create(ctx context.Context, req resource.CreateRequ
 }
 
 // initFailure is the detail of a failed init: its cause and remedy.
-func initFailure(name string, wait time.Duration, err error) string {
+func initFailure(name string, limit time.Duration, err error) string {
 	switch {
 	case errors.Is(err, clusterctl.ErrNoCertManager):
 		return fmt.Sprintf("Clusterctl phase %q cannot init its cluster: %v. clusterctl requires cert-manager before "+
@@ -415,9 +436,9 @@ func initFailure(name string, wait time.Duration, err error) string {
 			"What the init installed was deleted, so the next apply starts clean.", name, err)
 	}
 	return fmt.Sprintf("Clusterctl phase %q cannot init its cluster: %v.\n\nCheck the components and their "+
-		"variables, and that the providers' controllers become available within wait_timeout (%s): their pods' "+
-		"events show why not (node, RBAC, probes). What the init installed was deleted, so the next apply starts "+
-		"clean.", name, err, wait)
+		"variables, and that the providers' controllers become available within timeouts.create (%s): their pods' "+
+		"events show why not (node, RBAC, probes), or raise it. What the init installed was deleted, so the next "+
+		"apply starts clean.", name, err, limit)
 }
 
 // cleanUp deletes the providers of a failed init, so that the next apply
@@ -486,7 +507,7 @@ func (r *clusterctlResource) Read(ctx context.Context, req resource.ReadRequest,
 }
 
 func (r *clusterctlResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	// Only wait_timeout and destroy_crds change in place: both are read later.
+	// Only timeouts and destroy_crds change in place: both are read later.
 	var plan clusterctlModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
@@ -502,7 +523,24 @@ func (r *clusterctlResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if t == nil {
 		return
 	}
+	var to timeouts.Value
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &to)...)
+	limit, diags := to.Delete(ctx, clusterctlTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	if err := clusterctl.Delete(ctx, t.clients, t.providers, t.crds); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			resp.Diagnostics.AddError("Clusterctl Delete Timed Out", fmt.Sprintf(
+				"Deleting the providers of clusterctl phase %q did not finish within timeouts.delete (%s): %v. "+
+					"A namespace that stays Terminating (an object whose finalizer no controller removes) keeps it "+
+					"waiting. Raise timeouts.delete, or remove what holds the providers' namespaces, and destroy "+
+					"again: it deletes what is left.", t.name, limit, err))
+			return
+		}
 		resp.Diagnostics.AddError("Clusterctl Delete Failed", fmt.Sprintf(
 			"Deleting the providers of clusterctl phase %q failed: %v. Check the credential's permissions and apply "+
 				"the destroy again.", t.name, err))

@@ -38,7 +38,10 @@ func TestClusterctl_validation(t *testing.T) {
 		{"action = \"init\"\nproviders = [" + clusterctlProvider("cluster-api", "CoreProvider", "v1.13.0") + "]\n", `(?s)Invalid Provider Release.*no releaseSeries entry for 1.13`},
 		{"action = \"init\"\nproviders = [" + clusterctlProvider("cluster-api", "Core", "v1.14.2") + "]\n", `(?s)providers\[0\].type.*value must be one of`},
 		{"action = \"init\"\nproviders = [" + core + "]\nvariables = { \"not a name\" = \"x\" }\n", `(?s)Invalid Environment Variable Name.*variables`},
-		{"action = \"init\"\nproviders = [" + core + "]\nwait_timeout = \"forever\"\n", `(?s)Invalid Duration.*wait_timeout`},
+		{"action = \"init\"\nproviders = [" + core + "]\ntimeouts {\ncreate = \"forever\"\n}\n", `(?s)Invalid Attribute Value Time Duration.*create = "forever"`},
+		{"action = \"init\"\nproviders = [" + core + "]\ntimeouts {\ndelete = \"0s\"\n}\n", `(?s)Invalid Duration.*delete = "0s".*timeouts.delete must be a positive duration`},
+		// An update records timeouts and destroy_crds and waits for nothing.
+		{"action = \"init\"\nproviders = [" + core + "]\ntimeouts {\nupdate = \"1m\"\n}\n", `(?s)Unsupported argument.*"update" is not expected here`},
 		{"action = \"move\"\n", `(?s)Missing Target Cluster.*to_cluster`},
 		{"action = \"move\"\ncluster = \"one\"\nto_cluster = \"one\"\n", `(?s)Move To The Same Cluster.*both name "one"`},
 		{"action = \"move\"\nto_cluster = \"two\"\nproviders = [" + core + "]\n", `(?s)Attribute Not Used By Action.*providers = .*used only by action "init"`},

@@ -97,7 +97,7 @@ func TestAccPhase_importByIdentity(t *testing.T) {
 	ns := randName("kp-ident")
 	e.cleanupNamespace(ns)
 	name := randName("ident")
-	cfg := e.providerBlock() + phaseConfig("test", name, []string{nsDoc(ns), cmDoc(ns, "a", "1")}, "  wait_timeout = \"2m\"\n")
+	cfg := e.providerBlock() + phaseConfig("test", name, []string{nsDoc(ns), cmDoc(ns, "a", "1")}, "")
 	steps := identityImportSteps(cfg, nil, phaseAddr, map[string]knownvalue.Check{
 		"name":    knownvalue.StringExact(name),
 		"cluster": knownvalue.Null(),

@@ -250,7 +250,7 @@ func TestAccQuery_nodeLabelAndPhase(t *testing.T) {
 	e.cleanupNamespace(ns)
 	name := randName("q")
 	cfg := labelConfig(e, fmt.Sprintf("  name  = %q\n  image = %q\n  cpu   = \"100m\"\n", name, acctest.TestImage())) +
-		phaseConfig("test", name, []string{nsDoc(ns), cmDoc(ns, "a", "1")}, "  wait_timeout = \"2m\"\n")
+		phaseConfig("test", name, []string{nsDoc(ns), cmDoc(ns, "a", "1")}, "")
 	// The configuration of the step before, with its provider block, stays.
 	lists := fmt.Sprintf(`
 list "kubeplay_node_label" "l" {

@@ -154,7 +154,7 @@ func (e *testEnv) benchPhase500(b *testing.B, terraformBin, cliConfig string) {
 		return time.Since(start)
 	}
 	// The bundle holds Secrets, which only sensitive_documents may hold.
-	writeConfig(strings.Replace(phaseConfig("test", randName("bench"), docs, "  wait_timeout = \"0s\"\n"), "documents = [", "sensitive_documents = [", 1))
+	writeConfig(strings.Replace(phaseConfig("test", randName("bench"), docs, "  wait = false\n"), "documents = [", "sensitive_documents = [", 1))
 	tfFirst := tf("apply", "-auto-approve", "-input=false", "-no-color")
 	if n := countObjects(); n != 500 {
 		t.Fatalf("the phase applied %d objects, want 500", n)
@@ -199,7 +199,9 @@ func (e *testEnv) benchPhase500(b *testing.B, terraformBin, cliConfig string) {
 		t.Fatalf("the engine applied %d objects, want 500", n)
 	}
 	t0 = time.Now()
-	if err := eng.Destroy(ctx, nil, 5*time.Minute); err != nil {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := eng.Destroy(dctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	engDestroy := time.Since(t0)

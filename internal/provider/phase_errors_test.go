@@ -4,9 +4,12 @@
 package provider
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -19,7 +22,8 @@ import (
 )
 
 // TestPhaseErrorText: the provider adds the remedy, in terms of the
-// phase's attributes, to the engine's typed errors.
+// phase's attributes, to the engine's typed errors; a timeout names the
+// timeouts key that bounded the operation.
 func TestPhaseErrorText(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("conflict"))
 	r := phase.NewRef("", "v1", "ConfigMap", "ns", "c")
@@ -36,17 +40,26 @@ func TestPhaseErrorText(t *testing.T) {
 			`the object belongs to ApplySet applyset-x-v1; inventory_policy "strict" never takes over`},
 		{&phase.ConflictError{Err: conflict}, "another field manager owns these fields: set force_conflicts = true to take them over"},
 		{&phase.WaitError{Want: "ready", NotReady: []phase.Pending{{Ref: r, Status: "InProgress"}}},
-			"timed out waiting for resources to be ready: ConfigMap ns/c: InProgress. Raise wait_timeout, or fix what keeps them from being ready"},
+			"timed out waiting for resources to be ready: ConfigMap ns/c: InProgress. The apply may take up to " +
+				"timeouts.update (2m0s): raise it, or fix what keeps them from being ready"},
+		{&phase.WaitError{Want: "deleted", NotReady: []phase.Pending{{Ref: r, Status: "Terminating"}}},
+			"timed out waiting for resources to be deleted: ConfigMap ns/c: Terminating. The apply may take up to " +
+				"timeouts.update (2m0s): raise it, or fix what keeps them from being deleted"},
+		{fmt.Errorf("applying ConfigMap ns/c: %w", context.DeadlineExceeded),
+			"applying ConfigMap ns/c: context deadline exceeded: the apply did not finish within timeouts.update (2m0s). Raise it"},
 		{&phase.WaitError{Want: "ready", Failed: true, NotReady: []phase.Pending{{Ref: r, Status: "Job Failed"}}},
 			"ConfigMap ns/c failed (kstatus Failed): Job Failed"},
 		{errors.New("plain"), "plain"},
 	} {
-		got := phaseErrorText(c.err)
+		got := phaseErrorText(c.err, &phaseLimit{"update", 2 * time.Minute})
 		if !strings.Contains(got, c.want) {
 			t.Errorf("%T:\n got %s\nwant it to contain %s", c.err, got, c.want)
 		}
-		if we, ok := c.err.(*phase.WaitError); ok && we.Failed && strings.Contains(got, "wait_timeout") {
-			t.Errorf("a failed object is not a matter of wait_timeout: %s", got)
+		if we, ok := c.err.(*phase.WaitError); ok && we.Failed && strings.Contains(got, "timeouts") {
+			t.Errorf("a failed object is not a matter of timeouts: %s", got)
+		}
+		if got := phaseErrorText(c.err, nil); strings.Contains(got, "timeouts") {
+			t.Errorf("without an operation (the plan's dry run), no timeouts key applies: %s", got)
 		}
 	}
 }
@@ -98,7 +111,7 @@ func TestAddApplyErrors(t *testing.T) {
 	err := errors.Join(&phase.DocError{Obj: phase.Object{Ref: r, Doc: 0}, Err: &phase.OwnedError{Policy: phase.PolicyStrict, Owner: "owner"}},
 		errors.New("writing inventory ConfigMap: forbidden"))
 	var diags diag.Diagnostics
-	addApplyErrors(m, err, &diags)
+	addApplyErrors(m, err, phaseLimit{"create", time.Minute}, &diags)
 	if len(diags) != 2 {
 		t.Fatalf("%d diagnostics, want 2", len(diags))
 	}
@@ -109,5 +122,31 @@ func TestAddApplyErrors(t *testing.T) {
 	}
 	if _, ok := diags[1].(diag.DiagnosticWithPath); ok || !strings.Contains(diags[1].Detail(), `Phase "p": writing inventory ConfigMap: forbidden.`) {
 		t.Errorf("other error: %s", diags[1].Detail())
+	}
+}
+
+// TestAddDestroyError: a destroy that passed timeouts.delete says so, with
+// the objects still there, the likely cause and the remedy; other errors
+// are a plain failure.
+func TestAddDestroyError(t *testing.T) {
+	r := phase.NewRef("", "v1", "ConfigMap", "ns", "held")
+	limit := phaseLimit{"delete", 10 * time.Second}
+	for _, c := range []struct {
+		err           error
+		summary, want string
+	}{
+		{&phase.WaitError{Want: "deleted", NotReady: []phase.Pending{{Ref: r, Status: "Terminating"}}}, "Phase Destroy Timed Out",
+			`Phase "p": timed out waiting for resources to be deleted: ConfigMap ns/held: Terminating. The destroy may ` +
+				`take up to timeouts.delete (10s). They were deleted but are still there: usually a finalizer`},
+		{fmt.Errorf("deleting ConfigMap ns/held: %w", context.DeadlineExceeded), "Phase Destroy Timed Out",
+			"the destroy did not finish within timeouts.delete (10s). Raise timeouts.delete (apply it first: destroy " +
+				"reads it from the state), and destroy again"},
+		{errors.New("forbidden"), "Phase Destroy Failed", `Phase "p": forbidden. Destroy again`},
+	} {
+		var diags diag.Diagnostics
+		addDestroyError("p", c.err, limit, &diags)
+		if len(diags) != 1 || diags[0].Summary() != c.summary || !strings.Contains(diags[0].Detail(), c.want) {
+			t.Errorf("%v: got %v, want %q with %q", c.err, diags, c.summary, c.want)
+		}
 	}
 }

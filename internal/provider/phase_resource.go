@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -52,8 +53,8 @@ const driftedDigest = "changed-outside-terraform"
 // phaseDryRunTimeout bounds the plan-time dry run.
 const phaseDryRunTimeout = 30 * time.Second
 
-// phaseDestroyMinTimeout bounds destroy when wait_timeout is shorter.
-const phaseDestroyMinTimeout = 5 * time.Minute
+// phaseTimeout is the default of each key of a phase's timeouts.
+const phaseTimeout = 5 * time.Minute
 
 type phaseResource struct {
 	data *providerData
@@ -62,20 +63,21 @@ type phaseResource struct {
 func newPhaseResource() resource.Resource { return &phaseResource{} }
 
 type phaseModel struct {
-	ID              types.String `tfsdk:"id"`
-	Name            types.String `tfsdk:"name"`
-	Cluster         types.String `tfsdk:"cluster"`
-	Documents       types.List   `tfsdk:"documents"`
-	Sensitive       types.List   `tfsdk:"sensitive_documents"`
-	Kustomization   types.String `tfsdk:"kustomization"`
-	AllowRemote     types.Bool   `tfsdk:"allow_remote_kustomize"`
-	WaitTimeout     types.String `tfsdk:"wait_timeout"`
-	WaitConditions  types.List   `tfsdk:"wait_conditions"`
-	Prune           types.Bool   `tfsdk:"prune"`
-	InventoryPolicy types.String `tfsdk:"inventory_policy"`
-	ForceConflicts  types.Bool   `tfsdk:"force_conflicts"`
-	InventoryID     types.String `tfsdk:"inventory_id"`
-	Objects         types.List   `tfsdk:"objects"`
+	ID              types.String   `tfsdk:"id"`
+	Name            types.String   `tfsdk:"name"`
+	Cluster         types.String   `tfsdk:"cluster"`
+	Documents       types.List     `tfsdk:"documents"`
+	Sensitive       types.List     `tfsdk:"sensitive_documents"`
+	Kustomization   types.String   `tfsdk:"kustomization"`
+	AllowRemote     types.Bool     `tfsdk:"allow_remote_kustomize"`
+	Wait            types.Bool     `tfsdk:"wait"`
+	WaitConditions  types.List     `tfsdk:"wait_conditions"`
+	Prune           types.Bool     `tfsdk:"prune"`
+	InventoryPolicy types.String   `tfsdk:"inventory_policy"`
+	ForceConflicts  types.Bool     `tfsdk:"force_conflicts"`
+	InventoryID     types.String   `tfsdk:"inventory_id"`
+	Objects         types.List     `tfsdk:"objects"`
+	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 }
 
 type waitConditionModel struct {
@@ -97,7 +99,7 @@ func (r *phaseResource) Metadata(_ context.Context, req resource.MetadataRequest
 	resp.TypeName = req.ProviderTypeName + "_phase"
 }
 
-func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of " +
 			"Kubernetes documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
@@ -112,7 +114,9 @@ func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"cluster, labelled `applyset.kubernetes.io/id`, which also lists the members; every member carries the label " +
 			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed after a " +
 			"failure, so a partial failure orphans nothing. Destroy deletes custom resources and other objects first, " +
-			"then CRDs, then namespaces, and waits until they are gone.\n\n" +
+			"then CRDs, then namespaces, and waits until they are gone, up to `timeouts.delete`: objects still there " +
+			"then (a finalizer nobody removes) fail the destroy and stay in the inventory and the state, and the next " +
+			"destroy continues.\n\n" +
 			"When the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
 			"schema errors, admission refusals and missing permissions show in `terraform plan` with the document's kind " +
 			"and name. Objects deleted or changed outside Terraform show as a diff of `objects`.",
@@ -174,14 +178,14 @@ func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
-			"wait_timeout": schema.StringAttribute{
-				MarkdownDescription: "How long apply waits for the objects to be ready, as a duration such as `90s` or `5m`. " +
-					"`0s` means do not wait (CRDs are still waited for, so that their custom resources can be applied). " +
-					"Defaults to `5m`. Destroy waits at least 5 minutes for objects to be gone.",
-				Optional:   true,
-				Computed:   true,
-				Default:    stringdefault.StaticString("5m"),
-				Validators: []validator.String{duration()},
+			"wait": schema.BoolAttribute{
+				MarkdownDescription: "Whether apply waits for the objects to be ready (by kstatus, or by " +
+					"`wait_conditions`), up to `timeouts.create` or `timeouts.update`. When `false`, apply returns once the " +
+					"objects are applied; CustomResourceDefinitions are still waited for until established, so that their " +
+					"custom resources can be applied. Destroy waits for the objects to be gone either way. Defaults to `true`.",
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(true),
 			},
 			"wait_conditions": schema.ListNestedAttribute{
 				MarkdownDescription: "Readiness rules per kind, used instead of kstatus's `Current` for objects of that " +
@@ -259,6 +263,20 @@ func (r *phaseResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				}},
 			},
 		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+				CreateDescription: "How long the first apply may take, as a duration such as `90s` or `10m`: the " +
+					"server-side apply, the wait for CRDs to be established and, with `wait`, for every object to be " +
+					"ready. An apply that passes it fails, naming the objects not ready yet, and keeps what it applied in " +
+					"the inventory and the state, so the next apply continues. Defaults to `5m`.",
+				UpdateDescription: "How long a later apply may take, as `create` for the first: the apply, the waits " +
+					"and the deletion of pruned objects until they are gone. Defaults to `5m`.",
+				DeleteDescription: "How long destroy may take, as a duration such as `90s` or `10m`: the deletion of " +
+					"every object, wave by wave, and the wait until each wave is gone. A destroy that passes it fails, " +
+					"naming the objects still there, and the phase stays in the state to be destroyed again. Destroy reads " +
+					"it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+			}),
+		},
 	}
 }
 
@@ -301,6 +319,11 @@ func (r *phaseResource) ValidateConfig(ctx context.Context, req resource.Validat
 		resp.Diagnostics.AddAttributeError(bundlePath(m), "Empty Bundle",
 			"The phase's bundle holds no document to apply (all are empty or opted out with kubeplay.io/apply or "+
 				"airshipit.org/deploy-k8s set to \"false\"). Add a document, or remove the phase.")
+	}
+	if !m.Wait.IsUnknown() && !m.Wait.IsNull() && !m.Wait.ValueBool() && !m.WaitConditions.IsNull() {
+		resp.Diagnostics.AddAttributeWarning(path.Root("wait_conditions"), "Wait Conditions Not Used",
+			"wait is false, so apply does not wait for the objects to be ready and wait_conditions have no effect. "+
+				"Remove them, or set wait = true.")
 	}
 }
 
@@ -562,7 +585,7 @@ func (r *phaseResource) dryRun(ctx context.Context, plan phaseModel, objs []phas
 		}
 		diags.AddAttributeError(docPath(plan, de.Obj.Doc), "Document Refused By The Cluster",
 			fmt.Sprintf("The API server refused %s (%s) in a server-side dry-run apply: %s. Fix the document, "+
-				"or give the credential the permissions it lacks.", de.Obj.Ref, docName(plan, de.Obj.Doc), phaseErrorText(de.Err)))
+				"or give the credential the permissions it lacks.", de.Obj.Ref, docName(plan, de.Obj.Doc), phaseErrorText(de.Err, nil)))
 	}
 }
 
@@ -605,16 +628,15 @@ func saveMembers(ctx context.Context, p phasePrivateSetter, ms memberState, diag
 }
 
 func (r *phaseResource) options(ctx context.Context, m phaseModel, diags *diag.Diagnostics) phase.Options {
-	wait, _ := time.ParseDuration(m.WaitTimeout.ValueString())
 	var conds []waitConditionModel
 	if !m.WaitConditions.IsNull() && !m.WaitConditions.IsUnknown() {
 		diags.Append(m.WaitConditions.ElementsAs(ctx, &conds, false)...)
 	}
 	opts := phase.Options{
-		Policy:      phase.Policy(m.InventoryPolicy.ValueString()),
-		Force:       m.ForceConflicts.ValueBool(),
-		Prune:       m.Prune.ValueBool(),
-		WaitTimeout: wait,
+		Policy: phase.Policy(m.InventoryPolicy.ValueString()),
+		Force:  m.ForceConflicts.ValueBool(),
+		Prune:  m.Prune.ValueBool(),
+		Wait:   m.Wait.ValueBool(),
 	}
 	for _, c := range conds {
 		opts.Conditions = append(opts.Conditions, phase.Condition{
@@ -650,7 +672,12 @@ func (r *phaseResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	r.apply(ctx, plan, memberState{}, &resp.State, resp.Private, &resp.Diagnostics)
+	limit, diags := plan.Timeouts.Create(ctx, phaseTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, plan, memberState{}, phaseLimit{"create", limit}, &resp.State, resp.Private, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
@@ -661,14 +688,28 @@ func (r *phaseResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	limit, diags := plan.Timeouts.Update(ctx, phaseTimeout)
+	resp.Diagnostics.Append(diags...)
 	prev := loadMembers(ctx, req.Private, &resp.Diagnostics)
-	r.apply(ctx, plan, prev, &resp.State, resp.Private, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, plan, prev, phaseLimit{"update", limit}, &resp.State, resp.Private, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
-// apply runs the phase and records what it applied, also when it failed
-// part-way, so that the next apply continues and destroy finds everything.
-func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberState, state stateSetter, priv phasePrivateSetter, diags *diag.Diagnostics) {
+// phaseLimit is the timeouts key that bounds an operation, and its value.
+type phaseLimit struct {
+	key string // create, update or delete
+	d   time.Duration
+}
+
+func (l phaseLimit) String() string { return fmt.Sprintf("timeouts.%s (%s)", l.key, l.d) }
+
+// apply runs the phase within limit and records what it applied, also when
+// it failed part-way, so that the next apply continues and destroy finds
+// everything.
+func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberState, limit phaseLimit, state stateSetter, priv phasePrivateSetter, diags *diag.Diagnostics) {
 	objs, known := r.bundle(ctx, plan, diags)
 	if diags.HasError() {
 		return
@@ -683,7 +724,9 @@ func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberS
 	}
 	opts := r.options(ctx, plan, diags)
 	start := time.Now()
-	res, err := e.Apply(ctx, objs, prev.Members, opts)
+	actx, cancel := context.WithTimeout(ctx, limit.d)
+	res, err := e.Apply(actx, objs, prev.Members, opts)
+	cancel()
 	tflog.Info(ctx, "phase applied", map[string]any{"phase": plan.Name.ValueString(), "objects": len(objs),
 		"members": len(res.Members), "seconds": time.Since(start).Seconds(), "failed": err != nil})
 	saveMembers(ctx, priv, memberState{Members: res.Members, Fields: res.MergeFields(prev.Fields)}, diags)
@@ -694,7 +737,7 @@ func (r *phaseResource) apply(ctx context.Context, plan phaseModel, prev memberS
 		// not become ready keep a digest that makes the next plan apply and
 		// wait for them again.
 		plan.Objects = outcomesValue(phase.Outcomes(objs, res.Members, err), diags)
-		addApplyErrors(plan, err, diags)
+		addApplyErrors(plan, err, limit, diags)
 	}
 	diags.Append(state.Set(ctx, &plan)...)
 }
@@ -717,8 +760,8 @@ func outcomesValue(outs []phase.Outcome, diags *diag.Diagnostics) types.List {
 }
 
 // phaseErrorText words an engine error for the user, with the remedy in
-// terms of the phase's attributes.
-func phaseErrorText(err error) string {
+// terms of the phase's attributes; limit bounded the operation, if any.
+func phaseErrorText(err error, limit *phaseLimit) string {
 	var (
 		owned    *phase.OwnedError
 		conflict *phase.ConflictError
@@ -737,23 +780,29 @@ func phaseErrorText(err error) string {
 			"remove it from one of the phases, or set inventory_policy = \"force_adopt\"", who, owned.Policy)
 	case errors.As(err, &conflict):
 		return err.Error() + ": set force_conflicts = true to take them over"
-	case errors.As(err, &wait) && !wait.Failed:
-		return err.Error() + ". Raise wait_timeout, or fix what keeps them from being " + wait.Want
+	case errors.As(err, &wait) && !wait.Failed && limit != nil:
+		return fmt.Sprintf("%v. The %s may take up to %s: raise it, or fix what keeps them from being %s",
+			err, phaseOperation[limit.key], limit, wait.Want)
+	case errors.Is(err, context.DeadlineExceeded) && limit != nil:
+		return fmt.Sprintf("%v: the %s did not finish within %s. Raise it", err, phaseOperation[limit.key], limit)
 	}
 	return err.Error()
 }
 
+// phaseOperation names what each timeouts key bounds, for messages.
+var phaseOperation = map[string]string{"create": "apply", "update": "apply", "delete": "destroy"}
+
 // addApplyErrors reports each refused document on its attribute.
-func addApplyErrors(m phaseModel, err error, diags *diag.Diagnostics) {
+func addApplyErrors(m phaseModel, err error, limit phaseLimit, diags *diag.Diagnostics) {
 	const remedy = "The objects applied so far are recorded in the phase's inventory and state; fix the cause and apply again."
 	docs, rest := phase.DocErrors(err)
 	for _, de := range docs {
 		diags.AddAttributeError(docPath(m, de.Obj.Doc), "Phase Apply Failed",
 			fmt.Sprintf("Phase %q could not apply %s (%s): %s. %s", m.Name.ValueString(), de.Obj.Ref, docName(m, de.Obj.Doc),
-				phaseErrorText(de.Err), remedy))
+				phaseErrorText(de.Err, &limit), remedy))
 	}
 	for _, e := range rest {
-		diags.AddError("Phase Apply Failed", fmt.Sprintf("Phase %q: %s. %s", m.Name.ValueString(), phaseErrorText(e), remedy))
+		diags.AddError("Phase Apply Failed", fmt.Sprintf("Phase %q: %s. %s", m.Name.ValueString(), phaseErrorText(e, &limit), remedy))
 	}
 }
 
@@ -829,16 +878,41 @@ func (r *phaseResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		return
 	}
 	ms := loadMembers(ctx, req.Private, &resp.Diagnostics)
-	timeout := phaseDestroyMinTimeout
-	if d, err := time.ParseDuration(state.WaitTimeout.ValueString()); err == nil && d > timeout {
-		timeout = d
+	d, diags := state.Timeouts.Delete(ctx, phaseTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
 	}
 	start := time.Now()
-	if err := e.Destroy(ctx, ms.Members, timeout); err != nil {
-		resp.Diagnostics.AddError("Phase Destroy Failed", fmt.Sprintf("Phase %q: %v. Destroy again to delete what is left.", state.Name.ValueString(), err))
+	dctx, cancel := context.WithTimeout(ctx, d)
+	err := e.Destroy(dctx, ms.Members)
+	cancel()
+	if err != nil {
+		addDestroyError(state.Name.ValueString(), err, phaseLimit{"delete", d}, &resp.Diagnostics)
 		return
 	}
 	tflog.Info(ctx, "phase destroyed", map[string]any{"phase": state.Name.ValueString(), "members": len(ms.Members), "seconds": time.Since(start).Seconds()})
+}
+
+// addDestroyError reports a failed destroy. What it deleted stays in the
+// inventory and the state until it is gone, so destroying again continues.
+func addDestroyError(name string, err error, limit phaseLimit, diags *diag.Diagnostics) {
+	var wait *phase.WaitError
+	switch {
+	case errors.As(err, &wait):
+		diags.AddError("Phase Destroy Timed Out", fmt.Sprintf("Phase %q: %v. The destroy may take up to %s. They "+
+			"were deleted but are still there: usually a finalizer that no controller removes (its controller is gone "+
+			"or not running), or a controller still cleaning up. The phase keeps them in its inventory and the state, "+
+			"and what destroy deletes after them (CRDs after other objects, namespaces last) is still there. Remove "+
+			"what holds them (see their metadata.finalizers), or raise timeouts.delete (apply it first: destroy "+
+			"reads it from the state), and destroy again: it continues where this one stopped.", name, err, limit))
+	case errors.Is(err, context.DeadlineExceeded):
+		diags.AddError("Phase Destroy Timed Out", fmt.Sprintf("Phase %q: %v: the destroy did not finish within %s. "+
+			"Raise timeouts.delete (apply it first: destroy reads it from the state), and destroy again to delete "+
+			"what is left.", name, err, limit))
+	default:
+		diags.AddError("Phase Destroy Failed", fmt.Sprintf("Phase %q: %v. Destroy again to delete what is left.", name, err))
+	}
 }
 
 // ImportState takes `<name>` (the provider's cluster) or `<cluster>/<name>`,
@@ -862,7 +936,7 @@ func (r *phaseResource) ImportState(ctx context.Context, req resource.ImportStat
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("cluster"), stringOrNull(cluster))...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_timeout"), "5m")...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait"), true)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("prune"), true)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("inventory_policy"), string(phase.PolicyStrict))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("force_conflicts"), false)...)

@@ -44,6 +44,9 @@ func phaseConfig(res, name string, docs []string, extra string) string {
 	return b.String()
 }
 
+// phaseTimeouts2m bounds a phase's applies to 2 minutes.
+const phaseTimeouts2m = "  timeouts {\n    create = \"2m\"\n    update = \"2m\"\n  }\n"
+
 func nsDoc(ns string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", ns)
 }
@@ -161,7 +164,7 @@ func TestAccPhase_lifecycle(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: cfg(docs, "  wait_timeout = \"2m\"\n"),
+				Config: cfg(docs, phaseTimeouts2m),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("objects").AtSliceIndex(3).AtMapKey("kind"), knownvalue.StringExact("Deployment")),
 					plancheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("inventory_id"), knownvalue.StringExact(phase.ApplySetID(phase.InventoryName(name), e.catalog))),
@@ -194,7 +197,7 @@ func TestAccPhase_lifecycle(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: cfg(docs, "  wait_timeout = \"2m\"\n"),
+				Config: cfg(docs, phaseTimeouts2m),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(phaseAddr, plancheck.ResourceActionUpdate),
 				}},
@@ -215,7 +218,7 @@ func TestAccPhase_lifecycle(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: cfg(docs, "  wait_timeout = \"2m\"\n  force_conflicts = true\n"),
+				Config: cfg(docs, phaseTimeouts2m+"  force_conflicts = true\n"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(phaseAddr, plancheck.ResourceActionUpdate),
 				}},
@@ -228,12 +231,12 @@ func TestAccPhase_lifecycle(t *testing.T) {
 				},
 			},
 			{
-				Config:   cfg(docs, "  wait_timeout = \"2m\"\n  force_conflicts = true\n"),
+				Config:   cfg(docs, phaseTimeouts2m+"  force_conflicts = true\n"),
 				PlanOnly: true, // nothing changed: an empty plan
 			},
 			{
 				// b leaves the bundle: prune deletes it.
-				Config:            cfg([]string{nsDoc(ns), cmDoc(ns, "a", "2"), deploymentDoc(ns, "web")}, "  wait_timeout = \"2m\"\n  force_conflicts = true\n"),
+				Config:            cfg([]string{nsDoc(ns), cmDoc(ns, "a", "2"), deploymentDoc(ns, "web")}, phaseTimeouts2m+"  force_conflicts = true\n"),
 				ConfigStateChecks: []statecheck.StateCheck{objectsCheck([4]string{"v1", "Namespace", "", ns}, [4]string{"v1", "ConfigMap", ns, "a"}, [4]string{"apps/v1", "Deployment", ns, "web"})},
 				Check: func(*terraform.State) error {
 					if err := e.configMapGone(ns, "b"); err != nil {
@@ -251,7 +254,7 @@ func TestAccPhase_lifecycle(t *testing.T) {
 				ImportState:                          true,
 				ImportStateId:                        name,
 				ImportStateVerify:                    true,
-				ImportStateVerifyIgnore:              []string{"documents", "objects", "wait_timeout", "force_conflicts"},
+				ImportStateVerifyIgnore:              []string{"documents", "objects", "timeouts", "force_conflicts"},
 				ImportStateVerifyIdentifierAttribute: "name",
 			},
 		},
@@ -259,8 +262,8 @@ func TestAccPhase_lifecycle(t *testing.T) {
 }
 
 // TestAccPhase_crdAndCustomResources: a CRD and its custom resources in one
-// phase; the CRs wait for the CRD to be established, and destroy deletes
-// the CRs before the CRD.
+// phase; the CRs wait for the CRD to be established, also with wait =
+// false, and destroy deletes the CRs before the CRD.
 func TestAccPhase_crdAndCustomResources(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-crd")
@@ -301,7 +304,9 @@ spec:
 		},
 		Steps: []resource.TestStep{{
 			// Custom resources first in the bundle: the order of documents does not matter.
-			Config: e.providerBlock() + phaseConfig("test", randName("crd"), []string{cr("one") + "---\n" + cr("two"), crd}, "  wait_timeout = \"1m\"\n"),
+			Config: e.providerBlock() + phaseConfig("test", randName("crd"), []string{cr("one") + "---\n" + cr("two"), crd},
+				"  wait = false\n  timeouts {\n    create = \"1m\"\n  }\n"),
+			ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(phaseAddr, tfjsonpath.New("wait"), knownvalue.Bool(false))},
 			Check: func(*terraform.State) error {
 				l, err := e.dynamic().Resource(widgets).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 				if err != nil || len(l.Items) != 2 {
@@ -333,8 +338,7 @@ spec:
 `, ns, name, acctest.TestImage(), command)
 }
 
-const jobCondition = `  wait_timeout = "5m"
-  wait_conditions = [{
+const jobCondition = `  wait_conditions = [{
     api_version = "batch/v1"
     kind        = "Job"
     jsonpath    = "{.status.succeeded}"
@@ -343,8 +347,8 @@ const jobCondition = `  wait_timeout = "5m"
 `
 
 // TestAccPhase_waitConditions: a condition met ends the wait; a Job that
-// fails ends it at once with kstatus's message, long before the 5m timeout
-// (the test's own deadline would catch a wait that ran to it).
+// fails ends it at once with kstatus's message, long before the default 5m
+// timeouts (the test's own deadline would catch a wait that ran to them).
 func TestAccPhase_waitConditions(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-wait")
@@ -524,7 +528,7 @@ spec:
 	cfg := e.providerBlock() +
 		phaseConfig("ephemeral", ephemeral, []string{nsDoc(ns)}, "") +
 		phaseConfig("target", randName("target"), []string{crd, cmDoc(ns, "target", "1")}, "  depends_on = [kubeplay_phase.ephemeral]\n") +
-		phaseConfig("workload", randName("workload"), []string{machine, deploymentDoc(ns, "app")}, "  depends_on = [kubeplay_phase.target]\n  wait_timeout = \"2m\"\n")
+		phaseConfig("workload", randName("workload"), []string{machine, deploymentDoc(ns, "app")}, "  depends_on = [kubeplay_phase.target]\n"+phaseTimeouts2m)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {

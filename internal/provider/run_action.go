@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
+	atimeouts "github.com/hashicorp/terraform-plugin-framework-timeouts/action/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	aschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -65,7 +65,7 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
 	"that runs must be the one a reviewed plan showed.\n\n" +
 	"The inputs are the resource's, with its names, defaults and validation, but for `triggers` and `destroy_playbook`, which " +
-	"have no meaning for an action, and its `timeouts` block, which is the `timeout` attribute here. Where a " +
+	"have no meaning for an action, and its `timeouts` block, whose `create` is the action's `timeouts.invoke`. Where a " +
 	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
 	"its progress and its error instead."
 
@@ -75,13 +75,7 @@ var runActionOnly = []string{"triggers", "destroy_playbook"}
 func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	var rs resource.SchemaResponse
 	(&runResource{}).Schema(ctx, resource.SchemaRequest{}, &rs)
-	attrs := map[string]aschema.Attribute{
-		"timeout": aschema.StringAttribute{
-			MarkdownDescription: "How long the run may take, from claiming capacity to its pod's deletion, as a duration " +
-				"such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
-			Optional: true, Validators: []validator.String{groupDuration()},
-		},
-	}
+	attrs := map[string]aschema.Attribute{}
 	for name, attr := range rs.Schema.Attributes {
 		if slices.Contains(runActionOnly, name) || (!attr.IsOptional() && !attr.IsRequired()) {
 			continue
@@ -90,7 +84,14 @@ func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *ac
 			attrs[name] = v
 		}
 	}
-	resp.Schema = aschema.Schema{MarkdownDescription: runActionDescription, Attributes: attrs}
+	resp.Schema = aschema.Schema{MarkdownDescription: runActionDescription, Attributes: attrs,
+		Blocks: map[string]aschema.Block{
+			"timeouts": actionTimeoutsBlock(ctx, atimeouts.Opts{
+				InvokeDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
+					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. A run that passes it ends with " +
+					"status `error` and fails the invocation. Defaults to `30m`.",
+			}),
+		}}
 }
 
 func (a *runAction) Configure(_ context.Context, req action.ConfigureRequest, resp *action.ConfigureResponse) {
@@ -137,10 +138,11 @@ func (a *runAction) model(ctx context.Context, config tfsdk.Config, diags *diag.
 		return m, 0
 	}
 	diags.Append(cfg.Get(ctx, &m)...)
-	var timeout types.String
-	diags.Append(config.GetAttribute(ctx, path.Root("timeout"), &timeout)...)
-	d, err := time.ParseDuration(timeout.ValueString())
-	if err != nil || d <= 0 {
+	var t atimeouts.Value
+	diags.Append(config.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+	d, ds := t.Invoke(ctx, defaultRunTimeout)
+	diags.Append(ds...)
+	if d <= 0 { // validation refuses it; never a deadline already past
 		d = defaultRunTimeout
 	}
 	return m, d

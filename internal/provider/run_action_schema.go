@@ -89,6 +89,9 @@ func asRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Diagnosti
 	vals := make(map[string]tftypes.Value, len(typ.AttributeTypes))
 	for name, t := range typ.AttributeTypes {
 		v, ok := given[name]
+		if _, block := rs.Schema.Blocks[name]; block {
+			ok = false // the resource's timeouts: the action's own are read apart
+		}
 		if !ok || v.IsNull() {
 			v = runDefault(ctx, rs.Schema.Attributes[name], t, diags)
 		}

@@ -311,6 +311,18 @@ action "kubeplay_run" "x" {
 // watchRunPods watches the group's namespace for run pods; the function it
 // returns stops the watch and gives the names of the pods created.
 func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
+	pods := f.watchRunPodSpecs(t)
+	return func() []string {
+		var names []string
+		for _, p := range pods() {
+			names = append(names, p.Name)
+		}
+		return names
+	}
+}
+
+// watchRunPodSpecs is watchRunPods that gives the pods, as last seen.
+func (f *faultEnv) watchRunPodSpecs(t *testing.T) func() []*corev1.Pod {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := f.e.kube.CoreV1().Pods(f.ns).Watch(ctx, metav1.ListOptions{LabelSelector: managed.Selector()})
 	if err != nil {
@@ -318,7 +330,7 @@ func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
 	}
 	var (
 		mu   sync.Mutex
-		seen = map[string]bool{}
+		seen = map[string]*corev1.Pod{}
 		done = make(chan struct{})
 	)
 	go func() {
@@ -326,23 +338,70 @@ func (f *faultEnv) watchRunPods(t *testing.T) func() []string {
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok && p.Labels[managed.LabelRun] != "" {
 				mu.Lock()
-				seen[p.Name] = true
+				seen[p.Name] = p
 				mu.Unlock()
 			}
 		}
 	}()
-	return func() []string {
+	return func() []*corev1.Pod {
 		cancel()
 		w.Stop()
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		var names []string
-		for n := range seen {
-			names = append(names, n)
+		var pods []*corev1.Pod
+		for _, p := range seen {
+			pods = append(pods, p)
 		}
-		return names
+		return pods
 	}
+}
+
+// TestAccRunAction_timeout: timeouts.invoke bounds the run. Its pod's
+// activeDeadlineSeconds is at most that, and a run that outlasts it ends as
+// error at it, failing the invocation, and leaves nothing behind.
+func TestAccRunAction_timeout(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", "echo started; sleep 300"]
+    timeouts {
+      invoke = "20s"
+    }
+  }
+}
+`, f.group))
+	pods := f.watchRunPodSpecs(t)
+	start := time.Now()
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	took := time.Since(start)
+	seen := pods()
+	if err == nil {
+		t.Fatalf("a run past its timeouts.invoke succeeded:\n%s", dump(lines))
+	}
+	for _, want := range []string{`Error: Run Error`, `did\s+not\s+finish\s+within\s+its\s+timeout`} {
+		if !regexp.MustCompile(want).MatchString(stderr) {
+			t.Errorf("the error does not match %q:\n%s", want, stderr)
+		}
+	}
+	if firstLine(lines, `: started$`) < 0 || firstLine(lines, `status: error`) < 0 {
+		t.Errorf("want the run's output and its error status in the progress:\n%s", dump(lines))
+	}
+	// Terraform's start and the pod's start come on top of the 20 s.
+	if took < 20*time.Second || took > 80*time.Second {
+		t.Errorf("the invocation took %s, want it to end at its 20s timeout", took.Round(100*time.Millisecond))
+	}
+	if len(seen) != 1 {
+		t.Fatalf("want one run pod, saw %d", len(seen))
+	}
+	if d := seen[0].Spec.ActiveDeadlineSeconds; d == nil || *d <= 0 || *d > 20 {
+		t.Errorf("the run pod's activeDeadlineSeconds is %v, want at most the 20s of timeouts.invoke", d)
+	} else {
+		t.Logf("ended after %s, activeDeadlineSeconds %d", took.Round(100*time.Millisecond), *d)
+	}
+	f.checkNoLeaks(t)
 }
 
 // TestAccRunAction_example applies examples/actions/kubeplay_run as it is:

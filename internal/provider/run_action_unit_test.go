@@ -37,7 +37,7 @@ func runActionSchema(t *testing.T) aschema.Schema {
 
 // TestRunActionSchema_matchesResource: every input of the run resource is
 // an input of the action, with the same type and flags, so that the two
-// cannot drift apart; the action has nothing else but timeout.
+// cannot drift apart; the action has nothing else but its timeouts block.
 func TestRunActionSchema_matchesResource(t *testing.T) {
 	as := runActionSchema(t)
 	var rs resource.SchemaResponse
@@ -70,11 +70,11 @@ func TestRunActionSchema_matchesResource(t *testing.T) {
 			t.Errorf("%s: type %s in the action, %s in the resource", name, aa.GetType(), ra.GetType())
 		}
 	}
-	if _, ok := rs.Schema.Blocks["timeouts"]; !ok || as.Attributes["timeout"] == nil {
-		t.Error("the resource's timeouts block should be the action's timeout attribute")
+	if _, ok := rs.Schema.Blocks["timeouts"]; !ok || as.Blocks["timeouts"] == nil || len(as.Blocks) != 1 {
+		t.Error("the resource's timeouts block should be the action's, with invoke for create")
 	}
-	if len(as.Attributes) != inputs+1 {
-		t.Errorf("the action has %d attributes, want the resource's %d inputs and timeout", len(as.Attributes), inputs)
+	if len(as.Attributes) != inputs {
+		t.Errorf("the action has %d attributes, want the resource's %d inputs", len(as.Attributes), inputs)
 	}
 	if inputs < 30 {
 		t.Errorf("only %d inputs compared", inputs)
@@ -103,7 +103,8 @@ func TestRunActionSchema_descriptions(t *testing.T) {
 		}
 		ra, ok := rs.Schema.Attributes[name]
 		if !ok {
-			continue // timeout
+			t.Errorf("the action's %s is no input of the resource", name)
+			continue
 		}
 		if _, mapped := runActionDescriptions[name]; !mapped {
 			if d != actionDescription(ra.GetMarkdownDescription()) {
@@ -142,7 +143,8 @@ func TestRunAction_model(t *testing.T) {
 	}
 	vals["container_group"] = tftypes.NewValue(tftypes.String, "g")
 	vals["forks"] = tftypes.NewValue(tftypes.Number, 3)
-	vals["timeout"] = tftypes.NewValue(tftypes.String, "2m")
+	vals["timeouts"] = tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"invoke": tftypes.String}},
+		map[string]tftypes.Value{"invoke": tftypes.NewValue(tftypes.String, "2m")})
 	vals["extra_vars"] = tftypes.NewValue(tftypes.Object{AttributeTypes: map[string]tftypes.Type{"a": tftypes.String}},
 		map[string]tftypes.Value{"a": tftypes.NewValue(tftypes.String, "b")})
 	strs := func(ss ...string) tftypes.Value {

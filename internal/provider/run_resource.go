@@ -355,7 +355,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
-			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true,
+			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
 				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
 					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",

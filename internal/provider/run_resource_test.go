@@ -337,6 +337,10 @@ func TestAccRun_planErrors(t *testing.T) {
   timeouts {
     create = "soon"
   }`, `(?s)Invalid Attribute Value Time Duration.*"soon" must be a string containing`},
+		{`playbook = "x"
+  timeouts {
+    delete = "0s"
+  }`, `(?s)Invalid Duration.*delete = "0s".*timeouts.delete must be a positive duration`},
 	} {
 		steps = append(steps, resource.TestStep{Config: run(c.body), PlanOnly: true, ExpectError: expectError(c.want)})
 	}

@@ -15,7 +15,9 @@ action "kubeplay_run" "rotate_logs" {
               msg: "rotating logs of {{ release }}"
     YAML
     extra_vars      = { release = var.release }
-    timeout         = "10m"
+    timeouts {
+      invoke = "10m"
+    }
   }
 }
 

@@ -19,16 +19,22 @@ resource "kubeplay_phase" "initinfra_target" {
   name          = "initinfra-target"
   cluster       = kubeplay_credential.target.name
   kustomization = "${path.module}/target/initinfra"
-  wait_timeout  = "2000s"
   prune         = false
+  timeouts {
+    create = "2000s"
+    update = "2000s"
+  }
 }
 
 resource "kubeplay_phase" "workload" {
   name          = "workload"
   cluster       = kubeplay_credential.workload01.name
   kustomization = "${path.module}/workload01/apps"
-  wait_timeout  = "2000s"
   prune         = false
+  timeouts {
+    create = "2000s"
+    update = "2000s"
+  }
 }
 
 variable "target_kubeconfig" {

@@ -36,23 +36,27 @@ locals {
 
 # clusterctl-init-ephemeral
 resource "kubeplay_clusterctl" "init_ephemeral" {
-  name         = "clusterctl-init-ephemeral"
-  action       = "init"
-  providers    = [local.core_provider]
-  variables    = var.ephemeral_variables
-  wait_timeout = "10m"
-  depends_on   = [kubeplay_phase.cert_manager_ephemeral]
+  name       = "clusterctl-init-ephemeral"
+  action     = "init"
+  providers  = [local.core_provider]
+  variables  = var.ephemeral_variables
+  depends_on = [kubeplay_phase.cert_manager_ephemeral]
+  timeouts {
+    create = "10m"
+  }
 }
 
 # clusterctl-init-target
 resource "kubeplay_clusterctl" "init_target" {
-  name         = "clusterctl-init-target"
-  action       = "init"
-  cluster      = kubeplay_credential.target.name
-  providers    = [local.core_provider]
-  variables    = var.target_variables
-  wait_timeout = "10m"
-  depends_on   = [kubeplay_phase.cert_manager_target]
+  name       = "clusterctl-init-target"
+  action     = "init"
+  cluster    = kubeplay_credential.target.name
+  providers  = [local.core_provider]
+  variables  = var.target_variables
+  depends_on = [kubeplay_phase.cert_manager_target]
+  timeouts {
+    create = "10m"
+  }
 }
 
 # clusterctl-move: the Cluster API objects of target-infra go from the

@@ -30,7 +30,9 @@ resource "kubeplay_phase" "initinfra_ephemeral" {
     file("${path.module}/ephemeral/namespace.yaml"),
     file("${path.module}/ephemeral/crds.yaml"),
   ]
-  wait_timeout = "10m"
+  timeouts {
+    create = "10m"
+  }
 }
 
 # initinfra-target: a kustomization rendered as airshipctl renders bundles.
@@ -83,7 +85,6 @@ resource "kubeplay_phase" "workload" {
         airshipit.org/deploy-k8s: "false"
     EOT
   ]
-  wait_timeout = "15m"
   wait_conditions = [{
     api_version = "batch/v1"
     kind        = "Job"
@@ -91,4 +92,8 @@ resource "kubeplay_phase" "workload" {
     value       = "1"
   }]
   prune = true
+  timeouts {
+    create = "15m"
+    update = "15m"
+  }
 }
