@@ -254,8 +254,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				"patterns, passed to `ansible-playbook` as `--limit` with the elements joined by commas: `[\"webservers\", "+
 				"\"!web3\", \"~db[0-9]+\"]` becomes `--limit webservers,!web3,~db[0-9]+`. Each element is one pattern: a "+
 				"host or group name, a wildcard such as `web*`, a regular expression after `~`, or a pattern after `!` to "+
-				"exclude or `&` to intersect. Write each pattern as an element of its own rather than several in one "+
-				"element separated by `:`, a form Ansible reads only when the whole limit holds no comma.",
+				"exclude or `&` to intersect. Give each pattern its own element: Ansible reads `:` between patterns only "+
+				"when the limit holds no comma.",
 				"Unset, each play runs on all the hosts it targets."),
 			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with at least one of these tags, "+
 				"passed to `ansible-playbook` as `--tags` with the elements joined by commas: `[\"deploy\", \"config\"]` "+
