@@ -61,7 +61,7 @@ install -d -m 700 -o ` + SSHUser + ` -g ` + SSHUser + ` /home/` + SSHUser + `/.s
 printf '%s\n' "$AUTHORIZED_KEY" > /home/` + SSHUser + `/.ssh/authorized_keys
 chown ` + SSHUser + `: /home/` + SSHUser + `/.ssh/authorized_keys
 install -d -m 755 /run/sshd
-exec /usr/sbin/sshd -D -e -o LogLevel=VERBOSE -o UsePAM=no -o HostKey=/etc/ssh/ssh_host_ed25519_key -o PasswordAuthentication=no
+exec /usr/sbin/sshd -D -e -o LogLevel=VERBOSE -o MaxStartups=100:30:200 -o UsePAM=no -o HostKey=/etc/ssh/ssh_host_ed25519_key -o PasswordAuthentication=no
 `
 
 // SSHTargets starts n SSH targets in namespace, each with a host key of its

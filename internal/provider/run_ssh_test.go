@@ -183,8 +183,8 @@ func TestAccRun_ssh(t *testing.T) {
 	}
 	// Ansible's 10 s connect timeout also bounds sshd's banner: on CI's loaded 2 cores all three
 	// targets once took longer ("Connection timed out during banner exchange"). What the test
-	// shows does not depend on that time.
-	inventory.WriteString("[all:vars]\nansible_user=" + acctest.SSHUser + "\nansible_python_interpreter=/usr/bin/python3\nansible_ssh_timeout=60\n")
+	// shows does not depend on that time. A reset before the banner (seen once) is retried likewise.
+	inventory.WriteString("[all:vars]\nansible_user=" + acctest.SSHUser + "\nansible_python_interpreter=/usr/bin/python3\nansible_ssh_timeout=60\nansible_ssh_retries=3\n")
 
 	group := randName("grp")
 	// Write-only values do not replace a run: each step's trigger does.
