@@ -92,8 +92,22 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			logs, err := pods.GetLogs(name, &corev1.PodLogOptions{TailLines: ptr.To[int64](40)}).DoRaw(ctx)
-			t.Logf("SSH target %s, last lines of sshd's log (%v):\n%s", name, err, logs)
+			// The kubelet's probe connects every second from the node's address: its lines
+			// would fill any tail, so they are left out.
+			probe := "\x00"
+			if p, err := pods.Get(ctx, name, metav1.GetOptions{}); err == nil && p.Status.HostIP != "" {
+				probe = "from " + p.Status.HostIP + " port"
+			}
+			logs, err := pods.GetLogs(name, &corev1.PodLogOptions{TailLines: ptr.To[int64](5000)}).DoRaw(ctx)
+			var kept []string
+			for l := range strings.SplitSeq(string(logs), "\n") {
+				if !strings.Contains(l, probe) && !strings.Contains(l, "by "+strings.TrimPrefix(probe, "from ")) &&
+					!strings.Contains(l, "kex_exchange_identification: Connection closed by remote host") {
+					kept = append(kept, l)
+				}
+			}
+			t.Logf("SSH target %s, sshd's log without the kubelet's probes, last 40 lines (%v):\n%s",
+				name, err, strings.Join(kept[max(0, len(kept)-40):], "\n"))
 		})
 		targets[i] = SSHTarget{Pod: name, KnownHosts: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub)))}
 	}
