@@ -130,12 +130,20 @@ func extract(t *testing.T, b *Bundle) string {
 	return dir
 }
 
+// scriptCommand runs the script of the bundle extracted in dir through sh,
+// not as an executable: a fork by another test between the script's write
+// and its exec holds the file open for writing, and exec then fails with
+// "text file busy" (golang/go#22315).
+func scriptCommand(ctx context.Context, dir string) *exec.Cmd {
+	return exec.CommandContext(ctx, "sh", filepath.Join(dir, ScriptName))
+}
+
 // runScript runs the bundle's script with extra directories first on PATH.
 func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, ScriptName))
+	cmd := scriptCommand(ctx, dir)
 	cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -31,7 +31,7 @@ func TestHeldRunsTakeTurns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(filepath.Join(dirs[i], ScriptName))
+			cmd := scriptCommand(context.Background(), dirs[i])
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			closeStdin := heldStdin(t, cmd, nil)
@@ -77,7 +77,7 @@ func TestHeldRunSparesTheWorker(t *testing.T) {
 	dir := extract(t, &b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, ScriptName))
+	cmd := scriptCommand(ctx, dir)
 	closeStdin := heldStdin(t, cmd, nil)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func TestScriptEndsTheRunWhenStdinEnds(t *testing.T) {
 	dir := extract(t, &b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, ScriptName))
+	cmd := scriptCommand(ctx, dir)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	closeStdin := heldStdin(t, cmd, nil)
@@ -111,7 +111,7 @@ func TestScriptLeavesTheWorkerAfterARun(t *testing.T) {
 	w, worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", "exit 3"}, Marker: testMarker}
 	dir := extract(t, &b)
-	cmd := exec.Command(filepath.Join(dir, ScriptName))
+	cmd := scriptCommand(context.Background(), dir)
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	closeStdin := heldStdin(t, cmd, nil)
@@ -148,7 +148,7 @@ func TestScriptWaitsForTheClientToReadTheResult(t *testing.T) {
 	_, worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", "exit 5"}, Marker: testMarker}
 	dir := extract(t, &b)
-	cmd := exec.Command(filepath.Join(dir, ScriptName))
+	cmd := scriptCommand(context.Background(), dir)
 	rs := NewResultStream(testMarker, io.Discard, MaxResultSize)
 	cmd.Stderr = rs
 	closeStdin := heldStdin(t, cmd, nil)
