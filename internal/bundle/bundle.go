@@ -443,12 +443,39 @@ func (b *Bundle) Args(inventory string) []string {
 	return append(args, b.playbookArg())
 }
 
+// userSetup gives the run a writable home when the pod has none (a UID with
+// no entry in /etc/passwd gets "/" from the runtime; a read-only root file
+// system): Ansible keeps its local temp files there. A UID with no entry
+// (OpenShift's arbitrary UIDs) also gets one, which ssh needs: it exits at
+// once without ("No user exists for uid"). The entry goes through
+// nss_wrapper when the image has it (Debian: libnss-wrapper), else into
+// /etc/passwd when that is writable (AWX's images make it group-writable).
+const userSetup = `if [ -z "${HOME:-}" ] || [ "$HOME" = / ] || [ ! -w "$HOME" ]; then
+  export HOME="$PWD/.home"; mkdir -p "$HOME"
+fi
+if ! id -un >/dev/null 2>&1; then
+  kubeplay_user="kubeplay:x:$(id -u):$(id -g):kubeplay run:$HOME:/bin/sh"
+  for kubeplay_lib in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
+    [ -e "$kubeplay_lib" ] || continue
+    { cat /etc/passwd; echo "$kubeplay_user"; } >"$HOME/.passwd"
+    { cat /etc/group; id -gn >/dev/null 2>&1 || echo "kubeplay:x:$(id -g):"; } >"$HOME/.group"
+    export LD_PRELOAD="$kubeplay_lib${LD_PRELOAD:+ $LD_PRELOAD}" NSS_WRAPPER_PASSWD="$HOME/.passwd" NSS_WRAPPER_GROUP="$HOME/.group"
+    break
+  done
+  if [ -z "${NSS_WRAPPER_PASSWD:-}" ]; then
+    if [ -w /etc/passwd ]; then echo "$kubeplay_user" >>/etc/passwd
+    else echo "kubeplay: UID $(id -u) has no entry in /etc/passwd, which is read-only, and the image has no nss_wrapper (Debian: libnss-wrapper): ssh will refuse to connect"; fi
+  fi
+fi
+`
+
 // script is the runner: it reads secrets into its environment and deletes
 // them from disk, runs the playbook (or command) with its output on stdout,
 // and reports the exit code and stats on its stderr after the marker.
 func (b *Bundle) script(inventory string) string {
 	var sb strings.Builder
 	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod.\nset -u\ncd \"$(dirname \"$0\")\" || exit 125\n")
+	sb.WriteString(userSetup)
 	if len(b.SecretEnv) > 0 {
 		sb.WriteString(". ./" + secretEnvName + " && rm -f ./" + secretEnvName + "\n")
 	}

@@ -612,3 +612,33 @@ func TestParseResultCases(t *testing.T) {
 		}
 	}
 }
+
+// TestUserSetupHome: a run whose HOME is unset, "/" (a UID with no passwd
+// entry) or missing gets one in its directory; a writable HOME stays (root,
+// as these tests run, can write to any directory of a writable file system).
+func TestUserSetupHome(t *testing.T) {
+	writable := t.TempDir()
+	for _, tc := range []struct{ name, env, want string }{
+		{"unset", "", "RUN/.home"},
+		{"root dir", "HOME=/", "RUN/.home"},
+		{"missing", "HOME=/nonexistent/kubeplay", "RUN/.home"},
+		{"writable", "HOME=" + writable, writable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := t.TempDir()
+			cmd := exec.Command("sh", "-c", "set -u\n"+userSetup+`printf %s "$HOME"; [ -w "$HOME" ] || echo " not writable"`)
+			cmd.Dir = run
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+			if tc.env != "" {
+				cmd.Env = append(cmd.Env, tc.env)
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if want := strings.Replace(tc.want, "RUN", run, 1); string(out) != want {
+				t.Errorf("HOME = %q, want %q", out, want)
+			}
+		})
+	}
+}

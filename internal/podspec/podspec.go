@@ -83,9 +83,17 @@ type Group struct {
 	Override string
 }
 
+// TmpVolume is the run pod's emptyDir at /tmp, where every run unpacks its
+// bundle and the worker keeps its pid: a pod whose root file system is
+// read-only (readOnlyRootFilesystem, as restricted platforms require) still
+// runs. An override that mounts its own volume at /tmp replaces the mount
+// (volume mounts merge by mountPath).
+const TmpVolume = "kubeplay-tmp"
+
 // DefaultPod is the run pod before any override: one container, "worker",
 // kept alive by WorkerArgs (as args, so that an image's entrypoint still
-// runs, as with AWX's execution environments) for the run to exec into.
+// runs, as with AWX's execution environments) for the run to exec into,
+// with an emptyDir at /tmp (TmpVolume).
 func DefaultPod(namespace, image string) *corev1.Pod {
 	if image == "" {
 		image = DefaultImage
@@ -104,11 +112,13 @@ func DefaultPod(namespace, image string) *corev1.Pod {
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Args:            WorkerArgs,
+				VolumeMounts:    []corev1.VolumeMount{{Name: TmpVolume, MountPath: "/tmp"}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("250m"),
 					corev1.ResourceMemory: resource.MustParse("100Mi"),
 				}},
 			}},
+			Volumes: []corev1.Volume{tmpVolume()},
 		},
 	}
 }
@@ -153,8 +163,28 @@ func RenderGroup(g Group) (*corev1.Pod, error) {
 	if len(pod.Spec.Containers) == 0 {
 		return nil, fmt.Errorf("the override removes every container (spec.containers): %w", ErrNoContainers)
 	}
+	keepTmpVolume(pod)
 	stamp(pod, g.Namespace, own)
 	return pod, nil
+}
+
+// keepTmpVolume puts back TmpVolume when a container still mounts it but an
+// override replaced the pod's volumes ("$patch: replace"): the API server
+// would refuse the pod for a mount of no volume.
+func keepTmpVolume(pod *corev1.Pod) {
+	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == TmpVolume }) {
+		return
+	}
+	for _, c := range pod.Spec.Containers {
+		if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == TmpVolume }) {
+			pod.Spec.Volumes = append(pod.Spec.Volumes, tmpVolume())
+			return
+		}
+	}
+}
+
+func tmpVolume() corev1.Volume {
+	return corev1.Volume{Name: TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 }
 
 // ValidateOverride reports what RenderGroup would say of an override on its

@@ -184,7 +184,13 @@ spec:
       requests:
         cpu: 250m
         memory: 100Mi
+    volumeMounts:
+    - mountPath: /tmp
+      name: kubeplay-tmp
   restartPolicy: Never
+  volumes:
+  - emptyDir: {}
+    name: kubeplay-tmp
 `
 	if y != want {
 		t.Errorf("YAML:\n%s\nwant:\n%s", y, want)

@@ -142,8 +142,8 @@ func TestOverrideMergesNotReplaces(t *testing.T) {
 	}
 	slices.Sort(mounts)
 	slices.Sort(vols)
-	if !slices.Equal(mounts, []string{"/cache", "/scratch"}) || !slices.Equal(vols, []string{"cache", "scratch"}) {
-		t.Errorf("mounts %v volumes %v, want both the group's and the label's", mounts, vols)
+	if !slices.Equal(mounts, []string{"/cache", "/scratch", "/tmp"}) || !slices.Equal(vols, []string{"cache", TmpVolume, "scratch"}) {
+		t.Errorf("mounts %v volumes %v, want the group's, the label's and kubeplay's /tmp", mounts, vols)
 	}
 	if !maps.Equal(got.Spec.NodeSelector, map[string]string{"disk": "ssd", "gpu": "yes"}) {
 		t.Errorf("node selector %v", got.Spec.NodeSelector)
@@ -457,5 +457,42 @@ func TestToYAMLStripsClusterFields(t *testing.T) {
 	}
 	if _, err := ToYAML(func() {}); err == nil {
 		t.Error("ToYAML of a func = nil error")
+	}
+}
+
+// TestTmpVolume: the run pod mounts an emptyDir at /tmp; an override's own
+// mount at /tmp takes its place, and one that replaces the volumes keeps
+// the emptyDir the worker still mounts.
+func TestTmpVolume(t *testing.T) {
+	for _, tc := range []struct {
+		name, override, wantMount string
+		wantVols                  []string
+	}{
+		{"default", "", TmpVolume, []string{TmpVolume}},
+		{"own mount", "spec:\n  containers:\n  - name: worker\n    volumeMounts:\n    - {name: scratch, mountPath: /tmp}\n" +
+			"  volumes:\n  - {name: scratch, emptyDir: {medium: Memory}}\n", "scratch", []string{TmpVolume, "scratch"}},
+		{"volumes replaced", "spec:\n  volumes:\n  - $patch: replace\n  - {name: cache, emptyDir: {}}\n", TmpVolume, []string{"cache", TmpVolume}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod, err := RenderGroup(Group{Namespace: "runs", Override: tc.override})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := container(pod, WorkerContainer)
+			var mount string
+			for _, m := range w.VolumeMounts {
+				if m.MountPath == "/tmp" {
+					mount = m.Name
+				}
+			}
+			var vols []string
+			for _, v := range pod.Spec.Volumes {
+				vols = append(vols, v.Name)
+			}
+			slices.Sort(vols)
+			if mount != tc.wantMount || !slices.Equal(vols, tc.wantVols) {
+				t.Errorf("/tmp mounts %q, volumes %v; want %q, %v", mount, vols, tc.wantMount, tc.wantVols)
+			}
+		})
 	}
 }

@@ -158,9 +158,14 @@ const podSecurityLevelDescription = "`pod_security_level` is checked at plan tim
 	"API server itself refuses every pod below the level there, kubeplay's or not; a namespace the group does not " +
 	"manage is not relabelled. `baseline` refuses what lets a pod take over its node (privileged containers, host " +
 	"namespaces, paths and ports, added capabilities), and the default run pod passes it. `restricted` refuses the " +
-	"default run pod, since AWX's execution environments run as root: a group at `restricted` needs an image that " +
-	"runs as another user and a `pod_spec_override` that sets `runAsNonRoot: true`, " +
-	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`."
+	"default run pod, since AWX's execution environments run as root: a group at `restricted` needs a " +
+	"`pod_spec_override` that sets `runAsNonRoot: true` and a `runAsUser` other than 0, " +
+	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`. " +
+	"The UID may be one the image does not know, as OpenShift's restricted SCC assigns, and the root file system " +
+	"read-only (`readOnlyRootFilesystem: true`): the run pod has an `emptyDir` at `/tmp` (`kubeplay-tmp`), each " +
+	"run gets a writable `HOME` in it when its own is not writable, and a UID with no entry in `/etc/passwd` gets " +
+	"one, which `ssh` needs, through nss_wrapper when the image has it (Debian's `libnss-wrapper`), else appended " +
+	"to `/etc/passwd` when that is writable (as in AWX's images); otherwise the run's output says so."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"

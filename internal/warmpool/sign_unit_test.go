@@ -120,6 +120,7 @@ func TestVerify(t *testing.T) {
 // answer held nil: that is no change.
 func TestSpecDigestIgnoresNilAndEmpty(t *testing.T) {
 	a := runPod()
+	a.Spec.Volumes, a.Spec.Containers[0].VolumeMounts = nil, nil // the default pod's /tmp
 	b := a.DeepCopy()
 	b.Spec.Containers[0].Command, b.Spec.Volumes, b.Spec.Tolerations = []string{}, []corev1.Volume{}, []corev1.Toleration{}
 	if string(specDigest(a)) != string(specDigest(b)) {

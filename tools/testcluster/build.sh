@@ -52,11 +52,7 @@ if [ -n "$missing" ]; then
 fi
 
 # ---------------------------------------------------------------- 3a. the ee image
-# python3-cffi-backend must be named: debootstrap's resolver ignores virtual packages
-# (python3-cffi-backend-api-min), and python3-cryptography then fails to configure.
-# One image serves both sides of the SSH tests: a superset keeps every earlier test working
-# and the cluster imports one image instead of two.
-EE_PACKAGES=python3,ansible-core,python3-cffi-backend,openssh-client,openssh-server
+# EE_PACKAGES: see lib.sh (up.sh rebuilds and restarts when they change).
 
 build_ee() {
   local rootfs=$WORK/ee-rootfs

@@ -70,6 +70,12 @@ ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $APISERVER_PORT $KCM_PORT $SCHED_PORT $KUB
 
 EE_IMAGE=kubeplay.test/ee:v1
 PAUSE_IMAGE=kubeplay.test/pause:v1
+# The ee image's Debian packages (build.sh). python3-cffi-backend must be named: debootstrap's
+# resolver ignores virtual packages (python3-cffi-backend-api-min), and python3-cryptography
+# then fails to configure. One image serves both sides of the SSH tests: a superset keeps
+# every earlier test working and the cluster imports one image instead of two. libnss-wrapper
+# gives a run pod's arbitrary UID (no entry in /etc/passwd) one that ssh accepts.
+EE_PACKAGES=python3,ansible-core,python3-cffi-backend,openssh-client,openssh-server,libnss-wrapper
 
 # Components in start order.  Their pid files are $RUN/<name>.pid, their logs $LOGS/<name>.log.
 COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet"

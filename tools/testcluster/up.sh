@@ -47,6 +47,8 @@ healthy() {
   # built from the same sources? (a clone with another pinned version restarts it)
   curl -fsS --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
     "https://127.0.0.1:$APISERVER_PORT/version" 2>/dev/null | grep -q "\"gitVersion\": \"$K8S_VERSION\"" || return 1
+  # with the ee image of the same packages? (the image is imported when the cluster starts)
+  [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" = "$EE_PACKAGES" ] || return 1
   node_ready ""
 }
 
@@ -61,8 +63,9 @@ for f in etcd $K8S_BINARIES kubeplay-cri; do
   [ -x "$BIN/$f" ] || NEED_BUILD=1
 done
 [ -s "$IMG/ee.tar" ] && [ -s "$IMG/pause.tar" ] || NEED_BUILD=1
+[ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" = "$EE_PACKAGES" ] || NEED_BUILD=1
 if [ -n "${NEED_BUILD:-}" ]; then
-  log "binaries or images missing: running build.sh"
+  log "binaries or images missing or out of date: running build.sh"
   "$TC_DIR/build.sh"
 fi
 
