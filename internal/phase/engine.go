@@ -388,7 +388,8 @@ func docIndex(err error) int {
 }
 
 // applyOne sends one server-side apply with kubeplay's field manager; the
-// object carries the ApplySet membership label.
+// object carries the ApplySet membership label. An apply is idempotent: it
+// is sent again after a transient failure (kubeclient.RetryIdempotent).
 func (e *Engine) applyOne(ctx context.Context, p prepared, force, dryRun bool) (*unstructured.Unstructured, error) {
 	u := p.U.DeepCopy()
 	u.SetNamespace(p.Namespace)
@@ -402,7 +403,12 @@ func (e *Engine) applyOne(ctx context.Context, p prepared, force, dryRun bool) (
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return e.resource(p.m, p.Namespace).Apply(ctx, p.Name, u, opts)
+	var out *unstructured.Unstructured
+	err := kubeclient.RetryIdempotent(ctx, func() (err error) {
+		out, err = e.resource(p.m, p.Namespace).Apply(ctx, p.Name, u, opts)
+		return err
+	})
+	return out, err
 }
 
 // FieldsDigest summarizes the fields kubeplay's apply owns in u. Another

@@ -17,6 +17,7 @@ import (
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -107,13 +108,23 @@ func (i *Inventory) Store(ctx context.Context, refs []Ref) error {
 		}).
 		WithData(map[string]string{inventoryObjectsKey: string(b)})
 	opts := metav1.ApplyOptions{FieldManager: inventoryFieldManager, Force: true}
-	_, err = i.kube.CoreV1().ConfigMaps(i.Namespace).Apply(ctx, cm, opts)
+	// Server-side applies, idempotent: sent again after a transient failure.
+	applyCM := func() error {
+		return kubeclient.RetryIdempotent(ctx, func() error {
+			_, err := i.kube.CoreV1().ConfigMaps(i.Namespace).Apply(ctx, cm, opts)
+			return err
+		})
+	}
+	err = applyCM()
 	if apierrors.IsNotFound(err) {
 		ns := applycorev1.Namespace(i.Namespace).WithLabels(map[string]string{managed.LabelManagedBy: managed.ManagedByValue})
-		if _, err = i.kube.CoreV1().Namespaces().Apply(ctx, ns, opts); err != nil {
+		if err = kubeclient.RetryIdempotent(ctx, func() error {
+			_, err := i.kube.CoreV1().Namespaces().Apply(ctx, ns, opts)
+			return err
+		}); err != nil {
 			return fmt.Errorf("creating inventory namespace %s: %w", i.Namespace, err)
 		}
-		_, err = i.kube.CoreV1().ConfigMaps(i.Namespace).Apply(ctx, cm, opts)
+		err = applyCM()
 	}
 	if err != nil {
 		return fmt.Errorf("writing inventory ConfigMap %s/%s: %w", i.Namespace, i.Name, err)

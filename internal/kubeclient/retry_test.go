@@ -1,0 +1,49 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package kubeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestRetryIdempotent(t *testing.T) {
+	saved := idempotentBackoff
+	idempotentBackoff.Duration = time.Millisecond
+	t.Cleanup(func() { idempotentBackoff = saved })
+	lost := fmt.Errorf(`Patch "https://10.250.0.2:16443/api/v1/namespaces/x/configmaps/y": %w`, errors.New("http2: client connection lost"))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "y", errors.New("no"))
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		errs      []error
+		wantCalls int
+		wantErr   error
+	}{
+		{"connection lost twice, then applied", context.Background(), []error{lost, lost, nil}, 3, nil},
+		{"server overloaded, then applied", context.Background(), []error{apierrors.NewTooManyRequests("busy", 1), nil}, 2, nil},
+		{"forbidden is final", context.Background(), []error{forbidden, nil}, 1, forbidden},
+		{"five tries at most", context.Background(), []error{lost, lost, lost, lost, lost, nil}, 5, lost},
+		{"not once the context is done", canceled, []error{lost, nil}, 1, lost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := RetryIdempotent(tc.ctx, func() error {
+				calls++
+				return tc.errs[calls-1]
+			})
+			if calls != tc.wantCalls || !errors.Is(err, tc.wantErr) && err != tc.wantErr {
+				t.Errorf("%d calls, error %v; want %d calls, error %v", calls, err, tc.wantCalls, tc.wantErr)
+			}
+		})
+	}
+}
