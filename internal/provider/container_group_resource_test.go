@@ -196,7 +196,7 @@ func TestAccContainerGroup_podSecurity(t *testing.T) {
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
 	hostPath := func(p *corev1.Pod) {
-		p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -324,7 +324,13 @@ spec:
         memory: 100Mi
     stdin: true
     tty: true
+    volumeMounts:
+    - mountPath: /tmp
+      name: kubeplay-tmp
   restartPolicy: Never
+  volumes:
+  - emptyDir: {}
+    name: kubeplay-tmp
 `, name)
 	cfg := groupConfig(e, fmt.Sprintf("  name              = %q\n  pod_spec_override = <<-EOT\n%s\n  EOT\n", name, seed000Override))
 	resource.Test(t, resource.TestCase{
