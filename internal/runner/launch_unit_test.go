@@ -95,6 +95,58 @@ type launchCluster struct {
 func newLaunchCluster(t *testing.T, script ...func(kube *fake.Clientset, name string)) *launchCluster {
 	t.Helper()
 	lc := &launchCluster{kube: runnertest.NewClientset()}
+	// The fake's watches do not replay from a resourceVersion, as the API server's do: a
+	// change made between the runner's list and its watch would be lost. So the fake kubelet
+	// acts on a pod only once a watch opened after the pod's creation is registered (or after
+	// 5 s, for a path that does not watch). Counted here, after the tracker registered it.
+	var (
+		watchMu sync.Mutex
+		watches int64
+		opened  = make(chan struct{}) // closed, and replaced, at each watch
+	)
+	count := func() (int64, <-chan struct{}) {
+		watchMu.Lock()
+		defer watchMu.Unlock()
+		return watches, opened
+	}
+	lc.kube.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := lc.kube.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		watchMu.Lock()
+		watches++
+		close(opened)
+		opened = make(chan struct{})
+		watchMu.Unlock()
+		return true, w, nil
+	})
+	// The watch count when each pod was created, in creation order: the runner creates the
+	// pod, then watches it, sometimes before the fake kubelet below hears of the pod.
+	var createdAt []int64
+	lc.kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		n, _ := count()
+		watchMu.Lock()
+		createdAt = append(createdAt, n)
+		watchMu.Unlock()
+		return false, nil, nil
+	})
+	afterWatch := func(before int64, act func()) {
+		timeout := time.After(5 * time.Second)
+		for n, ch := count(); n <= before; n, ch = count() {
+			select {
+			case <-ch:
+			case <-timeout:
+				act()
+				return
+			}
+		}
+		act()
+	}
 	w, err := lc.kube.CoreV1().Pods("runs").Watch(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +166,13 @@ func newLaunchCluster(t *testing.T, script ...func(kube *fake.Clientset, name st
 			if n < len(script) {
 				act = script[n]
 			}
-			go act(lc.kube, p.Name)
+			watchMu.Lock()
+			before := watches
+			if n < len(createdAt) {
+				before = createdAt[n]
+			}
+			watchMu.Unlock()
+			go afterWatch(before, func() { act(lc.kube, p.Name) })
 		}
 	}()
 	return lc
