@@ -103,8 +103,8 @@ const containerGroupDescription = "A container group says where runs execute and
 	"container group and Nodepool's kubernetes pool in one. It is stored as a ConfigMap in the provider's " +
 	"`catalog_namespace`, so other workspaces can use it by name.\n\n" +
 	"**Run pod.** Every run starts from a default pod: one container named `worker` running `image` with args " +
-	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false` and " +
-	"requests of 250m CPU and 100Mi memory. `pod_spec_override` is merged over it with a strategic merge patch, so " +
+	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, " +
+	"requests of 250m CPU and 100Mi memory, and an `emptyDir` volume `kubeplay-tmp` at `/tmp`, where runs unpack. `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
 	"`rendered_pod` shows the result at plan time. The worker ends its pod (which turns `Succeeded` and leaves the " +
 	"quota) when the run's exec session ends before the run, as when the provider is killed, and when no run has " +

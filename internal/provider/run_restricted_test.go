@@ -85,8 +85,8 @@ resource "kubeplay_container_group" "g" {
   pod_security_level = "restricted"
   pod_spec_override  = %q
 }
-`, randName("restricted"), ns, acctest.TestImage(), restrictedOverride) + sshSecretVariables
-	inline := group + `
+`, randName("restricted"), ns, acctest.TestImage(), restrictedOverride)
+	inline := group + sshSecretVariables + `
 variable "playbook" { type = string }
 variable "inventory" { type = string }
 
@@ -100,20 +100,7 @@ resource "kubeplay_run" "test" {
   vault_passwords_wo  = { ops = var.ops_pw }
 }
 `
-	fromProject := group + `
-variable "project" { type = string }
-
-resource "kubeplay_run" "test" {
-  container_group     = kubeplay_container_group.g.name
-  project_dir         = var.project
-  playbook_path       = "site.yml"
-  inventories         = ["inventory/hosts.ini"]
-  ssh_private_keys_wo = var.keys
-  ssh_known_hosts     = ` + fmt.Sprintf("%q", known.String()) + `
-  vault_password_wo   = var.vault_pw
-  vault_passwords_wo  = { ops = var.ops_pw }
-}
-`
+	fromProject := group + sshProjectRun(known.String(), "")
 	secretVars := config.Variables{
 		"keys": config.ListVariable(config.StringVariable(key)), "vault_pw": config.StringVariable(vaultPW),
 		"ops_pw": config.StringVariable(opsPW),

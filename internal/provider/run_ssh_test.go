@@ -218,21 +218,7 @@ resource "kubeplay_run" "test" {
 	project := sshProject(t, e, ns, inventory.String(), vaultPW, opsPW)
 	projectRun := func() string {
 		step++
-		return e.runGroup(group, ns) + sshSecretVariables + `
-variable "project" { type = string }
-
-resource "kubeplay_run" "test" {
-  container_group     = kubeplay_container_group.g.name
-  project_dir         = var.project
-  playbook_path       = "site.yml"
-  inventories         = ["inventory/hosts.ini"]
-  ssh_private_keys_wo = var.keys
-  ssh_known_hosts     = ` + fmt.Sprintf("%q", known.String()) + `
-  vault_password_wo   = var.vault_pw
-  vault_passwords_wo  = { ops = var.ops_pw }
-  triggers            = { step = "` + fmt.Sprint(step) + `" }
-}
-`
+		return e.runGroup(group, ns) + sshProjectRun(known.String(), `  triggers            = { step = "`+fmt.Sprint(step)+`" }`+"\n")
 	}
 	projectVars := func(key string) config.Variables {
 		return config.Variables{
@@ -355,6 +341,24 @@ func (e *testEnv) checkProofs(ns string, targets []acctest.SSHTarget, suffix str
 		}
 		return nil
 	}
+}
+
+// sshProjectRun is a run of sshProject's site.yml with the write-only
+// inputs of sshSecretVariables, the targets' known hosts, and extra lines.
+func sshProjectRun(knownHosts, extra string) string {
+	return sshSecretVariables + `
+variable "project" { type = string }
+
+resource "kubeplay_run" "test" {
+  container_group     = kubeplay_container_group.g.name
+  project_dir         = var.project
+  playbook_path       = "site.yml"
+  inventories         = ["inventory/hosts.ini"]
+  ssh_private_keys_wo = var.keys
+  ssh_known_hosts     = ` + fmt.Sprintf("%q", knownHosts) + `
+  vault_password_wo   = var.vault_pw
+  vault_passwords_wo  = { ops = var.ops_pw }
+` + extra + "}\n"
 }
 
 // sshSecretVariables declare the write-only inputs of TestAccRun_ssh's runs.
