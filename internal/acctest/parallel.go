@@ -1,7 +1,10 @@
 package acctest
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -64,11 +67,17 @@ var (
 	holders = map[string]testing.TB{}
 )
 
+// ClusterAPILock is the Exclusive lock of the tests that install
+// cert-manager's or Cluster API's CRDs, or use the second cluster.
+const ClusterAPILock = "cluster-api"
+
 // Exclusive holds the lock called name until the test ends, so that
 // parallel tests which share something of the cluster that names cannot
 // keep apart (cluster-scoped CRDs of one API group, the second cluster) take
 // turns on it, while the rest of the suite goes on beside them. A test that
-// already holds it may ask again.
+// already holds it may ask again. The lock holds across processes (go test
+// runs packages in processes of their own) through a file lock of the
+// machine, whose test cluster they share.
 func Exclusive(t testing.TB, name string) {
 	t.Helper()
 	exclusiveMu.Lock()
@@ -83,6 +92,14 @@ func Exclusive(t testing.TB, name string) {
 	}
 	exclusiveMu.Unlock()
 	mu.Lock()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kubeplay-acctest-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
+		mu.Unlock()
+		t.Fatalf("acctest: lock %s: %v", name, err)
+	}
 	exclusiveMu.Lock()
 	holders[name] = t
 	exclusiveMu.Unlock()
@@ -90,6 +107,7 @@ func Exclusive(t testing.TB, name string) {
 		exclusiveMu.Lock()
 		delete(holders, name)
 		exclusiveMu.Unlock()
+		f.Close() // releases the file lock
 		mu.Unlock()
 	})
 }

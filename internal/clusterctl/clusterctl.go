@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -258,35 +259,53 @@ func groupByType(providers []Provider, ref func(Provider) string) byType {
 // whose names lack the namespace prefix clusterctl looks for; all of an
 // install that failed before its inventory entry), clusterctl's inventory
 // CRD once it lists no provider, and waits until those are gone.
+//
+// clusterctl's delete lists every kind the cluster serves, and fails when a
+// CRD of someone else's goes away meanwhile: the sweep of the providers'
+// labelled objects then does its work (their namespaces hold the rest, and
+// the inventory entries), and Delete fails only if it cannot.
 func Delete(ctx context.Context, c *kubeclient.Clients, providers []Provider, crds bool) error {
 	cfg, dyn := c.Config, c.Dynamic
 	installed, err := Installed(ctx, dyn, providers)
 	if err != nil {
 		return err
 	}
+	var clusterctlErr error
 	if len(installed) > 0 {
-		err := run(ctx, nil, nil, 0, func(c client.Client, kubeconfig func(*rest.Config) (client.Kubeconfig, error)) error {
-			kc, err := kubeconfig(cfg)
-			if err != nil {
-				return err
-			}
-			g := groupByType(installed, func(p Provider) string { return p.Name })
-			opts := client.DeleteOptions{Kubeconfig: kc, IncludeNamespace: true, IncludeCRDs: crds,
-				CoreProvider: g.core, BootstrapProviders: g.bootstrap, ControlPlaneProviders: g.controlPlane,
-				InfrastructureProviders: g.infrastructure, IPAMProviders: g.ipam,
-				RuntimeExtensionProviders: g.runtimeExtension, AddonProviders: g.addon}
-			return c.Delete(ctx, opts)
-		})
-		if err != nil {
-			return err
+		clusterctlErr = clusterctlDelete(ctx, cfg, installed, crds)
+		if clusterctlErr != nil {
+			tflog.Warn(ctx, "clusterctl delete failed; deleting the providers' labelled objects instead", map[string]any{"error": clusterctlErr.Error()})
 		}
 	}
 	for _, p := range providers {
 		if err := sweep(ctx, dyn, p, crds); err != nil {
-			return err
+			return errors.Join(clusterctlErr, err)
+		}
+	}
+	if clusterctlErr != nil {
+		left, err := Installed(ctx, dyn, providers)
+		if err != nil || len(left) > 0 {
+			return errors.Join(clusterctlErr, err)
 		}
 	}
 	return dropInventory(ctx, dyn)
+}
+
+// clusterctlDelete runs clusterctl's delete of the installed providers; a
+// variable, so that a test can make it fail as a race of discovery does.
+var clusterctlDelete = func(ctx context.Context, cfg *rest.Config, installed []Provider, crds bool) error {
+	return run(ctx, nil, nil, 0, func(c client.Client, kubeconfig func(*rest.Config) (client.Kubeconfig, error)) error {
+		kc, err := kubeconfig(cfg)
+		if err != nil {
+			return err
+		}
+		g := groupByType(installed, func(p Provider) string { return p.Name })
+		opts := client.DeleteOptions{Kubeconfig: kc, IncludeNamespace: true, IncludeCRDs: crds,
+			CoreProvider: g.core, BootstrapProviders: g.bootstrap, ControlPlaneProviders: g.controlPlane,
+			InfrastructureProviders: g.infrastructure, IPAMProviders: g.ipam,
+			RuntimeExtensionProviders: g.runtimeExtension, AddonProviders: g.addon}
+		return c.Delete(ctx, opts)
+	})
 }
 
 var (
@@ -318,8 +337,9 @@ func sweep(ctx context.Context, dyn dynamic.Interface, p Provider, crds bool) er
 			return fmt.Errorf("listing the %s of the %s %q: %w", r.Resource, p.Type, p.Name, err)
 		}
 		for _, it := range list.Items {
-			if r == crdResource && inUse(ctx, dyn, &it) {
-				// As clusterctl delete --include-crd, never take objects with a CRD.
+			// As clusterctl delete --include-crd, never take objects with a
+			// CRD; one already deleting (clusterctl's own delete) is waited for.
+			if r == crdResource && it.GetDeletionTimestamp() == nil && inUse(ctx, dyn, &it) {
 				continue
 			}
 			if err := waitfor.DeleteObject(ctx, dyn.Resource(r), it.GetName(), metav1.DeleteOptions{}); err != nil {
@@ -335,16 +355,27 @@ func inUse(ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstruc
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	// Any served version lists every object; the storage version draws no
+	// deprecation warning.
+	version := ""
 	for _, v := range versions {
 		m, _ := v.(map[string]any)
 		if served, _ := m["served"].(bool); !served {
 			continue
 		}
-		name, _ := m["name"].(string)
-		list, err := dyn.Resource(schema.GroupVersionResource{Group: group, Version: name, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
-		return err != nil || len(list.Items) > 0
+		if storage, _ := m["storage"].(bool); storage || version == "" {
+			version, _ = m["name"].(string)
+		}
 	}
-	return false
+	if version == "" {
+		return false
+	}
+	list, err := dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsNotFound(err) {
+		// No longer served: its CRD is on its way out.
+		return false
+	}
+	return err != nil || len(list.Items) > 0
 }
 
 // dropInventory deletes clusterctl's inventory CRD once it lists no

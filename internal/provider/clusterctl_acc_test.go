@@ -106,7 +106,7 @@ func TestAccClusterctl_initAndMove(t *testing.T) {
 	e := newTestEnv(t)
 	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
 	// cluster is one: the tests that install them or use it take turns.
-	acctest.Exclusive(t, clusterAPILock)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
 	second := newSecondCluster(t)
 	acctest.ClusterAPIImage(t, 1)
 	acctest.ClusterAPIImage(t, 2)
@@ -414,7 +414,7 @@ func TestAccClusterctl_initFailure(t *testing.T) {
 	e := newTestEnv(t)
 	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
 	// cluster is one: the tests that install them or use it take turns.
-	acctest.Exclusive(t, clusterAPILock)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
 	acctest.ClusterAPIImage(t, 1)
 	one := newCapiSide(t, acctest.RESTConfig(t))
 	// The controller's image is one no node has, and pulls are never made.

@@ -35,13 +35,9 @@ type secondCluster struct {
 	kubeconfig []byte
 }
 
-// clusterAPILock is the acctest.Exclusive lock of the tests that install
-// cert-manager's or Cluster API's CRDs, or use the second cluster.
-const clusterAPILock = "cluster-api"
-
 func newSecondCluster(t *testing.T) *secondCluster {
 	t.Helper()
-	acctest.Exclusive(t, clusterAPILock)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
 	b := selfContained(t, acctest.SecondKubeconfig(t))
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
 	if err != nil {
