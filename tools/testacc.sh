@@ -8,6 +8,8 @@
 #                            -parallel TESTACC_PARALLEL, but for the two lists;
 #              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
+#              tofu-<pkg>    TESTACC_TOFU_RUN of each of TERRAFORM_PKGS on
+#                            OpenTofu (OPENTOFU), -parallel TESTACC_PARALLEL;
 #              pw-<test>     each test of TESTACC_PROCESSWIDE in a go test
 #                            process of its own (it sets environment variables
 #                            or the working directory), on the first
@@ -25,6 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
+: "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
 TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
@@ -97,6 +100,16 @@ next_terraform() { flock "$LOGS/terraform-next.lock" nice -n 19 make --no-print-
 # next_pass PKG ARGS...: runbin on TERRAFORM_NEXT.
 next_pass() { next_terraform && TF_ACC_TERRAFORM_PATH="$TERRAFORM_NEXT" runbin "$@"; }
 
+# opentofu: builds OpenTofu as next_terraform builds Terraform 1.16.0.
+opentofu() { flock "$LOGS/opentofu.lock" nice -n 19 make --no-print-directory opentofu; }
+
+# tofu_pass PKG ARGS...: runbin on OpenTofu, whose provider addresses default to its own
+# registry's host, with an empty CLI configuration (see OPENTOFU_RC).
+tofu_pass() {
+  opentofu && TF_ACC_TERRAFORM_PATH="$OPENTOFU" TF_ACC_PROVIDER_HOST=registry.opentofu.org \
+    TF_CLI_CONFIG_FILE="$OPENTOFU_RC" runbin "$@"
+}
+
 # processwide PKG TEST: TEST on the first Terraform, then on the second when
 # TESTACC_NEXT_RUN matches it (one after the other: the examples' names are
 # literal).
@@ -133,6 +146,7 @@ done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_
 prewarm() {
   local pkg
   next_terraform || return 1
+  opentofu || return 1
   nice -n 19 make --no-print-directory tools || return 1
   for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do
     nice -n 19 go test -c -o /dev/null -fuzz=. "./$pkg" || return 1
@@ -146,7 +160,7 @@ if [ "$checks" = 1 ]; then
     echo "$? $(($(date +%s) - start))" >"$LOGS/prewarm.rc"
   ) &
   prewarm_pid=$!
-  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, make tools, fuzz builds"
+  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, OpenTofu, make tools, fuzz builds"
 fi
 
 phase_start=$(date +%s)
@@ -155,6 +169,8 @@ job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_D
 for pkg in $TERRAFORM_PKGS; do
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
+  job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
+    -test.run "$TESTACC_TOFU_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("tofu-$(basename "$pkg")")
 done
 while read -r pkg test; do
   [ -n "$test" ] || continue

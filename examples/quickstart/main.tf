@@ -70,6 +70,11 @@ output "host_stats" {
   value       = kubeplay_run.hello.host_stats
 }
 
+output "recap" {
+  description = "The play recap as text: one line per host, its counts by name."
+  value       = join("\n", [for host, s in kubeplay_run.hello.host_stats : "${host}: ${join(", ", [for k, v in s : "${k}=${v}"])}"])
+}
+
 output "pod" {
   description = "The pod the playbook ran in; it was deleted when the run ended."
   value       = "${kubeplay_run.hello.pod_name} on node ${kubeplay_run.hello.node_name}"

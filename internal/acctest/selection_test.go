@@ -71,10 +71,12 @@ func TestMakefileSelection(t *testing.T) {
 	if newer == 0 {
 		t.Error("no test needs Terraform 1.12 or later: the scan is broken")
 	}
-	for _, alt := range alternatives(vars["TESTACC_NEXT_RUN"]) {
-		re := regexp.MustCompile(alt)
-		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && re.MatchString(ts.name) }) {
-			t.Errorf("TESTACC_NEXT_RUN's %q matches no test of internal/provider", alt)
+	for _, name := range []string{"TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN"} {
+		for _, alt := range alternatives(vars[name]) {
+			re := regexp.MustCompile(alt)
+			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && re.MatchString(ts.name) }) {
+				t.Errorf("%s's %q matches no test of internal/provider", name, alt)
+			}
 		}
 	}
 }

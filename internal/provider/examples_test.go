@@ -192,6 +192,9 @@ func testExampleQuickstart(t *testing.T, dir string) {
 				}),
 			})),
 			statecheck.ExpectKnownOutputValue("output", knownvalue.StringRegexp(regexp.MustCompile(`Hello from an ephemeral pod \(release 2026\.11\)`))),
+			// What make quickstart prints as the recap, with no python3 on the host.
+			statecheck.ExpectKnownOutputValue("recap", knownvalue.StringRegexp(regexp.MustCompile(
+				`^localhost: changed=1, failed=0, ignored=\d+, ok=4, rescued=\d+, skipped=\d+, unreachable=0$`))),
 			statecheck.ExpectKnownValue("kubeplay_container_group.quickstart", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
 		),
 	))

@@ -72,7 +72,7 @@ apply)
   "${tf[@]}" output "${state[@]}" -raw status | sed 's/^/status: /'; echo
   "${tf[@]}" output "${state[@]}" -raw pod | sed 's/^/pod:    /'; echo
   echo "host stats:"
-  "${tf[@]}" output "${state[@]}" -json host_stats | python3 -c 'import json,sys; [print("  %s: %s" % (h, ", ".join("%s=%s" % kv for kv in sorted(s.items())))) for h, s in sorted(json.load(sys.stdin).items())]'
+  "${tf[@]}" output "${state[@]}" -raw recap | sed 's/^/  /'; echo
   echo "output:"
   "${tf[@]}" output "${state[@]}" -raw output | sed 's/^/  | /'
   ms=$(( ($(date +%s%N) - start) / 1000000 ))

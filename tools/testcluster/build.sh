@@ -4,7 +4,8 @@
 # mirror and the Go module proxy.
 #
 #   1. Debian packages: containerd, runc, containernetworking-plugins, debootstrap, iproute2,
-#      openssl (apt-get update only when one is missing).
+#      openssl, curl (apt-get update only when one is missing); then every command the
+#      harness runs must be on PATH (require_commands). `build.sh packages` stops there.
 #   2. <cache>/bin: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
 #      (k8s.io/kubernetes v1.32.4, module tools/testcluster/kubernetes; rebuilt when
 #      `--version` is not v1.32.4), kubeplay-cri, kubeplay-pause (static), etcd 3.5.17
@@ -37,7 +38,9 @@ flock 8
 to_log() { local f=$1; shift; "$@" >"$f" 2>&1; }
 
 # ---------------------------------------------------------------- 1. Debian packages
-PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl"
+# `build.sh packages` stops after this step: make setup-quickstart runs it before its
+# parallel builds, so that a machine that lacks something stops at once.
+PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl curl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
@@ -50,6 +53,8 @@ if [ -n "$missing" ]; then
   timed "apt-get install$missing" to_log "$WORK/apt.log" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends $missing
 fi
+require_commands
+[ "${1:-}" != packages ] || exit 0
 
 # ---------------------------------------------------------------- 3a. the ee image
 # EE_PACKAGES: see lib.sh (up.sh rebuilds and restarts when they change).

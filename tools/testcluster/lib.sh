@@ -121,8 +121,6 @@ CACHE_KUBECONFIG=$CACHE/$KUBECONFIG_NAME
 # Host directories the tools hard-code; up.sh records the ones it had to create.
 HOST_PATHS="/run/containerd /run/netns /var/lib/cni /var/lib/cni/results /var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers"
 HOST_PATHS_RECORD=$STATE/host-paths.created
-# kubectl's discovery cache must not go to ~/.kube/cache.
-export KUBECACHEDIR=$STATE/kube-cache
 
 T0=${EPOCHREALTIME/./}
 # elapsed [since_us]: seconds since T0 (or since the given microsecond timestamp), 0.01 precision
@@ -313,19 +311,39 @@ wait_until() {
 # port_closed port: nothing listens on the TCP port.
 port_closed() { [ -z "$(ss -Htln "sport = :$1")" ]; }
 
-kc() { kubectl --kubeconfig="$ADMIN_KUBECONFIG" --request-timeout=10s "$@"; }
+# The commands the harness runs beyond coreutils, util-linux and bash, each with the Debian
+# package that has it. kubectl, python3 and jq are not among them.
+REQUIRED_COMMANDS="curl:curl ip:iproute2 ss:iproute2 openssl:openssl flock:util-linux
+nsenter:util-linux awk:mawk tar:tar sha256sum:coreutils debootstrap:debootstrap containerd:containerd
+runc:runc ctr:containerd"
 
-apiserver_ready() {
-  curl -fsS --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-    "https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null 2>&1
+# require_commands: stop at once, naming the first command of REQUIRED_COMMANDS not on PATH.
+require_commands() {
+  local pair
+  for pair in $REQUIRED_COMMANDS; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 ||
+      die "${pair%%:*} is not on PATH: the test cluster needs it. Install it (Debian: apt-get install ${pair#*:}; build.sh installs its packages when run as root) or add its directory to PATH"
+  done
 }
+
+# api_get path: GET an API server path as the admin, compact JSON on stdout (curl only: the
+# harness needs no kubectl; a user agent other than curl's turns off pretty printing).
+api_get() {
+  curl -fsS --max-time 10 -A kubeplay-testcluster --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" \
+    --key "$PKI/admin.key" "https://127.0.0.1:$APISERVER_PORT$1"
+}
+
+apiserver_ready() { api_get /readyz >/dev/null 2>&1; }
 
 # node_ready [since]: the Node's Ready condition is True (and, if given, was last reported
 # by the kubelet at or after `since`, an RFC 3339 UTC timestamp: a restarted kubelet must
 # report afresh, the status stored in etcd may be stale).
 node_ready() {
   local out status hb
-  out=$(kc get node "$NODE_NAME" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}' 2>/dev/null) || return 1
+  # NodeCondition's JSON keeps its fields in the order of the Go struct: type, status,
+  # lastHeartbeatTime.
+  out=$(api_get "/api/v1/nodes/$NODE_NAME" 2>/dev/null |
+    sed -n 's/.*{"type":"Ready","status":"\([A-Za-z]*\)","lastHeartbeatTime":"\([^"]*\)".*/\1 \2/p') || return 1
   status=${out%% *}; hb=${out#* }
   [ "$status" = True ] || return 1
   [ -z "${1:-}" ] || [[ ! "$hb" < "$1" ]]

@@ -26,6 +26,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 set +m   # no job control: background children stay in our process group (see start_daemon)
 
 require_root
+# A fresh machine may lack a package the harness runs: build.sh installs them (as root).
+require_commands 2>/dev/null || "$TC_DIR/build.sh" packages
 check_state_dir
 lock_state
 
@@ -363,13 +365,13 @@ log "node $NODE_NAME Ready after ${T_NODE}s ($(elapsed "$T_KUBELET")s after the 
 
 # ---------------------------------------------------------------- the rest
 # No taints left (not-ready / unreachable from an earlier run), else pods stay Pending.
-no_taints() { [ -z "$(kc get node "$NODE_NAME" -o jsonpath='{.spec.taints}')" ]; }
+no_taints() { local n; n=$(api_get "/api/v1/nodes/$NODE_NAME") && ! grep -q '"taints":' <<<"$n"; }
 wait_until "node without taints" 60 kube-controller-manager no_taints
 log "node has no taints"
 wait_until "kube-controller-manager healthz" 60 kube-controller-manager \
   curl -kfsS --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz"
 wait_until "kube-scheduler healthz" 60 kube-scheduler curl -kfsS --max-time 2 "https://127.0.0.1:$SCHED_PORT/healthz"
-wait_until "ServiceAccount default/default" 60 kube-controller-manager kc -n default get serviceaccount default
+wait_until "ServiceAccount default/default" 60 kube-controller-manager api_get /api/v1/namespaces/default/serviceaccounts/default
 log "controller-manager and scheduler healthy, ServiceAccount default/default exists"
 write_cache_kubeconfig
 
