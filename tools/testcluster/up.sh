@@ -78,7 +78,7 @@ teardown
 T_START=${EPOCHREALTIME/./}
 
 mkdir -p "$PKI" "$ETC/cni/net.d" "$ETC/certs.d/kubeplay.test" "$RUN" "$LOGS" "$STATE/etcd" \
-  "$STATE/containerd" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni-ipam" "$KUBECACHEDIR"
+  "$STATE/containerd" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni-ipam"
 chmod 700 "$STATE/etcd" "$PKI"
 # Before anything can change it (the CNI bridge plugin's isGateway sets it to 1); down.sh
 # restores it.
