@@ -18,34 +18,9 @@ set -euo pipefail
 VERSION=${1:?usage: build-tofu.sh VERSION OUT}
 OUT=${2:?usage: build-tofu.sh VERSION OUT}
 MODULE=github.com/opentofu/opentofu
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
-CACHE=${CACHE:-${KUBEPLAY_CACHE_DIR:-$ROOT/.cache}}
-WORK=$CACHE/tofu-$VERSION-src
-STAMP=$OUT.stamp
-export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
-
-die() { echo "tofu-$VERSION: $*" >&2; exit 1; }
-
-info=$(cd /tmp && go mod download -json "$MODULE@v$VERSION") || die "go mod download failed"
-field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}$/\1/p" <<<"$info" | head -1; }
-dir=$(field Dir)
-sum=$(field Sum)
-[[ -d $dir && -n $sum ]] || die "go mod download gave no Dir/Sum: $info"
-
-want="$sum $(sha256sum "$0" | cut -d' ' -f1)"
-mkdir -p "$(dirname "$OUT")"
-exec 9>"$OUT.lock"
-flock 9
-if [[ -x $OUT && -f $STAMP && $(cat "$STAMP") == "$want" ]]; then
-	echo "tofu-$VERSION: $OUT (up to date)"
-	exit 0
-fi
-
-echo "tofu-$VERSION: building into $OUT (a few minutes)"
-rm -rf "$WORK"
-mkdir -p "$(dirname "$WORK")"
-cp -r "$dir" "$WORK"
-chmod -R u+w "$WORK"
+NAME=tofu-$VERSION
+# shellcheck source=module.sh
+source "$(dirname "$0")/module.sh"
 
 # drop FILE PKG...: remove from FILE the import of each package and every line that uses the
 # identifier it is imported as (a map entry or a registration, each on one line; for the

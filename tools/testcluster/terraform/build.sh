@@ -20,37 +20,9 @@ set -euo pipefail
 VERSION=${1:?usage: build.sh VERSION OUT}
 OUT=${2:?usage: build.sh VERSION OUT}
 MODULE=github.com/hashicorp/terraform
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
-CACHE=${CACHE:-${KUBEPLAY_CACHE_DIR:-$ROOT/.cache}}
-WORK=$CACHE/terraform-$VERSION-src
-STAMP=$OUT.stamp
-export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
-
-die() { echo "terraform-$VERSION: $*" >&2; exit 1; }
-
-# Dir and Sum of the downloaded module, from `go mod download -json`.
-info=$(cd /tmp && go mod download -json "$MODULE@v$VERSION") || die "go mod download failed"
-field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}$/\1/p" <<<"$info" | head -1; }
-dir=$(field Dir)
-sum=$(field Sum)
-[[ -d $dir && -n $sum ]] || die "go mod download gave no Dir/Sum: $info"
-
-want="$sum $(sha256sum "$0" | cut -d' ' -f1)"
-# One build of OUT at a time (a worktree's make generate and a test run may both ask): the
-# others wait, then find it built.
-mkdir -p "$(dirname "$OUT")"
-exec 9>"$OUT.lock"
-flock 9
-if [[ -x $OUT && -f $STAMP && $(cat "$STAMP") == "$want" ]]; then
-	echo "terraform-$VERSION: $OUT (up to date)"
-	exit 0
-fi
-
-echo "terraform-$VERSION: building into $OUT (a few minutes)"
-rm -rf "$WORK"
-mkdir -p "$(dirname "$WORK")" "$(dirname "$OUT")"
-cp -r "$dir" "$WORK"
-chmod -R u+w "$WORK"
+NAME=terraform-$VERSION
+# shellcheck source=module.sh
+source "$(dirname "$0")/module.sh"
 
 # 1.11's go.mod sets `godebug tlskyber=0`, a setting Go 1.26 no longer has, which makes its
 # go.mod unreadable as a main module. (It turned off a post-quantum TLS key exchange for
