@@ -178,19 +178,28 @@ func TestAccRun_interrupt(t *testing.T) {
 // cluster ends it at its deadline, and the next apply in the group removes
 // it.
 func TestAccRun_killedReaped(t *testing.T) {
-	s := newSignalEnv(t, "15s")
+	// The create timeout is the pod's deadline, the fallback that ends an
+	// orphan; it must also leave room for the scheduler of a busy node (CI
+	// saw 15 s pass with the pod Pending on "Insufficient cpu").
+	s := newSignalEnv(t, "3m")
 	cmd, _ := s.start(t)
 	orphan := s.waitPod(t, "running", 5*time.Minute, running)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	killed := time.Now()
 	// The worker ends it (Succeeded) when the run's exec session ends;
 	// activeDeadlineSeconds (the create timeout) would let the kubelet end
 	// it (Failed) otherwise.
-	s.waitPod(t, "ended", 2*time.Minute, func(p *corev1.Pod) bool {
-		return p.Name == orphan && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+	var ended corev1.PodPhase
+	s.waitPod(t, "ended", 4*time.Minute, func(p *corev1.Pod) bool {
+		if p.Name == orphan && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+			ended = p.Status.Phase
+		}
+		return ended != ""
 	})
+	t.Logf("the orphan %s ended %s, %s after the kill", orphan, ended, time.Since(killed).Round(time.Second))
 	// A fresh state: the killed apply never recorded its run.
 	for _, f := range []string{"terraform.tfstate", "terraform.tfstate.backup", ".terraform.tfstate.lock.info"} {
 		_ = os.Remove(filepath.Join(s.dir, f))
