@@ -138,7 +138,7 @@ while read -r pkg; do
   testbin "$pkg" >/dev/null || exit 1
 done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
 
-# prewarm: what the second pass and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
+# prewarm: what the second pass, the release test and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
 # phase 1's tests mostly wait on pods: the linters and the docs generator, and each fuzzed
 # package's test binary as `go test -fuzz` builds it (every package instrumented, the standard
 # library included, so a cold cache compiles the whole dependency tree again: about 11 of the
@@ -147,6 +147,8 @@ prewarm() {
   local pkg
   next_terraform || return 1
   opentofu || return 1
+  # TestAccRelease_install builds GoReleaser itself when it gets there first (make's lock).
+  nice -n 19 make --no-print-directory goreleaser || return 1
   nice -n 19 make --no-print-directory tools || return 1
   for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do
     nice -n 19 go test -c -o /dev/null -fuzz=. "./$pkg" || return 1
@@ -160,7 +162,7 @@ if [ "$checks" = 1 ]; then
     echo "$? $(($(date +%s) - start))" >"$LOGS/prewarm.rc"
   ) &
   prewarm_pid=$!
-  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, OpenTofu, make tools, fuzz builds"
+  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, OpenTofu, GoReleaser, make tools, fuzz builds"
 fi
 
 phase_start=$(date +%s)

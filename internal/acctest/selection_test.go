@@ -71,6 +71,16 @@ func TestMakefileSelection(t *testing.T) {
 	if newer == 0 {
 		t.Error("no test needs Terraform 1.12 or later: the scan is broken")
 	}
+	// make test-matrix: each family the matrix promises (runs, container
+	// groups, node labels, phases, credentials) has tests that it runs.
+	matrix := regexp.MustCompile(vars["TESTACC_MATRIX_RUN"])
+	for _, family := range []string{"TestAccRun_", "TestAccContainerGroup_", "TestAccNodeLabel_", "TestAccPhase_", "TestAccCredential_"} {
+		if !slices.ContainsFunc(tests, func(ts testFunc) bool {
+			return ts.pkg == "provider" && strings.HasPrefix(ts.name, family) && matrix.MatchString(ts.name)
+		}) {
+			t.Errorf("TESTACC_MATRIX_RUN runs no %s* test of internal/provider", family)
+		}
+	}
 	for _, name := range []string{"TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN"} {
 		for _, alt := range alternatives(vars[name]) {
 			re := regexp.MustCompile(alt)
@@ -222,7 +232,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
@@ -116,6 +117,9 @@ func Verify(ctx context.Context, kube kubernetes.Interface, host, namespace stri
 		return rep, fmt.Errorf("%s/version answered something that is not a Kubernetes version: %w", host, err)
 	}
 	rep.ServerVersion = v.GitVersion
+	if err := checkServerVersion(v.GitVersion); err != nil {
+		return rep, &CheckError{Failure: FailureUnsupported, Host: host, Err: err}
+	}
 	ssr, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		return rep, Classify(err, host)
@@ -139,6 +143,30 @@ func Verify(ctx context.Context, kube kubernetes.Interface, host, namespace stri
 	return rep, nil
 }
 
+// The Kubernetes versions kubeplay supports: the oldest and the newest that
+// make test-matrix runs its acceptance tests on. Older clusters are refused;
+// newer ones are used (the APIs kubeplay calls are GA and stable).
+const (
+	OldestKubernetes = "1.30"
+	NewestKubernetes = "1.37"
+)
+
+var oldest = utilversion.MustParseGeneric(OldestKubernetes)
+
+// checkServerVersion refuses a server older than OldestKubernetes. A
+// version it cannot parse passes: the calls that follow say what is missing.
+func checkServerVersion(gitVersion string) error {
+	v, err := utilversion.ParseGeneric(gitVersion)
+	if err != nil {
+		return nil //nolint:nilerr // an unparsable version is not a refusal
+	}
+	if v.AtLeast(oldest) {
+		return nil
+	}
+	return fmt.Errorf("it runs Kubernetes %s, older than %s, the oldest that kubeplay supports (%s to %s are tested)",
+		gitVersion, OldestKubernetes, OldestKubernetes, NewestKubernetes)
+}
+
 // Failure classifies why a cluster could not be used.
 type Failure int
 
@@ -149,6 +177,7 @@ const (
 	FailureForbidden
 	FailureTLS
 	FailureUnreachable
+	FailureUnsupported
 )
 
 // CheckError is a classified connection failure.

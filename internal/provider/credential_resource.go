@@ -93,7 +93,9 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"so that other workspaces can use it by name. On create and update the provider connects with it, records " +
 			"the server version and the authenticated identity (SelfSubjectReview), and checks with " +
 			"SelfSubjectAccessReviews whether runs can work in `namespace`; a credential that cannot run pods is a warning, " +
-			"a credential that cannot connect is an error.\n\n" +
+			"a credential that cannot connect is an error, and so is a cluster older than Kubernetes " + credential.OldestKubernetes +
+			" (kubeplay supports " + credential.OldestKubernetes + " and later; " + credential.OldestKubernetes + " to " +
+			credential.NewestKubernetes + " are tested).\n\n" +
 			"Kinds:\n\n" +
 			"* `bearer_token`: `host`, the write-only `bearer_token_wo` and its `bearer_token_wo_version`, `ca_cert` and " +
 			"`verify_ssl`.\n" +

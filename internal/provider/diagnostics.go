@@ -323,6 +323,10 @@ func addCredentialCheckError(diags *diag.Diagnostics, spec credential.Spec, host
 		diags.AddAttributeError(path.Root(hostAttr), "Cluster Unreachable",
 			fmt.Sprintf("Credential %q could not connect to %s: %v. Check that the host is right and that the API "+
 				"server is running and reachable from where Terraform runs.", spec.Name, host, ce.Err))
+	case credential.FailureUnsupported:
+		diags.AddAttributeError(path.Root(hostAttr), "Kubernetes Version Unsupported",
+			fmt.Sprintf("Credential %q cannot be used: the API server at %s answered that %v. Upgrade the cluster to "+
+				"Kubernetes %s or later, or point the credential at one that is.", spec.Name, host, ce.Err, credential.OldestKubernetes))
 	case credential.FailureForbidden:
 		diags.AddAttributeError(path.Root(secretAttr), "Credential Forbidden",
 			fmt.Sprintf("The API server at %s authenticated credential %q but refused it even self-review (403): %v. "+

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,9 +108,10 @@ func TestAccContainerGroup_ownerUnique(t *testing.T) {
 	})
 }
 
-// TestAccContainerGroup_podSecurityServerVersion: at restricted, a root pod
-// with hostUsers: false is refused by the cluster's API server (v1.32
-// relaxes it only behind a feature gate), and so by kubeplay's plan.
+// TestAccContainerGroup_podSecurityServerVersion: at restricted, kubeplay's
+// plan gives a root pod with hostUsers: false the verdict of the cluster's
+// own API server: refused up to v1.34 (v1.32 relaxes it only behind a
+// feature gate), allowed from v1.35 on (make test-matrix runs both).
 func TestAccContainerGroup_podSecurityServerVersion(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-userns")
@@ -137,12 +139,25 @@ func TestAccContainerGroup_podSecurityServerVersion(t *testing.T) {
 		Containers: []corev1.Container{{Name: "worker", Image: acctest.TestImage(), SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
 	}}
-	_, err := e.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "runAsNonRoot") {
-		t.Fatalf("the API server's verdict on a root pod with hostUsers: false at restricted: %v; this test expects a "+
-			"server that refuses it (v1.32 without the UserNamespacesPodSecurityStandards gate)", err)
+	sv, err := e.kube.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("the API server refuses it: %v", err)
+	minor, err := strconv.Atoi(strings.TrimSuffix(sv.Minor, "+"))
+	if err != nil {
+		t.Fatalf("server version %+v: %v", sv, err)
+	}
+	_, err = e.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	refuses := minor < 35
+	if refuses != (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "runAsNonRoot")) {
+		t.Fatalf("the API server's (%s) verdict on a root pod with hostUsers: false at restricted: %v; want refused "+
+			"up to v1.34 (without the UserNamespacesPodSecurityStandards gate), allowed from v1.35", sv.GitVersion, err)
+	}
+	if refuses {
+		t.Logf("the API server (%s) refuses it: %v", sv.GitVersion, err)
+	} else {
+		t.Logf("the API server (%s) allows it", sv.GitVersion)
+	}
 	cfg := e.providerBlock() + fmt.Sprintf(`
 resource "kubeplay_container_group" "test" {
   name               = %q
@@ -152,13 +167,13 @@ resource "kubeplay_container_group" "test" {
   pod_spec_override  = %q
 }
 `, randName("userns"), ns, acctest.TestImage(), override)
+	step := resource.TestStep{Config: cfg, PlanOnly: true, ExpectNonEmptyPlan: true}
+	if refuses {
+		step.ExpectError = regexp.MustCompile(`(?s)Run Pod Below Pod Security Level.*runAsNonRoot.*Kubernetes\s+v1\.` + strconv.Itoa(minor) + `\b`)
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:      cfg,
-			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`(?s)Run Pod Below Pod Security Level.*runAsNonRoot.*Kubernetes\s+v1\.32`),
-		}},
+		Steps:                    []resource.TestStep{step},
 	})
 }
 

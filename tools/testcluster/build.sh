@@ -8,7 +8,8 @@
 #      harness runs must be on PATH (require_commands). `build.sh packages` stops there.
 #   2. <cache>/bin: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
 #      (k8s.io/kubernetes v1.32.4, module tools/testcluster/kubernetes; rebuilt when
-#      `--version` is not v1.32.4), kubeplay-cri, kubeplay-pause (static), etcd 3.5.17
+#      `--version` is not v1.32.4; KUBEPLAY_K8S_VERSION builds another version's into
+#      <cache>/k8s-<v>, see lib.sh), kubeplay-cri, kubeplay-pause (static), etcd 3.5.17
 #      (module tools/testcluster/etcd).
 #   3. <cache>/img: docker-archive image tarballs made by mkimage.sh
 #        pause.tar  kubeplay.test/pause:v1  only /pause (kubeplay-pause); the sandbox image
@@ -99,8 +100,8 @@ export GOSUMDB=off GOWORK=off GOTOOLCHAIN=local
 # Without these the binaries report v0.0.0-master+$Format:%H$ (kubectl version, discovery).
 V=k8s.io/component-base/version
 CV=k8s.io/client-go/pkg/version
-LDFLAGS="-X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=32 -X $V.gitTreeState=clean"
-LDFLAGS="$LDFLAGS -X $V.buildDate=2025-04-22T00:00:00Z -X $CV.gitVersion=$K8S_VERSION -X $CV.gitMajor=1 -X $CV.gitMinor=32"
+LDFLAGS="-X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=1 -X $V.gitMinor=$K8S_MINOR -X $V.gitTreeState=clean"
+LDFLAGS="$LDFLAGS -X $V.buildDate=2025-04-22T00:00:00Z -X $CV.gitVersion=$K8S_VERSION -X $CV.gitMajor=1 -X $CV.gitMinor=$K8S_MINOR"
 
 # stale file sources...: FORCE=1, file missing, or older than one of the sources
 stale() {
@@ -127,18 +128,22 @@ if [ "$FORCE" = 1 ] || ! "$BIN/etcd" --version 2>/dev/null | grep -q "^etcd Vers
   etcd_pid=$!
 fi
 
-cd "$TC_DIR/kubernetes"
 # One go build for every binary missing: their packages compile once, in one graph, and their
-# links (single-threaded) run side by side instead of one after another.
+# links (single-threaded) run side by side instead of one after another. K8S_MODULE and
+# K8S_BIN are the version's (lib.sh).
+[ -s "$K8S_MODULE/go.mod" ] || die "no module for Kubernetes $K8S_VERSION: run tools/testcluster/kubernetes-versions/gen.sh $K8S_VERSION"
+cd "$K8S_MODULE"
+mkdir -p "$K8S_BIN"
 pkgs=() names=()
 for c in $K8S_BINARIES; do
-  if [ "$FORCE" = 1 ] || ! "$BIN/$c" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
+  if [ "$FORCE" = 1 ] || ! "$K8S_BIN/$c" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
     pkgs+=("k8s.io/kubernetes/cmd/$c") names+=("$c")
   fi
 done
 if [ ${#pkgs[@]} -gt 0 ]; then
-  timed "built ${names[*]}" go build "${NODWARF[@]}" -ldflags "-s -w $LDFLAGS" -o "$BIN/" "${pkgs[@]}"
+  timed "built ${names[*]} $K8S_VERSION" go build "${NODWARF[@]}" -ldflags "-s -w $LDFLAGS" -o "$K8S_BIN/" "${pkgs[@]}"
 fi
+cd "$TC_DIR/kubernetes"
 if stale "$BIN/kubeplay-cri" cmd/kubeplay-cri/main.go go.mod; then
   timed "built kubeplay-cri" go build -buildvcs=false -o "$BIN/kubeplay-cri" ./cmd/kubeplay-cri
 fi
@@ -173,5 +178,5 @@ if [ -n "$ee_pid" ]; then
   cat "$WORK/ee-image.log"
 fi
 
-log "build done: $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p')," \
+log "build done: $("$K8S_BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p')," \
   "images: $(du -sh "$IMG"/*.tar | awk '{printf "%s (%s) ", $2, $1}')"

@@ -5,7 +5,8 @@
 #
 # Layout
 #   <cache>   = ${KUBEPLAY_CACHE_DIR:-<repo>/.cache}/testcluster   (per clone; build outputs)
-#     bin/      etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#     bin/      etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (the
+#               default version; k8s-<v>/ those of another),
 #               kubeplay-cri, kubeplay-pause
 #     img/      ee.tar, pause.tar (docker-archive image tarballs)
 #     kubeconfig  copy of the admin kubeconfig of the running cluster
@@ -15,7 +16,8 @@
 #     session started.
 #     lock            flock(1) lock held by up.sh / down.sh for their whole run
 #     pki/ etc/       certificates, keys, kubeconfigs, containerd/kubelet/CNI configs
-#     etcd/           etcd data;  containerd/ containerd root (images);  kubelet/ kubelet root
+#     etcd/           etcd data (etcd-<v>/ for each other Kubernetes version);  containerd/
+#                     containerd root (images);  kubelet/ kubelet root
 #     run/            pid files, containerd state + socket, runc root
 #     logs/           one log per component (previous run's log kept as *.log.1)
 #     kubeconfig      admin kubeconfig (client certificate in group system:masters)
@@ -44,7 +46,30 @@ IMG=$CACHE/img
 STATE=${KUBEPLAY_CLUSTER_DIR:-/var/lib/kubeplay-testcluster}
 STATE=${STATE%/}
 
-K8S_VERSION=v1.32.4
+# The Kubernetes version: KUBEPLAY_K8S_VERSION picks one of K8S_VERSIONS (make test-matrix runs
+# each). The default's components build from module kubernetes/ into bin/, every other's from
+# kubernetes-versions/<v>/ (kubernetes-versions/gen.sh writes it) into k8s-<v>/, and each keeps
+# an etcd data directory of its own (etcd/ for the default, etcd-<v>/ else): a cluster started
+# at another version starts from its own data, and the default's objects are there again when
+# it comes back. One version runs at a time (same ports): up.sh restarts at the version asked.
+K8S_DEFAULT_VERSION=v1.32.4
+K8S_VERSIONS="v1.30.14 v1.32.4 v1.37.2"
+K8S_VERSION=${KUBEPLAY_K8S_VERSION:-$K8S_DEFAULT_VERSION}
+if ! grep -qw -- "$K8S_VERSION" <<<"$K8S_VERSIONS"; then
+  echo "KUBEPLAY_K8S_VERSION=$K8S_VERSION: the test cluster builds one of $K8S_VERSIONS" >&2
+  exit 2
+fi
+K8S_MINOR=${K8S_VERSION#v1.}
+K8S_MINOR=${K8S_MINOR%%.*}
+if [ "$K8S_VERSION" = "$K8S_DEFAULT_VERSION" ]; then
+  K8S_MODULE=$TC_DIR/kubernetes
+  K8S_BIN=$BIN
+  ETCD_DATA_NAME=etcd
+else
+  K8S_MODULE=$TC_DIR/kubernetes-versions/$K8S_VERSION
+  K8S_BIN=$CACHE/k8s-$K8S_VERSION
+  ETCD_DATA_NAME=etcd-$K8S_VERSION
+fi
 ETCD_VERSION=3.5.17
 
 # Network: the kubelet refuses loopback node IPs, so the harness owns a bridge with a
@@ -112,6 +137,7 @@ if [ "${KUBEPLAY_SECOND_CLUSTER:-}" = 1 ]; then
 fi
 
 PKI=$STATE/pki
+ETCD_DATA=$STATE/$ETCD_DATA_NAME
 ETC=$STATE/etc
 RUN=$STATE/run
 LOGS=$STATE/logs

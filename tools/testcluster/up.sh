@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # up.sh - start (or find, or repair) the local single-node Kubernetes test cluster:
-# etcd 3.5 + kube-apiserver + kube-controller-manager + kube-scheduler (v1.32.4) on
+# etcd 3.5 + kube-apiserver + kube-controller-manager + kube-scheduler (v1.32.4, or
+# KUBEPLAY_K8S_VERSION: see lib.sh) on
 # 127.0.0.1, and a real node: kubelet + containerd + runc, pods on the bridge kubeplay0.
 #
 #   tools/testcluster/up.sh        -> <cache>/testcluster/kubeconfig (admin, system:masters)
@@ -54,15 +55,38 @@ healthy() {
   node_ready ""
 }
 
+# import_images imports each image of ours that containerd lacks, or whose tarball changed
+# (size, mtime, path) since it was imported.
+import_images() {
+  local images pair name file stamp s
+  images=$(ctr --address "$SOCK" -n k8s.io images ls -q) || return 1
+  for pair in "$PAUSE_IMAGE=pause.tar" "$EE_IMAGE=ee.tar"; do
+    name=${pair%%=*} file=$IMG/${pair#*=}
+    stamp="$(stat -c '%s %Y' "$file") $file"
+    if [ "$(cat "$STATE/imported.${pair#*=}" 2>/dev/null)" != "$stamp" ] || ! grep -qxF "$name" <<<"$images"; then
+      s=${EPOCHREALTIME/./}
+      ctr --address "$SOCK" -n k8s.io images import "$file" >/dev/null || die "cannot import $file"
+      echo "$stamp" > "$STATE/imported.${pair#*=}"
+      log "imported $name ($(elapsed "$s")s)"
+    fi
+  done
+}
+
 if healthy; then
+  # The kubelet's image GC (a disk filled beyond imageGCHighThresholdPercent) or a test may have
+  # removed an image of ours, which no registry serves: put it back.
+  import_images
   write_cache_kubeconfig
   log "cluster already up and healthy; kubeconfig: $CACHE_KUBECONFIG"
   exit 0
 fi
 
 # ---------------------------------------------------------------- build, recover
-for f in etcd $K8S_BINARIES kubeplay-cri; do
+for f in etcd kubeplay-cri; do
   [ -x "$BIN/$f" ] || NEED_BUILD=1
+done
+for f in $K8S_BINARIES; do
+  "$K8S_BIN/$f" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION" || NEED_BUILD=1
 done
 [ -s "$IMG/ee.tar" ] && [ -s "$IMG/pause.tar" ] || NEED_BUILD=1
 [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" = "$EE_PACKAGES" ] || NEED_BUILD=1
@@ -77,9 +101,9 @@ log "no healthy cluster in $STATE: cleaning up leftovers, then starting"
 teardown
 T_START=${EPOCHREALTIME/./}
 
-mkdir -p "$PKI" "$ETC/cni/net.d" "$ETC/certs.d/kubeplay.test" "$RUN" "$LOGS" "$STATE/etcd" \
+mkdir -p "$PKI" "$ETC/cni/net.d" "$ETC/certs.d/kubeplay.test" "$RUN" "$LOGS" "$ETCD_DATA" \
   "$STATE/containerd" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/cni-ipam"
-chmod 700 "$STATE/etcd" "$PKI"
+chmod 700 "$ETCD_DATA" "$PKI"
 # Before anything can change it (the CNI bridge plugin's isGateway sets it to 1); down.sh
 # restores it.
 [ -s "$STATE/ip_forward.orig" ] || cat /proc/sys/net/ipv4/ip_forward > "$STATE/ip_forward.orig"
@@ -271,7 +295,7 @@ EOF
 # machine crash could), and fsync latency would slow every write.
 # --election-timeout: a restarted single member waits that long before it elects itself
 # (default 1s); there are no peers whose heartbeats could be late.
-start_daemon etcd "$BIN/etcd" --name kubeplay --data-dir "$STATE/etcd" \
+start_daemon etcd "$BIN/etcd" --name kubeplay --data-dir "$ETCD_DATA" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster "kubeplay=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
@@ -281,7 +305,7 @@ start_daemon etcd "$BIN/etcd" --name kubeplay --data-dir "$STATE/etcd" \
 wait_until "etcd health" 30 etcd curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health"
 log "etcd healthy"
 
-start_daemon kube-apiserver "$BIN/kube-apiserver" \
+start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address="$APISERVER_BIND" --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
@@ -313,18 +337,7 @@ done
 start_daemon containerd containerd --config "$ETC/containerd.toml" || die "cannot start containerd"
 wait_until "containerd" 30 containerd ctr --address "$SOCK" version
 log "containerd serving"
-images=$(ctr --address "$SOCK" -n k8s.io images ls -q)
-for pair in "$PAUSE_IMAGE=pause.tar" "$EE_IMAGE=ee.tar"; do
-  name=${pair%%=*} file=$IMG/${pair#*=}
-  # re-import when the tarball changed (size, mtime, path) or the image is gone
-  stamp="$(stat -c '%s %Y' "$file") $file"
-  if [ "$(cat "$STATE/imported.${pair#*=}" 2>/dev/null)" != "$stamp" ] || ! grep -qxF "$name" <<<"$images"; then
-    s=${EPOCHREALTIME/./}
-    ctr --address "$SOCK" -n k8s.io images import "$file" >/dev/null || die "cannot import $file"
-    echo "$stamp" > "$STATE/imported.${pair#*=}"
-    log "imported $name ($(elapsed "$s")s)"
-  fi
-done
+import_images
 
 # The kubelet cannot use a loopback node IP: it gets our own bridge (also the CNI bridge).
 ip link add "$BRIDGE" type bridge
@@ -338,7 +351,7 @@ log "control plane ready (apiserver /readyz) after ${T_CP}s"
 # --flex-volume-plugin-dir: its default, /usr/libexec/kubernetes/..., would be created.
 # --kube-api-qps/burst: with --use-service-account-credentials each of ~35 controllers gets
 # its own ServiceAccount token at start; at the default 20 QPS that alone takes ~5s.
-start_daemon kube-controller-manager "$BIN/kube-controller-manager" \
+start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --kubeconfig="$ETC/kube-controller-manager.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
   --leader-elect=false --use-service-account-credentials=true --controllers='*' \
@@ -346,7 +359,7 @@ start_daemon kube-controller-manager "$BIN/kube-controller-manager" \
   --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
   --flex-volume-plugin-dir="$STATE/kcm-volume-plugins" --kube-api-qps=200 --kube-api-burst=400 \
   --cluster-name=kubeplay --profiling=false --v=1 || die "cannot start kube-controller-manager"
-start_daemon kube-scheduler "$BIN/kube-scheduler" \
+start_daemon kube-scheduler "$K8S_BIN/kube-scheduler" \
   --kubeconfig="$ETC/kube-scheduler.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" \
   --leader-elect=false --profiling=false --v=1 || die "cannot start kube-scheduler"
@@ -354,7 +367,7 @@ start_daemon kube-scheduler "$BIN/kube-scheduler" \
 # ---------------------------------------------------------------- kubelet
 KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T_KUBELET=${EPOCHREALTIME/./}
-start_daemon kubelet "$BIN/kubelet" --config="$ETC/kubelet-config.yaml" \
+start_daemon kubelet "$K8S_BIN/kubelet" --config="$ETC/kubelet-config.yaml" \
   --kubeconfig="$ETC/kubelet-client.kubeconfig" --root-dir="$STATE/kubelet" \
   --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" ${NODE_LABELS:+--node-labels="$NODE_LABELS"} --v=1 ||
   die "cannot start kubelet"
