@@ -337,7 +337,8 @@ func buildRelease(t *testing.T, root string) *release {
 
 // checkArchive checks that the zip holds the executable
 // terraform-provider-kubeplay_v<version> that Terraform's registry protocol
-// wants, beside the documents GoReleaser adds (README.md, CHANGELOG.md).
+// wants, and the license, beside the documents GoReleaser adds (README.md,
+// CHANGELOG.md).
 func checkArchive(t *testing.T, rel *release) {
 	t.Helper()
 	z, err := zip.OpenReader(rel.archive)
@@ -350,7 +351,7 @@ func checkArchive(t *testing.T, rel *release) {
 		want += ".exe"
 	}
 	var names []string
-	found := false
+	found, license := false, false
 	for _, f := range z.File {
 		names = append(names, f.Name)
 		switch {
@@ -359,12 +360,14 @@ func checkArchive(t *testing.T, rel *release) {
 				t.Fatalf("%s in the archive is not executable: %v", want, f.Mode())
 			}
 			found = true
+		case f.Name == "LICENSE":
+			license = true
 		case !strings.HasSuffix(f.Name, ".md") || strings.Contains(f.Name, "/"):
-			t.Errorf("the archive holds %s, neither the provider nor a document", f.Name)
+			t.Errorf("the archive holds %s, neither the provider, its license nor a document", f.Name)
 		}
 	}
-	if !found {
-		t.Fatalf("the archive holds %v, not %s", names, want)
+	if !found || !license {
+		t.Fatalf("the archive holds %v, want %s and LICENSE among them", names, want)
 	}
 }
 

@@ -49,8 +49,7 @@ drop "$WORK/internal/encryption/default_registry.go" "${keyproviders[@]/#/intern
 (cd "$WORK" && go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -X $MODULE/version.dev=no" \
 	-o "$OUT.tmp" ./cmd/tofu)
 # (No CLI configuration: OpenTofu warns on stdout about a TF_CLI_CONFIG_FILE that does not exist.)
-env -u TF_CLI_CONFIG_FILE "$OUT.tmp" version | grep -qx "OpenTofu v$VERSION" ||
-	die "built binary is not v$VERSION: $(env -u TF_CLI_CONFIG_FILE "$OUT.tmp" version)"
+check_version "OpenTofu v$VERSION" env -u TF_CLI_CONFIG_FILE "$OUT.tmp" version
 mv "$OUT.tmp" "$OUT"
 echo "$want" >"$STAMP"
 rm -rf "$WORK"

@@ -51,7 +51,7 @@ grep -qE "^replace $MODULE/internal/legacy => " "$WORK/go.mod" || die "go.mod ha
 
 # No DWARF: less to compile and link; stack traces keep their file and line.
 (cd "$WORK" && go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -X $MODULE/version.dev=no" -o "$OUT.tmp" .)
-"$OUT.tmp" version | head -1 | grep -qx "Terraform v$VERSION" || die "built binary is not v$VERSION"
+check_version "Terraform v$VERSION" env -u TF_CLI_CONFIG_FILE "$OUT.tmp" version
 mv "$OUT.tmp" "$OUT"
 echo "$want" >"$STAMP"
 rm -rf "$WORK"

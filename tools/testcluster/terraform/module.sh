@@ -13,6 +13,16 @@ export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
 
 die() { echo "$NAME: $*" >&2; exit 1; }
 
+# check_version LINE CMD...: CMD's first line of output must be LINE. The output is read whole:
+# `CMD | head -1 | grep -q` under pipefail fails whenever CMD writes its second line after
+# head or grep has exited (SIGPIPE), which a cold CI run on a loaded machine hit.
+check_version() {
+	local want=$1 out
+	shift
+	out=$("$@" 2>&1) || die "the built binary failed to print its version: $out"
+	[[ ${out%%$'\n'*} == "$want" ]] || die "built binary is not ${want##* }: $out"
+}
+
 # Dir and Sum of the downloaded module, from `go mod download -json`.
 info=$(cd /tmp && go mod download -json "$MODULE@v$VERSION") || die "go mod download failed"
 field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}$/\1/p" <<<"$info" | head -1; }
