@@ -99,7 +99,7 @@ func TestAccRelease_install(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		// A copy: Terraform skips a packed archive that is a symlink.
+		// A copy of its own per host, as a mirror directory holds it.
 		if err := copyFile(rel.archive, filepath.Join(dir, filepath.Base(rel.archive))); err != nil {
 			t.Fatal(err)
 		}
