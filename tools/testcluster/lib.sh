@@ -55,10 +55,10 @@ STATE=${STATE%/}
 K8S_DEFAULT_VERSION=v1.32.4
 K8S_VERSIONS="v1.30.14 v1.32.4 v1.37.2"
 K8S_VERSION=${KUBEPLAY_K8S_VERSION:-$K8S_DEFAULT_VERSION}
-if ! grep -qw -- "$K8S_VERSION" <<<"$K8S_VERSIONS"; then
-  echo "KUBEPLAY_K8S_VERSION=$K8S_VERSION: the test cluster builds one of $K8S_VERSIONS" >&2
-  exit 2
-fi
+case " $K8S_VERSIONS " in
+*" $K8S_VERSION "*) ;;
+*) echo "KUBEPLAY_K8S_VERSION=$K8S_VERSION: the test cluster builds one of $K8S_VERSIONS" >&2; exit 2 ;;
+esac
 K8S_MINOR=${K8S_VERSION#v1.}
 K8S_MINOR=${K8S_MINOR%%.*}
 if [ "$K8S_VERSION" = "$K8S_DEFAULT_VERSION" ]; then

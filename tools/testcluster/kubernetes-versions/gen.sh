@@ -19,5 +19,6 @@ mkdir -p "$dir"
   echo
   sed -n 's|^\t\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*|replace \1 => \1 v0.'"${v#v1.}"'|p' "$upstream"
 } >"$dir/go.mod"
-sed 's/^package tools$/package tools/' "$(dirname "$0")/../kubernetes/tools.go" | grep -v 'cri-api' >"$dir/tools.go"
+# The default module's tools.go without cri-api, which only kubeplay-cri (built there) needs.
+grep -v 'cri-api' "$(dirname "$0")/../kubernetes/tools.go" >"$dir/tools.go"
 cd "$dir" && go mod tidy
