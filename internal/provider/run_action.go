@@ -216,6 +216,9 @@ func (p *progress) finish(res runner.Result) {
 		p.event("recap:\n" + strings.Join(recap, "\n"))
 	}
 	status := fmt.Sprintf("status: %s (exit code %d)", res.Status, res.ExitCode)
+	if res.Reason != "" {
+		status = fmt.Sprintf("status: %s, %s (exit code %d)", res.Status, res.Reason, res.ExitCode)
+	}
 	if res.PodName != "" {
 		status += fmt.Sprintf(", pod %s", res.PodName)
 	}

@@ -117,6 +117,8 @@ type runModel struct {
 	projectHash string `tfsdk:"-"`
 
 	Status       types.String `tfsdk:"status"`
+	StatusReason types.String `tfsdk:"status_reason"`
+	Timeline     types.List   `tfsdk:"timeline"`
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
 	HostStats    types.Map    `tfsdk:"host_stats"`
 	HostCount    types.Int64  `tfsdk:"host_count"`
@@ -318,7 +320,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"interrupted during the run).",
 				Computed: true,
 			},
-			"exit_code": schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
+			"status_reason": statusReasonAttribute(),
+			"timeline":      timelineAttribute(),
+			"exit_code":     schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
 			"host_stats": schema.MapAttribute{
 				MarkdownDescription: fmt.Sprintf("The play recap per host (`ok`, `changed`, `unreachable`, `failed`, "+
 					"`skipped`, `rescued`, `ignored`), of at most the first %d hosts by name; `host_count` counts them all.",
@@ -572,6 +576,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 			return
 		}
 		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
+		plan.StatusReason, plan.Timeline = state.StatusReason, state.Timeline
 		plan.HostCount = state.HostCount
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
@@ -830,9 +835,16 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		re := runengine.Classify(out.Err, t.group.Namespace, t.clients.Config.Host)
 		if summary, detail := clusterProblem(re, t.group); summary != "" {
 			out.Err = &clusterProblemError{summary: summary, detail: detail, err: out.Err}
+			out.Reason = runner.ReasonClusterUnavailable
 		}
 	}
 	cleanupWarnings(out.Warnings, diags)
+	if err == nil {
+		logTimeline(ctx, id, out.Result)
+		if hooks.onEvent != nil && len(out.Timeline) > 0 {
+			hooks.onEvent("timeline: " + runner.Summary(out.Timeline))
+		}
+	}
 	return out, t.group.Name, err == nil
 }
 
@@ -989,6 +1001,11 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, playboo
 // record puts a run's result into the model.
 func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnostics) {
 	m.Status = types.StringValue(res.Status)
+	m.StatusReason = types.StringNull()
+	if res.Reason != "" {
+		m.StatusReason = types.StringValue(string(res.Reason))
+	}
+	m.Timeline = timelineValue(res.Timeline, diags)
 	m.ExitCode = types.Int64Value(int64(res.ExitCode))
 	m.Output = types.StringValue(res.Output)
 	m.PodName = types.StringValue(res.PodName)
@@ -1035,7 +1052,7 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 			"The run is not recorded as done, so the next apply (or destroy) runs it again; if nobody interrupted " +
 			"Terraform, give the job that runs it more time than its runs' timeouts.")
 	default:
-		fmt.Fprintf(&detail, "The run could not complete: %s.", res.Message)
+		fmt.Fprintf(&detail, "The run could not complete (%s): %s.", res.Reason, res.Message)
 	}
 	if res.PodKept {
 		fmt.Fprintf(&detail, " The pod %s was kept (keep_pod_on_failure); delete it when done.", res.PodName)

@@ -161,6 +161,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 	defer active.Leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
+	tl := runner.NewTimeline(runner.StepQueued, time.Now())
 	pod, err := e.prepare(ctx, req, &out)
 	if err != nil {
 		return out, err
@@ -170,7 +171,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 	if claims, err = e.claim(ctx, req); err != nil {
 		return out, err
 	}
-	return e.runClaimed(ctx, req, pod, out)
+	return e.runClaimed(ctx, req, pod, out, tl)
 }
 
 // prepare renders req's pod into out.Rendered and sweeps the group's
@@ -194,11 +195,12 @@ func (e *Engine) prepare(ctx context.Context, req Request, out *Outcome) (*corev
 // runClaimed runs pod once req's capacity is claimed: it makes the run
 // namespace of a namespace label, runs the bundle, and deletes the
 // namespace again.
-func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, prior Outcome) (out Outcome, err error) {
+func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, prior Outcome, tl *runner.Timeline) (out Outcome, err error) {
 	out = prior
 	b := payload(req)
 	secrets := Secrets(b)
 	if nsLabel := namespaceLabel(req.Label); nsLabel != nil {
+		tl.Begin(runner.StepNamespace, time.Now())
 		ns, kubeconfig, token, err := e.createNamespace(ctx, req, nsLabel)
 		if ns != "" {
 			defer func() {
@@ -216,6 +218,8 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 	}
 	var claimed *corev1.Pod
 	if req.Node != "" {
+		tl.Begin(runner.StepClaim, time.Now())
+		tl.Note(runner.StepClaim, "held node "+req.Node)
 		held, heldNS, err := e.heldNode(ctx, req.Group, req.Node)
 		if err != nil {
 			return out, err
@@ -235,15 +239,21 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			out.Rendered, _ = podspec.ToYAML(CleanPod(held))
 		}
 	}
-	if t, n := warmPool(req, pod); claimed == nil && n > 0 && e.signedPool(ctx, &t) {
-		claimed = e.takeWarm(ctx, req, t, n)
-		defer e.refill(ctx, t, n)
+	if t, n := warmPool(req, pod); claimed == nil && n > 0 {
+		tl.Begin(runner.StepClaim, time.Now())
+		if e.signedPool(ctx, &t) {
+			claimed = e.takeWarm(ctx, req, t, n)
+			defer e.refill(ctx, t, n)
+		}
+		if claimed == nil {
+			tl.Note(runner.StepClaim, "no warm pod was ready")
+		}
 	}
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
 		Pod: pod, Claimed: claimed, Held: b.Held, DeleteAsync: claimed != nil && !b.Held, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
-		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine, OnEvent: req.OnEvent,
+		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine, OnEvent: req.OnEvent, Timeline: tl,
 		LaunchRetries: max(0, req.Group.LaunchRetries),
 		OnLaunchRetry: func(attempt int, err error) {
 			e.log(slog.LevelWarn, "run pod launch failed; retrying with a fresh pod", map[string]any{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 // Candidate is a container group a run may be placed in, with an engine
@@ -94,6 +95,7 @@ func Place(ctx context.Context, req Request, cands []Candidate) (out Outcome, pl
 	defer active.Leave()
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
+	tl := runner.NewTimeline(runner.StepQueued, time.Now())
 	pods, outs := make([]*corev1.Pod, len(cands)), make([]Outcome, len(cands))
 	order := Order(cands)
 	for _, i := range order {
@@ -107,7 +109,7 @@ func Place(ctx context.Context, req Request, cands []Candidate) (out Outcome, pl
 	}
 	e := cands[placed].Engine
 	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims)...) }()
-	out, err = e.runClaimed(ctx, cands[placed].request(req), pods[placed], outs[placed])
+	out, err = e.runClaimed(ctx, cands[placed].request(req), pods[placed], outs[placed], tl)
 	return out, placed, err
 }
 

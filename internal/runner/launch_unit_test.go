@@ -40,33 +40,35 @@ func TestCanPass(t *testing.T) {
 	}
 	gaveUp := podspec.WorkerStartTimeout
 	for _, c := range []struct {
-		name string
-		pod  *corev1.Pod
-		pass bool
+		name   string
+		pod    *corev1.Pod
+		pass   bool
+		reason Reason
 	}{
-		{"evicted", failed("Evicted"), true},
-		{"node lost", failed("NodeLost"), true},
-		{"node shut down", failed("Terminated"), true},
-		{"disruption target", failed("", disrupted), true},
-		{"deadline", failed("DeadlineExceeded"), false},
-		{"succeeded", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodSucceeded}), false},
+		{"evicted", failed("Evicted"), true, ReasonEvicted},
+		{"node lost", failed("NodeLost"), true, ReasonNodeLost},
+		{"node shut down", failed("Terminated"), true, ReasonNodeLost},
+		{"disruption target", failed("", disrupted), true, ReasonNodeLost},
+		{"deadline", failed("DeadlineExceeded"), false, ReasonStartFailed},
+		{"succeeded", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodSucceeded}), false, ReasonStartFailed},
 		// The default worker ends itself when no run came within its start
 		// timeout: the kubelet reported it running too late.
-		{"worker gave up, running", exited(corev1.PodRunning, podspec.WorkerArgs, 0, gaveUp), true},
-		{"worker gave up, succeeded", exited(corev1.PodSucceeded, podspec.WorkerArgs, 0, gaveUp), true},
-		{"worker exited early", exited(corev1.PodRunning, podspec.WorkerArgs, 0, time.Second), false},
-		{"worker failed", exited(corev1.PodFailed, podspec.WorkerArgs, 1, gaveUp), false},
-		{"own command exited", exited(corev1.PodSucceeded, []string{"sleep", "45"}, 0, gaveUp), false},
-		{"image pull", withStatus(testPod("p"), waiting("worker", "ErrImagePull")), false},
-		{"image pull backoff", withStatus(testPod("p"), waiting("worker", "ImagePullBackOff")), false},
-		{"invalid image", withStatus(testPod("p"), waiting("worker", "InvalidImageName")), false},
+		{"worker gave up, running", exited(corev1.PodRunning, podspec.WorkerArgs, 0, gaveUp), true, ReasonNodeStartFailed},
+		{"worker gave up, succeeded", exited(corev1.PodSucceeded, podspec.WorkerArgs, 0, gaveUp), true, ReasonNodeStartFailed},
+		{"worker exited early", exited(corev1.PodRunning, podspec.WorkerArgs, 0, time.Second), false, ReasonStartFailed},
+		{"worker failed", exited(corev1.PodFailed, podspec.WorkerArgs, 1, gaveUp), false, ReasonStartFailed},
+		{"own command exited", exited(corev1.PodSucceeded, []string{"sleep", "45"}, 0, gaveUp), false, ReasonStartFailed},
+		{"image pull", withStatus(testPod("p"), waiting("worker", "ErrImagePull")), false, ReasonImagePull},
+		{"image pull backoff", withStatus(testPod("p"), waiting("worker", "ImagePullBackOff")), false, ReasonImagePull},
+		{"invalid image", withStatus(testPod("p"), waiting("worker", "InvalidImageName")), false, ReasonImagePull},
 		{"unschedulable", withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		}}}), false},
+		}}}), false, ReasonUnschedulable},
+		{"config error", withStatus(testPod("p"), waiting("worker", "CreateContainerConfigError")), false, ReasonPodRejected},
 	} {
 		_, err := runningOrFailed(c.pod, "worker")
-		if err == nil || CanPass(err) != c.pass {
-			t.Errorf("%s: error %v, can pass %v, want %v", c.name, err, CanPass(err), c.pass)
+		if err == nil || CanPass(err) != c.pass || ReasonOf(err) != c.reason {
+			t.Errorf("%s: error %v, can pass %v, reason %q; want %v, %q", c.name, err, CanPass(err), ReasonOf(err), c.pass, c.reason)
 		}
 	}
 	if _, err := runningOrFailed(exited(corev1.PodRunning, podspec.WorkerArgs, 0, gaveUp), "worker"); err == nil ||
@@ -79,8 +81,11 @@ func TestCanPass(t *testing.T) {
 		webhookTimeout(apierrors.NewForbidden(podsResource, "p", errors.New("timeout"))) {
 		t.Error("webhookTimeout")
 	}
-	if CanPass(errors.New("pod p was deleted before it ran")) || !CanPass(fmt.Errorf("x: %w", passing{errors.New("y")})) {
-		t.Error("CanPass goes by the mark, not by the words")
+	if CanPass(errors.New("pod p was deleted before it ran")) || !CanPass(fmt.Errorf("x: %w", because(ReasonPodDeleted, errors.New("y")))) {
+		t.Error("CanPass goes by the reason, not by the words")
+	}
+	if ReasonOf(because(ReasonEvicted, because(ReasonStreamLost, errors.New("x")))) != ReasonEvicted {
+		t.Error("the outermost reason wins")
 	}
 }
 

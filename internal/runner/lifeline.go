@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -17,13 +18,13 @@ import (
 // it is written, so a project is read from disk, never held in memory; a
 // write that fails part way (a project file changed) breaks the stream,
 // and the unpack in the pod fails.
-func lifeline(b bundle.Bundle) (*lifelineReader, int64, error) {
+func lifeline(b bundle.Bundle, delivered func()) (*lifelineReader, int64, error) {
 	size, err := b.Size()
 	if err != nil {
 		return nil, 0, fmt.Errorf("writing the bundle: %w", err)
 	}
 	pr, pw := io.Pipe()
-	l := &lifelineReader{PipeReader: pr, w: pw, done: make(chan struct{})}
+	l := &lifelineReader{PipeReader: pr, w: pw, done: make(chan struct{}), size: size, delivered: delivered}
 	go func() { // ends when pr is closed
 		defer close(l.done)
 		// Large writes make large exec frames: tar writes headers and
@@ -50,11 +51,17 @@ type lifelineReader struct {
 	done chan struct{}
 	err  error
 	read atomic.Int64
+	// delivered, if set, is called once the exec has read all size bytes.
+	size      int64
+	delivered func()
+	once      sync.Once
 }
 
 func (l *lifelineReader) Read(p []byte) (int, error) {
 	n, err := l.PipeReader.Read(p)
-	l.read.Add(int64(n))
+	if l.read.Add(int64(n)) >= l.size && n > 0 && l.delivered != nil {
+		l.once.Do(l.delivered)
+	}
 	return n, err
 }
 

@@ -17,7 +17,7 @@ import (
 // the bundle, and the writer ends.
 func TestLifelineCloseIsEOF(t *testing.T) {
 	b := bundle.Bundle{Playbook: "- hosts: all\n", Marker: "\x1ekubeplay-test"}
-	stdin, size, err := lifeline(b)
+	stdin, size, err := lifeline(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestLifelineWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := lifeline(bundle.Bundle{Project: m, ProjectHash: "not the hash", Command: []string{"true"}, Marker: "m"})
+	l, _, err := lifeline(bundle.Bundle{Project: m, ProjectHash: "not the hash", Command: []string{"true"}, Marker: "m"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 		}
 		sb := shipBundle(m)
 		sb.ProjectHash = planned
-		stdin, size, err := lifeline(sb)
+		stdin, size, err := lifeline(sb, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -95,6 +95,9 @@ type Spec struct {
 	// returned it, before the wait for it to run; its error ends the launch
 	// (a held node's pod is signed here, while its spec is the one created).
 	OnCreated func(ctx context.Context, pod *corev1.Pod) error
+	// Timeline, when set, is the run's timeline so far (the engine's
+	// queue and claims); the runner goes on with it. Nil starts one.
+	Timeline *Timeline
 }
 
 // event tells s.OnEvent, if set.
@@ -120,6 +123,8 @@ type Result struct {
 	// Message explains an error status, or is the cause of a canceled one
 	// (such as "context canceled"), so that a caller says "canceled" once.
 	Message string
+	// Reason says why a run did not succeed; empty when it did.
+	Reason Reason
 	// Events are the pod's last warning events, for error diagnostics.
 	Events []string
 	// PodKept is set when the pod was left in place.
@@ -127,6 +132,10 @@ type Result struct {
 	// LaunchAttempts counts the pods the run launched (created, or tried
 	// to): 1, plus one per retry; 0 when it never tried.
 	LaunchAttempts int
+	// Timeline is where the run's time went, from StartedAt to FinishedAt.
+	Timeline []Step
+	// Warm marks a run in a warm pod of its group's pool.
+	Warm bool
 	// Err is the error behind an error status, for callers that tell a
 	// rejected credential or an unreachable cluster from other causes.
 	Err error
@@ -143,6 +152,14 @@ type Result struct {
 // ended first.
 func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res := Result{StartedAt: time.Now().UTC(), ExitCode: -1}
+	if s.Timeline == nil {
+		first := StepCreate
+		if s.Claimed != nil {
+			first = StepClaim
+		}
+		s.Timeline = NewTimeline(first, res.StartedAt)
+	}
+	res.StartedAt = s.Timeline.Started().UTC() // the run began with its queue, not with its pod
 	pod := s.Claimed
 	if pod != nil {
 		res.PodName = pod.Name
@@ -150,6 +167,11 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		if s.Held {
 			what = "held node"
 		}
+		res.Warm = !s.Held
+		if s.Timeline.Current() != StepClaim {
+			s.Timeline.Begin(StepClaim, time.Now())
+		}
+		s.Timeline.Note(StepClaim, fmt.Sprintf("%s %s", what, pod.Name))
 		r.log("the run uses a "+what, map[string]any{"namespace": pod.Namespace, "pod": pod.Name})
 		s.event("%s %s/%s taken", what, pod.Namespace, pod.Name)
 	} else {
@@ -161,7 +183,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res.NodeName = pod.Spec.NodeName
 	r.log("run pod running", map[string]any{"pod": pod.Name, "node": pod.Spec.NodeName})
 
-	stdin, size, err := lifeline(s.Bundle)
+	s.Timeline.Begin(StepDeliver, time.Now())
+	stdin, size, err := lifeline(s.Bundle, func() { s.Timeline.Begin(StepPlaybook, time.Now()) })
 	if err != nil {
 		return r.finish(ctx, s, res, pod, err)
 	}
@@ -175,6 +198,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	go func() {
 		select {
 		case <-results.Done():
+			s.Timeline.Begin(StepCleanup, time.Now())
 			_ = stdin.Close()
 		case <-execEnded:
 		}
@@ -190,7 +214,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res.Output = out.String()
 	if writeErr != nil {
 		// The stream broke before the script arrived: nothing ran.
-		return r.finish(ctx, s, res, pod, writeErr)
+		return r.finish(ctx, s, res, pod, because(ReasonStreamLost, writeErr))
 	}
 	if execErr != nil && perr == nil && ctx.Err() == nil {
 		// The runner's report, its last words, decoded whole: the run ended
@@ -201,13 +225,13 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	}
 	if execErr != nil {
 		if ctx.Err() == nil {
-			if gone := r.vanished(ctx, pod); gone != "" {
-				execErr = fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr)
+			if gone, why := r.vanished(ctx, pod, s.Container); gone != "" {
+				execErr = because(why, fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr))
 			} else if lost := r.nodeLost(ctx, pod, s.Container, execErr); lost != nil {
 				execErr = lost
 			} else {
-				execErr = fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
-					"restarted, or the connection dropped), which ends the run in the pod part way: %w", pod.Name, execErr)
+				execErr = because(ReasonStreamLost, fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
+					"restarted, or the connection dropped), which ends the run in the pod part way: %w", pod.Name, execErr))
 			}
 		}
 		return r.finish(ctx, s, res, pod, execErr)
@@ -215,30 +239,31 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	switch {
 	case perr != nil && !errors.Is(perr, bundle.ErrNoResult):
 		res.ExitCode = code
-		return r.finish(ctx, s, res, pod, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr))
+		return r.finish(ctx, s, res, pod, because(ReasonResultUnreadable, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr)))
 	case perr != nil && code == 0:
 		// No report at all: the stream was closed under the run, or the pod went.
-		gone := r.vanished(ctx, pod)
+		gone, why := r.vanished(ctx, pod, s.Container)
 		if gone == "" {
 			if lost := r.nodeLost(ctx, pod, s.Container, perr); lost != nil {
 				return r.finish(ctx, s, res, pod, lost)
 			}
+			why = ReasonStreamLost
 		}
-		return r.finish(ctx, s, res, pod, noResult(pod.Name, false, gone, perr, errs.String()))
+		return r.finish(ctx, s, res, pod, because(why, noResult(pod.Name, false, gone, perr, errs.String())))
 	case perr != nil:
 		res.ExitCode = code
-		if gone := r.vanished(ctx, pod); gone != "" {
-			return r.finish(ctx, s, res, pod, fmt.Errorf("pod %s %s during the run (exit %d)", pod.Name, gone, code))
+		if gone, why := r.vanished(ctx, pod, s.Container); gone != "" {
+			return r.finish(ctx, s, res, pod, because(why, fmt.Errorf("pod %s %s during the run (exit %d)", pod.Name, gone, code)))
 		}
 		// The runner never started (no tar or sh in the image, unpack failed): stderr says why.
-		return r.finish(ctx, s, res, pod, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String())))
+		return r.finish(ctx, s, res, pod, because(ReasonBundleFailed, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String()))))
 	}
 	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
 	} else {
-		res.Status = StatusFailed
+		res.Status, res.Reason = StatusFailed, exitReason(len(s.Bundle.Command) > 0, res)
 	}
 	return r.finish(ctx, s, res, pod, nil)
 }
@@ -267,8 +292,15 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 	for {
 		res.LaunchAttempts++
 		res.PodName = ""
+		if s.Timeline.Current() != StepCreate || res.LaunchAttempts > 1 {
+			s.Timeline.Begin(StepCreate, time.Now())
+		}
+		if res.LaunchAttempts > 1 {
+			s.Timeline.Note(StepCreate, fmt.Sprintf("launch attempt %d", res.LaunchAttempts))
+		}
 		pod, err := r.create(ctx, s)
 		if err == nil {
+			s.Timeline.Begin(StepSchedule, time.Now())
 			res.PodName = pod.Name
 			r.log("run pod created", map[string]any{"namespace": pod.Namespace, "pod": pod.Name, "attempt": res.LaunchAttempts})
 			s.event("pod %s/%s created (launch attempt %d)", pod.Namespace, pod.Name, res.LaunchAttempts)
@@ -320,11 +352,14 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The caller's timeout (the run's create timeout) is not a cancel.
-		res.Status, res.Message = StatusError, "the run did not finish within its timeout: "+err.Error()
+		res.Status, res.Message, res.Reason = StatusError, "the run did not finish within its timeout: "+err.Error(), ReasonTimeout
 	case err != nil && ctx.Err() != nil:
-		res.Status, res.Message = StatusCanceled, context.Cause(ctx).Error()
+		res.Status, res.Message, res.Reason = StatusCanceled, context.Cause(ctx).Error(), ReasonCanceled
 	case err != nil:
-		res.Status, res.Message, res.Err = StatusError, err.Error(), err
+		res.Status, res.Message, res.Err, res.Reason = StatusError, err.Error(), err, ReasonOf(err)
+	}
+	if s.Timeline.Current() != StepCleanup {
+		s.Timeline.Begin(StepCleanup, time.Now())
 	}
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -344,29 +379,65 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 			if derr := del(cleanup, r.Kube, pod.Namespace, pod.Name, pod.UID); derr != nil {
 				res.Message = strings.TrimSpace(res.Message + "; deleting pod " + pod.Name + " failed: " + derr.Error())
 				if res.Status == StatusSuccessful || res.Status == StatusFailed {
-					res.Status = StatusError
+					res.Status, res.Reason = StatusError, ReasonCleanupFailed
 				}
 			}
 		}
 	}
 	res.FinishedAt = time.Now().UTC()
+	res.Timeline = s.Timeline.End(res.FinishedAt)
 	return res
 }
 
-// vanished says how the pod disappeared, or "" when it is still there.
-func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod) string {
+func conditionTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// vanished says how the pod disappeared, and why, or "" when it is still
+// there and its container was not killed for its memory.
+func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod, container string) (string, Reason) {
 	p, err := r.Kube.CoreV1().Pods(pod.Namespace).Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "was deleted"
+		return "was deleted", ReasonPodDeleted
 	case err == nil && pod.UID != "" && p.UID != pod.UID:
-		return "was deleted (another pod has its name now)"
+		return "was deleted (another pod has its name now)", ReasonPodDeleted
+	case err == nil && oomKilled(p, container):
+		return "was killed for using more memory than its limit (OOMKilled)", ReasonOOMKilled
+	case err == nil && p.Status.Phase == corev1.PodFailed && lostPod(p):
+		return "failed (" + p.Status.Reason + ")", lostReason(p)
 	case err == nil && p.DeletionTimestamp != nil:
-		return "was deleted (terminating)"
+		return "was deleted (terminating)", ReasonPodDeleted
 	case err == nil && p.Status.Phase == corev1.PodFailed:
-		return "failed (" + p.Status.Reason + ")"
+		return "failed (" + p.Status.Reason + ")", ReasonOther
 	}
-	return ""
+	return "", ""
+}
+
+// createReason is why the API server refused a run pod: the pod, or the
+// cluster.
+func createReason(err error) Reason {
+	switch {
+	case transient(err) || apierrors.IsUnauthorized(err):
+		return ReasonClusterUnavailable
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsAlreadyExists(err):
+		return ReasonPodRejected
+	}
+	return ReasonOther
+}
+
+// startFailureReason is the reason of a container waiting for one of
+// waitfor.StartFailures.
+func startFailureReason(waiting string) Reason {
+	if strings.Contains(waiting, "Image") {
+		return ReasonImagePull
+	}
+	return ReasonPodRejected
 }
 
 func (r *Runner) log(msg string, f map[string]any) {
@@ -381,23 +452,6 @@ const reasonSandbox = "FailedCreatePodSandBox"
 // lostReasons are a failed pod's status reasons that say its node took it
 // away before it ran: eviction, a lost or shut-down node, a refused admission.
 var lostReasons = []string{"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
-
-// passing marks a launch failure that a fresh pod can get past.
-type passing struct{ err error }
-
-func (p passing) Error() string { return p.err.Error() }
-func (p passing) Unwrap() error { return p.err }
-
-// CanPass reports a launch failure that a fresh pod can get past: the pod
-// was evicted or deleted, or its node lost, before it ran; its sandbox
-// could not be created; its worker gave up waiting for a run that the
-// node reported too late; an admission webhook timed out. Missing images,
-// refused specs and unschedulable pods cannot pass: a new pod of the same
-// spec meets them again.
-func CanPass(err error) bool {
-	var p passing
-	return errors.As(err, &p)
-}
 
 // workerGaveUp reports a default worker that ended by itself because no run
 // had started in it within podspec.WorkerStartTimeout: the runner never
@@ -482,17 +536,18 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			return pod, nil
 		}
 		if webhookTimeout(err) {
-			return nil, passing{fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err)}
+			return nil, because(ReasonAdmissionTimeout, fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err))
 		}
 		if !waitfor.QuotaExceeded(err) {
-			return nil, fmt.Errorf("creating the run pod in namespace %s: %w", ns, err)
+			return nil, because(createReason(err), fmt.Errorf("creating the run pod in namespace %s: %w", ns, err))
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
+		s.Timeline.Note(StepCreate, "waited for the namespace's ResourceQuota: "+err.Error())
 		if werr := room.Wait(pending); werr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err)
+			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err))
 		}
 	}
 }
@@ -510,7 +565,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
-	scheduled, nodesRead := false, false
+	scheduled, sandboxed, nodesRead := false, false, false
 	waitingFor := ""
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
@@ -520,11 +575,16 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 			}
 			last = p
 			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
-				return false, passing{fmt.Errorf("pod %s was deleted before it ran", p.Name)}
+				return false, because(ReasonPodDeleted, fmt.Errorf("pod %s was deleted before it ran", p.Name))
 			}
 			if !scheduled && p.Spec.NodeName != "" {
 				scheduled = true
+				s.Timeline.Begin(StepSandbox, time.Now())
 				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
+			}
+			if !sandboxed && scheduled && conditionTrue(p, corev1.PodReadyToStartContainers) {
+				sandboxed = true
+				s.Timeline.Begin(StepImage, time.Now())
 			}
 			done, err := runningOrFailed(p, s.Container)
 			var short shortage
@@ -537,6 +597,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 				}
 				if short.message != waitingFor {
 					waitingFor = short.message
+					s.Timeline.Note(StepSchedule, "waited for room on a node: "+short.message)
 					r.log("run pod waits for room on a node", map[string]any{"pod": p.Name, "scheduler": short.message})
 					s.event("%s", short.Error())
 				}
@@ -546,22 +607,22 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 				s.event("pod %s running", p.Name)
 			}
 			return done, err
-		}, passing{fmt.Errorf("pod %s was deleted before it ran", pod.Name)})
+		}, because(ReasonPodDeleted, fmt.Errorf("pod %s was deleted before it ran", pod.Name)))
 	if last == nil {
 		last = pod
 	}
 	if err != nil {
 		if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() == nil {
-				err = fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last))
+				err = because(ReasonStartTimeout, fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last)))
 				if waitingFor != "" && last.Spec.NodeName == "" {
-					err = fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
+					err = because(ReasonCapacityTimeout, fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
 						"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, or add nodes",
-						last.Name, s.PendingTimeout, waitingFor)
+						last.Name, s.PendingTimeout, waitingFor))
 				}
 				if sandboxFailed(ctx, r.Kube, last) {
 					// The kubelet could not create the pod's sandbox (network, runtime): another pod may get one.
-					err = passing{fmt.Errorf("%w: its sandbox could not be created (%s)", err, reasonSandbox)}
+					err = because(ReasonNodeStartFailed, fmt.Errorf("%w: its sandbox could not be created (%s)", err, reasonSandbox))
 				}
 				return last, err
 			}
@@ -576,31 +637,37 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		err := fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
 		if workerGaveUp(p, container) {
-			return false, passing{gaveUp(err)}
+			return false, because(ReasonNodeStartFailed, gaveUp(err))
 		}
 		if lostPod(p) {
-			return false, passing{err}
+			return false, because(lostReason(p), err)
 		}
-		return false, err
+		if oomKilled(p, container) {
+			return false, because(ReasonOOMKilled, err)
+		}
+		return false, because(ReasonStartFailed, err)
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			if shortageOnly(c.Message) {
 				return false, shortage{pod: p.Name, message: c.Message}
 			}
-			return false, fmt.Errorf("pod %s cannot be scheduled: %s: %s", p.Name, c.Reason, c.Message)
+			return false, because(ReasonUnschedulable, fmt.Errorf("pod %s cannot be scheduled: %s: %s", p.Name, c.Reason, c.Message))
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && slices.Contains(waitfor.StartFailures, w.Reason) {
-			return false, fmt.Errorf("container %s of pod %s cannot start: %s: %s", cs.Name, p.Name, w.Reason, w.Message)
+			return false, because(startFailureReason(w.Reason), fmt.Errorf("container %s of pod %s cannot start: %s: %s", cs.Name, p.Name, w.Reason, w.Message))
 		}
 		if t := cs.State.Terminated; t != nil && cs.Name == container {
 			err := fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
 			if workerGaveUp(p, container) {
-				return false, passing{gaveUp(err)}
+				return false, because(ReasonNodeStartFailed, gaveUp(err))
 			}
-			return false, err
+			if t.Reason == "OOMKilled" {
+				return false, because(ReasonOOMKilled, err)
+			}
+			return false, because(ReasonStartFailed, err)
 		}
 		if cs.Name == container && cs.State.Running != nil {
 			return true, nil

@@ -273,7 +273,8 @@ func TestRunThatCannotStart(t *testing.T) {
 	s := Spec{Pod: testPod(""), Container: "worker", PendingTimeout: 200 * time.Millisecond, Bundle: bundle.Bundle{Command: []string{"true"}}}
 	s.Pod.GenerateName = "run-"
 	res := r.Run(t.Context(), s)
-	if res.Status != StatusError || res.ExitCode != -1 || !strings.HasPrefix(res.PodName, "run-") || !strings.Contains(res.Message, "did not start") {
+	if res.Status != StatusError || res.ExitCode != -1 || !strings.HasPrefix(res.PodName, "run-") || !strings.Contains(res.Message, "did not start") ||
+		res.Reason != ReasonStartTimeout {
 		t.Fatalf("result %+v", res)
 	}
 	if pods, _ := kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{}); len(pods.Items) != 0 {
@@ -286,7 +287,8 @@ func TestRunThatCannotStart(t *testing.T) {
 		return true, nil, apierrors.NewBadRequest("invalid pod")
 	})
 	res = r.Run(t.Context(), s)
-	if res.Status != StatusError || res.PodName != "" || !strings.Contains(res.Message, "creating the run pod in namespace runs: invalid pod") {
+	if res.Status != StatusError || res.PodName != "" || !strings.Contains(res.Message, "creating the run pod in namespace runs: invalid pod") ||
+		res.Reason != ReasonPodRejected {
 		t.Errorf("result %+v", res)
 	}
 }
@@ -295,12 +297,20 @@ func TestVanished(t *testing.T) {
 	terminating := testPod("terminating")
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	failed := withStatus(testPod("failed"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"})
-	r := &Runner{Kube: runnertest.NewClientset(terminating, failed, testPod("running"))}
-	for name, want := range map[string]string{
-		"gone": "was deleted", "terminating": "was deleted (terminating)", "failed": "failed (Evicted)", "running": "",
+	oom := withStatus(testPod("oom"), corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "worker", LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}},
+	}}})
+	r := &Runner{Kube: runnertest.NewClientset(terminating, failed, oom, testPod("running"))}
+	for name, want := range map[string]struct {
+		how    string
+		reason Reason
+	}{
+		"gone": {"was deleted", ReasonPodDeleted}, "terminating": {"was deleted (terminating)", ReasonPodDeleted},
+		"failed": {"failed (Evicted)", ReasonEvicted}, "running": {"", ""},
+		"oom": {"was killed for using more memory than its limit (OOMKilled)", ReasonOOMKilled},
 	} {
-		if got := r.vanished(t.Context(), testPod(name)); got != want {
-			t.Errorf("%s: %q, want %q", name, got, want)
+		if got, why := r.vanished(t.Context(), testPod(name), "worker"); got != want.how || why != want.reason {
+			t.Errorf("%s: %q (%s), want %q (%s)", name, got, why, want.how, want.reason)
 		}
 	}
 }

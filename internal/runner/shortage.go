@@ -125,6 +125,6 @@ func tooLarge(p *corev1.Pod, req corev1.ResourceList, nodes []corev1.Node) error
 	if len(parts) == 0 {
 		parts = append(parts, "requests that no single node holds together")
 	}
-	return fmt.Errorf("pod %s can never be scheduled: it requests %s. Lower the requests of the group's pod or its "+
-		"node label, or add a node that large", p.Name, strings.Join(parts, ", "))
+	return because(ReasonUnschedulable, fmt.Errorf("pod %s can never be scheduled: it requests %s. Lower the requests of the group's pod or its "+
+		"node label, or add a node that large", p.Name, strings.Join(parts, ", ")))
 }

@@ -1,0 +1,111 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+var timelineStepType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"step": types.StringType, "started_at": types.StringType, "seconds": types.Float64Type, "detail": types.StringType,
+}}
+
+// stepMeanings say what each timeline step covers, for the documentation.
+var stepMeanings = map[string]string{
+	runner.StepQueued:    "rendering the pod, removing the group's orphaned pods, and waiting for the group's capacity (`max_concurrent_runs`, `max_forks`, or any group of `container_groups`)",
+	runner.StepNamespace: "making a namespace label's run namespace",
+	runner.StepClaim:     "taking a warm pod of the group's pool (`detail` names it, or says none was ready), or a held node's turn",
+	runner.StepCreate:    "the pod's create request, with waits for the namespace's ResourceQuota; again for each launch retry",
+	runner.StepSchedule:  "from the pod's creation until the scheduler bound it to a node, with waits for room on a node or for a node the cluster autoscaler adds (`detail` quotes the scheduler)",
+	runner.StepSandbox:   "from the binding until the node made the pod's sandbox and network (the `PodReadyToStartContainers` condition)",
+	runner.StepImage:     "from the sandbox until the container ran: the image's pull when the node did not have it, and the container's start",
+	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
+	runner.StepPlaybook:  "from the delivery until the result came: `ansible-playbook` or the command",
+	runner.StepCleanup:   "from the result (or the failure) until the pod was gone, or its deletion accepted for a warm pod",
+}
+
+func timelineAttribute() schema.Attribute {
+	var steps strings.Builder
+	for _, s := range runner.Steps {
+		fmt.Fprintf(&steps, "`%s` (%s), ", s, stepMeanings[s])
+	}
+	return schema.ListNestedAttribute{
+		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway (no " +
+			"extra requests): each lasts from when kubeplay saw it begin until the next began, so that their " +
+			"`seconds` add up to the time from `started_at` to `finished_at`. The steps, in order, are " +
+			strings.TrimSuffix(steps.String(), ", ") + ". A step the run did not need is absent (a warm run has no " +
+			"`create`), and one that began and ended in the same event lasts `0`.",
+		Computed: true,
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
+			"started_at": schema.StringAttribute{MarkdownDescription: "When the step began (RFC 3339, with milliseconds).", Computed: true},
+			"seconds":    schema.Float64Attribute{MarkdownDescription: "How long the step lasted, in seconds, to the millisecond.", Computed: true},
+			"detail": schema.StringAttribute{MarkdownDescription: "What the step waited for (the scheduler's or the " +
+				"quota's message), which pod it claimed, or the launch attempt; empty when there is nothing to say.", Computed: true},
+		}},
+	}
+}
+
+func statusReasonAttribute() schema.Attribute {
+	var reasons strings.Builder
+	for _, r := range runner.Reasons {
+		fmt.Fprintf(&reasons, "\n  - `%s`: %s", r.Reason, r.Meaning)
+		if r.Retried {
+			reasons.WriteString(" The group's `launch_retries` launch a fresh pod for it.")
+		}
+	}
+	return schema.StringAttribute{
+		MarkdownDescription: "Why a run that did not succeed ended as it did, one of a closed set a pipeline or a " +
+			"module can branch on (`message`-like detail is in the diagnostics); null for a successful run:" +
+			reasons.String(),
+		Computed: true,
+	}
+}
+
+// timelineValue is steps as the timeline attribute.
+func timelineValue(steps []runner.Step, diags *diag.Diagnostics) types.List {
+	elems := make([]attr.Value, 0, len(steps))
+	for _, s := range steps {
+		obj, d := types.ObjectValue(timelineStepType.AttrTypes, map[string]attr.Value{
+			"step": types.StringValue(s.Name), "started_at": types.StringValue(s.Start.UTC().Format("2006-01-02T15:04:05.000Z07:00")),
+			"seconds": types.Float64Value(float64(s.Duration.Milliseconds()) / 1000), "detail": types.StringValue(s.Detail),
+		})
+		diags.Append(d...)
+		elems = append(elems, obj)
+	}
+	l, d := types.ListValue(timelineStepType, elems)
+	diags.Append(d...)
+	return l
+}
+
+// logTimeline writes the run's timeline to Terraform's log at INFO: one
+// line with the summary, and each step as a field.
+func logTimeline(ctx context.Context, id string, res runner.Result) {
+	fields := map[string]any{"run": id, "status": res.Status, "warm": res.Warm}
+	if res.Reason != "" {
+		fields["reason"] = string(res.Reason)
+	}
+	sums := map[string]time.Duration{}
+	var total time.Duration
+	for _, s := range res.Timeline {
+		sums[s.Name] += s.Duration // a repeated step (a launch retry) adds up
+		total += s.Duration
+	}
+	for name, d := range sums {
+		fields["seconds_"+name] = d.Seconds()
+	}
+	fields["seconds_total"] = total.Seconds()
+	tflog.Info(ctx, "run timeline: "+runner.Summary(res.Timeline), fields)
+}

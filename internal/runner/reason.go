@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reason says why a run did not succeed, as one of a closed set that a
+// pipeline or a module can branch on; Message says it for people.
+type Reason string
+
+// The reasons, in the order the documentation lists them.
+const (
+	ReasonPlaybookFailed     Reason = "playbook_failed"
+	ReasonHostsUnreachable   Reason = "hosts_unreachable"
+	ReasonCommandFailed      Reason = "command_failed"
+	ReasonQuotaExceeded      Reason = "quota_exceeded"
+	ReasonCapacityTimeout    Reason = "capacity_timeout"
+	ReasonUnschedulable      Reason = "unschedulable"
+	ReasonImagePull          Reason = "image_pull"
+	ReasonPodRejected        Reason = "pod_rejected"
+	ReasonAdmissionTimeout   Reason = "admission_timeout"
+	ReasonNodeStartFailed    Reason = "node_start_failed"
+	ReasonStartFailed        Reason = "start_failed"
+	ReasonStartTimeout       Reason = "start_timeout"
+	ReasonEvicted            Reason = "evicted"
+	ReasonPodDeleted         Reason = "pod_deleted"
+	ReasonNodeLost           Reason = "node_lost"
+	ReasonOOMKilled          Reason = "oom_killed"
+	ReasonStreamLost         Reason = "stream_lost"
+	ReasonBundleFailed       Reason = "bundle_failed"
+	ReasonResultUnreadable   Reason = "result_unreadable"
+	ReasonCleanupFailed      Reason = "cleanup_failed"
+	ReasonTimeout            Reason = "timeout"
+	ReasonCanceled           Reason = "canceled"
+	ReasonClusterUnavailable Reason = "cluster_unavailable"
+	ReasonOther              Reason = "other"
+)
+
+// ReasonDoc is a reason and what it means, for the documentation.
+type ReasonDoc struct {
+	Reason  Reason
+	Meaning string
+	// Retried marks a launch failure that launch_retries retries with a
+	// fresh pod: one that a new pod of the same spec can get past.
+	Retried bool
+}
+
+// Reasons lists every reason a run records, in order.
+var Reasons = []ReasonDoc{
+	{ReasonPlaybookFailed, "`ansible-playbook` ran and exited non-zero because tasks failed (status `failed`).", false},
+	{ReasonHostsUnreachable, "`ansible-playbook` ran and exited non-zero, and every failure was an unreachable host (status `failed`).", false},
+	{ReasonCommandFailed, "The run's `command` ran and exited non-zero (status `failed`).", false},
+	{ReasonQuotaExceeded, "The namespace's ResourceQuota refused the pod until `pod_pending_timeout` passed.", false},
+	{ReasonCapacityTimeout, "The pod waited for room on a node (CPU, memory, pods, or a node the autoscaler was adding) until `pod_pending_timeout` passed.", false},
+	{ReasonUnschedulable, "No node can ever hold the pod: its requests exceed every node's allocatable, no node matches its selector, affinity or tolerations and no autoscaler is adding one, or the cluster autoscaler said it will not help (`NotTriggerScaleUp`).", false},
+	{ReasonImagePull, "The pod's image cannot be pulled (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`, `ErrImageNeverPull`).", false},
+	{ReasonPodRejected, "The API server or an admission webhook refused the pod, or the kubelet cannot create its container (`CreateContainerConfigError`, `CreateContainerError`).", false},
+	{ReasonAdmissionTimeout, "An admission webhook did not answer in time when the pod was created.", true},
+	{ReasonNodeStartFailed, "The node could not start the pod: its sandbox could not be created, the kubelet refused it, or reported it running too late for its worker.", true},
+	{ReasonStartFailed, "The pod's container exited before the run began.", false},
+	{ReasonStartTimeout, "The pod was scheduled but did not start within `pod_pending_timeout`.", false},
+	{ReasonEvicted, "The pod was evicted or preempted.", true},
+	{ReasonPodDeleted, "The pod was deleted by someone else.", true},
+	{ReasonNodeLost, "The pod's node stopped answering or went away.", true},
+	{ReasonOOMKilled, "The pod's container was killed for using more memory than its limit.", false},
+	{ReasonStreamLost, "The connection to the pod broke during the run, which ended it part way.", false},
+	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh` or `tar`, or the bundle could not be unpacked.", false},
+	{ReasonResultUnreadable, "The run ended but its result could not be read.", false},
+	{ReasonCleanupFailed, "The run ended but its pod could not be deleted (status `error` whatever the playbook did).", false},
+	{ReasonTimeout, "The run did not finish within its `timeouts` (`create`, or `delete` for a `destroy_playbook`).", false},
+	{ReasonCanceled, "Terraform was interrupted during the run (status `canceled`).", false},
+	{ReasonClusterUnavailable, "The cluster could not be reached, or refused the credential, during the run.", false},
+	{ReasonOther, "Any other cause; the message says which.", false},
+}
+
+// reasoned is an error with its reason.
+type reasoned struct {
+	reason Reason
+	err    error
+}
+
+func (e *reasoned) Error() string { return e.err.Error() }
+func (e *reasoned) Unwrap() error { return e.err }
+
+// because gives err its reason; the outermost reason wins.
+func because(r Reason, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &reasoned{reason: r, err: err}
+}
+
+// ReasonOf is the reason err carries, ReasonOther when it carries none.
+func ReasonOf(err error) Reason {
+	var r *reasoned
+	var lost *NodeLostError
+	switch {
+	case errors.As(err, &r):
+		return r.reason
+	case errors.As(err, &lost):
+		return ReasonNodeLost
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReasonTimeout
+	case errors.Is(err, context.Canceled):
+		return ReasonCanceled
+	}
+	return ReasonOther
+}
+
+// CanPass reports a launch failure that a fresh pod can get past (see
+// Reasons' Retried): the pod was evicted or deleted, or its node lost,
+// before it ran; the node could not start it; an admission webhook timed
+// out. Missing images, refused specs and unschedulable pods cannot pass: a
+// new pod of the same spec meets them again.
+func CanPass(err error) bool {
+	r := ReasonOf(err)
+	return slices.ContainsFunc(Reasons, func(d ReasonDoc) bool { return d.Reason == r && d.Retried })
+}
+
+// exitReason is why a run whose playbook or command ran exited non-zero.
+func exitReason(command bool, res Result) Reason {
+	if command {
+		return ReasonCommandFailed
+	}
+	unreachable := false
+	for _, h := range res.Hosts {
+		if h.Failed > 0 {
+			return ReasonPlaybookFailed
+		}
+		unreachable = unreachable || h.Unreachable > 0
+	}
+	if unreachable {
+		return ReasonHostsUnreachable
+	}
+	return ReasonPlaybookFailed
+}
+
+// lostReason is the reason of a pod the cluster took away: evicted or
+// preempted, or its node lost or shut down.
+func lostReason(p *corev1.Pod) Reason {
+	switch p.Status.Reason {
+	case "Evicted":
+		return ReasonEvicted
+	case "UnexpectedAdmissionError":
+		return ReasonNodeStartFailed
+	case "NodeLost", "Shutdown", "NodeShutdown", "Terminated":
+		return ReasonNodeLost
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "DeletionByTaintManager" {
+			return ReasonNodeLost
+		}
+	}
+	return ReasonEvicted
+}
+
+// oomKilled reports a pod whose container the kernel killed at its memory
+// limit.
+func oomKilled(p *corev1.Pod, container string) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != container {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.Reason == "OOMKilled" {
+				return true
+			}
+		}
+	}
+	return false
+}

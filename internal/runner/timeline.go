@@ -1,0 +1,162 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The steps of a run's timeline. Each lasts from when kubeplay saw it
+// begin until the next began, so that the steps add up to the run's wall
+// time; a step the run did not need is absent (a warm run has no create),
+// and a step seen begin and end in one watch event lasts 0 s.
+const (
+	// StepQueued: rendering the pod, clearing the group's orphaned pods and
+	// waiting for the group's capacity (max_concurrent_runs, max_forks).
+	StepQueued = "queued"
+	// StepNamespace: making a namespace label's run namespace.
+	StepNamespace = "namespace"
+	// StepClaim: taking a warm pod, or a held node's turn.
+	StepClaim = "claim"
+	// StepCreate: the pod's create request, with waits for the namespace's
+	// ResourceQuota.
+	StepCreate = "create"
+	// StepSchedule: from the pod's creation until it was bound to a node,
+	// with waits for room on a node.
+	StepSchedule = "schedule"
+	// StepSandbox: from the binding until the pod's sandbox and network
+	// were ready (the PodReadyToStartContainers condition).
+	StepSandbox = "sandbox"
+	// StepImage: from the sandbox until the container ran: the image's pull
+	// when the node did not have it, and the container's start.
+	StepImage = "image"
+	// StepDeliver: the exec's start and the bundle's delivery into the pod.
+	StepDeliver = "deliver"
+	// StepPlaybook: from the bundle's delivery until the run's result came.
+	StepPlaybook = "playbook"
+	// StepCleanup: from the result until the pod was gone (or its deletion
+	// accepted, for a warm pod; or the held node's turn given back).
+	StepCleanup = "cleanup"
+)
+
+// Steps lists the steps in the order a run goes through them.
+var Steps = []string{StepQueued, StepNamespace, StepClaim, StepCreate, StepSchedule, StepSandbox, StepImage,
+	StepDeliver, StepPlaybook, StepCleanup}
+
+// Step is one part of a run's time.
+type Step struct {
+	Name     string
+	Start    time.Time
+	Duration time.Duration
+	// Detail says what the step waited for, when it waited, or which pod
+	// it claimed.
+	Detail string
+}
+
+// Timeline records a run's steps as kubeplay sees them, from the events it
+// watches anyway: it asks the cluster nothing of its own. Safe for
+// concurrent use: the engine and the runner's watches both mark it.
+type Timeline struct {
+	mu    sync.Mutex
+	steps []Step
+	ended bool
+}
+
+// NewTimeline is a timeline whose first step begins at start.
+func NewTimeline(first string, start time.Time) *Timeline {
+	t := &Timeline{}
+	t.Begin(first, start)
+	return t
+}
+
+// Begin ends the current step at at and begins name there. A nil
+// timeline records nothing.
+func (t *Timeline) Begin(name string, at time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	t.close(at)
+	t.steps = append(t.steps, Step{Name: name, Start: at, Duration: -1})
+}
+
+// Note sets the current step's detail, when it has none yet and name is
+// the current step.
+func (t *Timeline) Note(name, detail string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.steps); n > 0 && t.steps[n-1].Name == name && t.steps[n-1].Detail == "" && !t.ended {
+		t.steps[n-1].Detail = detail
+	}
+}
+
+// Started is when the first step began.
+func (t *Timeline) Started() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.steps) == 0 {
+		return time.Time{}
+	}
+	return t.steps[0].Start
+}
+
+// Current is the step under way, "" when there is none.
+func (t *Timeline) Current() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.steps); n > 0 && !t.ended {
+		return t.steps[n-1].Name
+	}
+	return ""
+}
+
+// End ends the current step at at and returns the steps; marks after it
+// are ignored.
+func (t *Timeline) End(at time.Time) []Step {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended {
+		t.close(at)
+		t.ended = true
+	}
+	out := make([]Step, len(t.steps))
+	copy(out, t.steps)
+	return out
+}
+
+func (t *Timeline) close(at time.Time) {
+	if n := len(t.steps); n > 0 && t.steps[n-1].Duration < 0 {
+		last := &t.steps[n-1]
+		// A clock read before the step began (marks from another goroutine) counts as 0.
+		last.Duration = max(0, at.Sub(last.Start))
+	}
+}
+
+// Summary is steps on one line: "queued 0.0s, create 0.1s, ... (total
+// 9.8s)".
+func Summary(steps []Step) string {
+	if len(steps) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(steps))
+	var total time.Duration
+	for _, s := range steps {
+		parts = append(parts, fmt.Sprintf("%s %.1fs", s.Name, s.Duration.Seconds()))
+		total += s.Duration
+	}
+	return fmt.Sprintf("%s (total %.1fs)", strings.Join(parts, ", "), total.Seconds())
+}
