@@ -152,6 +152,11 @@ resource "kubeplay_run" "label" {
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("pod_name"), knownvalue.StringRegexp(warmName)),
 					statecheck.ExpectKnownValue("kubeplay_run.label", tfjsonpath.New("pod_name"), knownvalue.StringRegexp(warmName)),
+					// A warm run claims its pod instead of creating one, and says which.
+					expectTimeline{addr: runAddr, steps: warmSteps},
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("timeline").AtSliceIndex(1).AtMapKey("detail"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^warm pod kubeplay-warm-`))),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status_reason"), knownvalue.Null()),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(hostnameIsPod(runAddr), hostnameIsPod("kubeplay_run.label"),
 					// A warm run ends once its pod's deletion is accepted.

@@ -288,6 +288,8 @@ resource "kubeplay_run" "test" {
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("failed")),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("exit_code"), knownvalue.Int64Exact(7)),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringExact("about to fail\n")),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status_reason"), knownvalue.StringExact("command_failed")),
+					expectTimeline{addr: runAddr, steps: coldSteps},
 				},
 				Check: e.checkNoRunPods(ns),
 			},

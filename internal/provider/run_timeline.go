@@ -29,7 +29,7 @@ var stepMeanings = map[string]string{
 	runner.StepClaim:     "taking a warm pod of the group's pool (`detail` names it, or says none was ready), or a held node's turn",
 	runner.StepCreate:    "the pod's create request, with waits for the namespace's ResourceQuota; again for each launch retry",
 	runner.StepSchedule:  "from the pod's creation until the scheduler bound it to a node, with waits for room on a node or for a node the cluster autoscaler adds (`detail` quotes the scheduler)",
-	runner.StepSandbox:   "from the binding until the node made the pod's sandbox and network (the `PodReadyToStartContainers` condition)",
+	runner.StepSandbox:   "from the binding until the node made the pod's sandbox and network (the `PodReadyToStartContainers` condition, which the kubelet reports to the second)",
 	runner.StepImage:     "from the sandbox until the container ran: the image's pull when the node did not have it, and the container's start",
 	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
 	runner.StepPlaybook:  "from the delivery until the result came: `ansible-playbook` or the command",

@@ -389,13 +389,21 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	return res
 }
 
-func conditionTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
+// condition reports whether p's condition t is true, and since when.
+func condition(p *corev1.Pod, t corev1.PodConditionType) (bool, time.Time) {
 	for _, c := range p.Status.Conditions {
 		if c.Type == t {
-			return c.Status == corev1.ConditionTrue
+			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
 		}
 	}
-	return false
+	return false, time.Time{}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // vanished says how the pod disappeared, and why, or "" when it is still
@@ -566,6 +574,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	defer cancel()
 	var last *corev1.Pod
 	scheduled, sandboxed, nodesRead := false, false, false
+	var scheduledAt time.Time
 	waitingFor := ""
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
@@ -577,14 +586,21 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
 				return false, because(ReasonPodDeleted, fmt.Errorf("pod %s was deleted before it ran", p.Name))
 			}
+			now := time.Now()
 			if !scheduled && p.Spec.NodeName != "" {
-				scheduled = true
-				s.Timeline.Begin(StepSandbox, time.Now())
+				scheduled, scheduledAt = true, now
+				s.Timeline.Begin(StepSandbox, now)
 				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
 			}
-			if !sandboxed && scheduled && conditionTrue(p, corev1.PodReadyToStartContainers) {
+			if ready, at := condition(p, corev1.PodReadyToStartContainers); !sandboxed && scheduled && ready {
+				// The kubelet reports the sandbox with the running container
+				// once the pull is done; its condition's time (to the second)
+				// tells the two apart.
 				sandboxed = true
-				s.Timeline.Begin(StepImage, time.Now())
+				if at.IsZero() || at.After(now) {
+					at = now
+				}
+				s.Timeline.Begin(StepImage, maxTime(at, scheduledAt))
 			}
 			done, err := runningOrFailed(p, s.Container)
 			var short shortage

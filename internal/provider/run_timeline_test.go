@@ -1,0 +1,113 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	tfjson "github.com/hashicorp/terraform-json"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+)
+
+// timelineOf checks a run's recorded timeline, from its attributes as
+// terraform show -json gives them: its steps are want, in order, and they
+// add up to the run's wall time (from the first step's start, which is
+// started_at, to finished_at) within 1 s, the precision of finished_at.
+// It returns the steps' seconds by name (a repeated step adds up).
+func timelineOf(attrs map[string]any, want []string) (map[string]float64, error) {
+	raw, ok := attrs["timeline"].([]any)
+	if !ok || len(raw) == 0 {
+		return nil, fmt.Errorf("the run has no timeline: %v", attrs["timeline"])
+	}
+	var names []string
+	seconds := map[string]float64{}
+	var sum float64
+	var first time.Time
+	for i, r := range raw {
+		s, _ := r.(map[string]any)
+		name, _ := s["step"].(string)
+		secs, ok := s["seconds"].(json.Number)
+		f, err := secs.Float64()
+		if !ok || err != nil {
+			if v, isFloat := s["seconds"].(float64); isFloat {
+				f, err = v, nil
+			} else {
+				return nil, fmt.Errorf("step %d has no seconds: %v", i, s)
+			}
+		}
+		if f < 0 {
+			return nil, fmt.Errorf("step %s lasted %v s", name, f)
+		}
+		if i == 0 {
+			at, _ := s["started_at"].(string)
+			if first, err = time.Parse(time.RFC3339Nano, at); err != nil {
+				return nil, fmt.Errorf("step %s: started_at %q: %w", name, at, err)
+			}
+		}
+		names = append(names, name)
+		seconds[name] += f
+		sum += f
+	}
+	if !slices.Equal(names, want) {
+		return seconds, fmt.Errorf("timeline steps %v, want %v", names, want)
+	}
+	started, err1 := time.Parse(time.RFC3339, fmt.Sprint(attrs["started_at"]))
+	finished, err2 := time.Parse(time.RFC3339, fmt.Sprint(attrs["finished_at"]))
+	if err1 != nil || err2 != nil {
+		return seconds, fmt.Errorf("started_at %v, finished_at %v", attrs["started_at"], attrs["finished_at"])
+	}
+	if !started.Equal(first.Truncate(time.Second)) {
+		return seconds, fmt.Errorf("started_at %s is not the first step's start %s", started, first)
+	}
+	wall := finished.Sub(first).Seconds()
+	if math.Abs(wall-sum) > 1 {
+		return seconds, fmt.Errorf("the steps add up to %.3f s, the run took %.3f s (%s to %s)", sum, wall, first, finished)
+	}
+	return seconds, nil
+}
+
+// expectTimeline is a state check of timelineOf; then, if set, checks the
+// steps' seconds.
+type expectTimeline struct {
+	addr  string
+	steps []string
+	then  func(seconds map[string]float64) error
+}
+
+var _ statecheck.StateCheck = expectTimeline{}
+
+func (c expectTimeline) CheckState(_ context.Context, req statecheck.CheckStateRequest, resp *statecheck.CheckStateResponse) {
+	attrs, err := resourceValues(req.State, c.addr)
+	if err == nil {
+		var seconds map[string]float64
+		if seconds, err = timelineOf(attrs, c.steps); err == nil && c.then != nil {
+			err = c.then(seconds)
+		}
+	}
+	resp.Error = err
+}
+
+// resourceValues are the root module resource addr's attributes in state.
+func resourceValues(state *tfjson.State, addr string) (map[string]any, error) {
+	if state == nil || state.Values == nil || state.Values.RootModule == nil {
+		return nil, fmt.Errorf("no state")
+	}
+	for _, r := range state.Values.RootModule.Resources {
+		if r.Address == addr {
+			return r.AttributeValues, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is not in the state", addr)
+}
+
+// coldSteps are a run's steps in a fresh pod of a group without limits.
+var coldSteps = []string{"queued", "create", "schedule", "sandbox", "image", "deliver", "playbook", "cleanup"}
+
+// warmSteps are a run's steps in a warm pod of a group with max_concurrent_runs.
+var warmSteps = []string{"queued", "claim", "deliver", "playbook", "cleanup"}
