@@ -450,6 +450,21 @@ func (b *Bundle) Args(inventory string) []string {
 // once without ("No user exists for uid"). The entry goes through
 // nss_wrapper when the image has it (Debian: libnss-wrapper), else into
 // /etc/passwd when that is writable (AWX's images make it group-writable).
+// oomCounter reads the container's cgroup oom_kill counter (cgroup v2's
+// memory.events, v1's memory.oom_control; 0 when neither is readable) with
+// shell builtins only, before the run and after it.
+const oomCounter = `kp_ooms() {
+  for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+    [ -r "$f" ] || continue
+    n=0; while read -r k v; do [ "$k" = oom_kill ] && n=$v; done <"$f"
+    case $n in ''|*[!0-9]*) n=0 ;; esac
+    echo "$n"; return
+  done
+  echo 0
+}
+ooms=$(kp_ooms)
+`
+
 const userSetup = `if [ -z "${HOME:-}" ] || [ "$HOME" = / ] || [ ! -w "$HOME" ]; then
   export HOME="$PWD/.home"; mkdir -p "$HOME"
 fi
@@ -476,6 +491,7 @@ func (b *Bundle) script(inventory string) string {
 	var sb strings.Builder
 	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod.\nset -u\ncd \"$(dirname \"$0\")\" || exit 125\n")
 	sb.WriteString(userSetup)
+	sb.WriteString(oomCounter)
 	if len(b.SecretEnv) > 0 {
 		sb.WriteString(". ./" + secretEnvName + " && rm -f ./" + secretEnvName + "\n")
 	}
@@ -529,7 +545,8 @@ func (b *Bundle) script(inventory string) string {
 		"} <&3 >/dev/null 2>&1 &\n" +
 		"watcher=$!\n" +
 		"exec 3<&-\n" +
-		"wait \"$pid\"\nrc=$?\n")
+		"wait \"$pid\"\nrc=$?\n" +
+		"ooms=$(($(kp_ooms) - ooms))\n")
 	sb.WriteString(b.sshCleanup())
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
@@ -542,7 +559,7 @@ func (b *Bundle) script(inventory string) string {
 	// until the client, which has read the document, closes stdin (or
 	// ReportedWait passes), so that the document is never in flight when the
 	// exec stream closes: a close can lose what the server has not sent yet.
-	fmt.Fprintf(&sb, ": >./%s\nprintf '\\n%%s\\n{\"rc\":%%d,\"stats\":' %s \"$rc\" >&2\n"+
+	fmt.Fprintf(&sb, ": >./%s\nprintf '\\n%%s\\n{\"rc\":%%d,\"oom_kills\":%%d,\"stats\":' %s \"$rc\" \"$ooms\" >&2\n"+
 		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n%%s\\n' %s >&2\n", reportedFile, Quote(b.Marker), statsName, Quote(b.Marker))
 	// The timer lets go of a held node's lock (fd 9): its sleep may outlive it.
 	fmt.Fprintf(&sb, "( exec 9>&-; sleep %d; kill \"$watcher\" ) >/dev/null 2>&1 &\ntimer=$!\nwait \"$watcher\" 2>/dev/null\n"+
@@ -580,6 +597,10 @@ type Result struct {
 	// Artifacts is the run's set_stats data (per_host: false) as a compact
 	// JSON object; "" when the playbook set none.
 	Artifacts string
+	// OOMKills counts the processes the kernel killed at the container's
+	// memory limit during the run (its cgroup's oom_kill counter): a task
+	// killed so shows only as "rc": -9 otherwise.
+	OOMKills int64
 }
 
 // Command returns the exec command that unpacks the bundle, the first size

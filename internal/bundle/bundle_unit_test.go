@@ -578,16 +578,19 @@ func TestParseResultCases(t *testing.T) {
 		payload string
 		rc      int
 		hosts   map[string]HostStats
+		ooms    int64
 	}{
-		{`{"rc":0}`, 0, nil},
-		{`{"rc":0,"stats":{}}`, 0, nil},
+		{`{"rc":0}`, 0, nil, 0},
+		{`{"rc":0,"stats":{}}`, 0, nil, 0},
 		{`{"rc":4,"stats":{"hosts":{"a":{"ok":1},"b":{"unreachable":1,"rescued":2,"ignored":3}}},"extra":true}`, 4,
-			map[string]HostStats{"a": {OK: 1}, "b": {Unreachable: 1, Rescued: 2, Ignored: 3}}},
-		{` {"rc":-1} `, -1, nil},
+			map[string]HostStats{"a": {OK: 1}, "b": {Unreachable: 1, Rescued: 2, Ignored: 3}}, 0},
+		{` {"rc":-1} `, -1, nil, 0},
+		{`{"rc":2,"oom_kills":1,"stats":null}`, 2, nil, 1},
+		{`{"oom_kills":-3,"rc":0}`, 0, nil, 0}, // a counter reset reads as none
 	}
 	for _, c := range good {
 		r, err := ParseResult(c.payload)
-		if err != nil || r.ExitCode != c.rc || len(r.Hosts) != len(c.hosts) {
+		if err != nil || r.ExitCode != c.rc || len(r.Hosts) != len(c.hosts) || r.OOMKills != c.ooms {
 			t.Errorf("ParseResult(%s) = %+v, %v", c.payload, r, err)
 			continue
 		}

@@ -215,6 +215,7 @@ func (e *artifactsError) Error() string { return e.msg }
 func decodeReport(dec *json.Decoder) (Result, error) {
 	var res Result
 	var rc *int
+	var oomKills int64
 	null, err := openOrNull(dec, '{')
 	if err != nil || null {
 		return Result{}, cmp.Or(err, errors.New("the runner's report has no exit code"))
@@ -224,6 +225,13 @@ func decodeReport(dec *json.Decoder) (Result, error) {
 		case "rc":
 			rc = nil
 			return dec.Decode(&rc)
+		case "oom_kills":
+			var n int64
+			if err := dec.Decode(&n); err != nil {
+				return err
+			}
+			oomKills = max(0, n)
+			return nil
 		case "stats":
 			res = Result{}
 			if null, err := openOrNull(dec, '{'); null || err != nil {
@@ -239,7 +247,7 @@ func decodeReport(dec *json.Decoder) (Result, error) {
 	if rc == nil {
 		return Result{}, errors.New("the runner's report has no exit code")
 	}
-	res.ExitCode = *rc
+	res.ExitCode, res.OOMKills = *rc, oomKills
 	res.FailedTaskCount = max(res.FailedTaskCount, int64(len(res.FailedTasks)))
 	return res, nil
 }

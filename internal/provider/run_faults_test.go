@@ -244,14 +244,14 @@ func (f *faultEnv) checkNoLeaks(t *testing.T) {
 
 // runFault applies a run, calls inject once its command runs, and returns
 // how the apply ended and the time from inject to its end.
-func (f *faultEnv) runFault(t *testing.T, row, attrs string, inject func(pod string)) (*syncBuffer, *faultClock, error) {
+func (f *faultEnv) runFault(t *testing.T, row, attrs string, inject func(pod string)) (*signalEnv, *syncBuffer, *faultClock, error) {
 	s := f.runDir(t, attrs)
 	cmd, out := s.start(t)
 	pod := f.waitStarted(t, s, out)
 	clock := startFault(t, row)
 	inject(pod)
 	err := cmd.Wait()
-	return out, clock, err
+	return s, out, clock, err
 }
 
 // TestAccRunFault_unreachableHost: the credential's host (a proxy of the
@@ -312,8 +312,9 @@ func TestAccRunFault_badImage(t *testing.T) {
 	clock := startFault(t, "bad_image")
 	cmd, out := s.start(t)
 	err := cmd.Wait()
-	status := expectOutcome(t, out, err, "error", `(?s)Run Error.*(ErrImagePull|ImagePullBackOff)`)
+	status := expectOutcome(t, out, err, "error", `(?s)Run Error.*\(image_pull\).*(ErrImagePull|ImagePullBackOff)`)
 	clock.end(status)
+	s.expectRecord(t, "error", "image_pull")
 	f.checkNoLeaks(t)
 }
 
@@ -326,7 +327,8 @@ func TestAccRunFault_unschedulable(t *testing.T) {
 	clock := startFault(t, "unschedulable")
 	cmd, out := s.start(t)
 	err := cmd.Wait()
-	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*Unschedulable`))
+	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*\(unschedulable\)`))
+	s.expectRecord(t, "error", "unschedulable")
 	f.checkNoLeaks(t)
 }
 
@@ -334,12 +336,13 @@ func TestAccRunFault_unschedulable(t *testing.T) {
 // ends the run as error saying so.
 func TestAccRunFault_podDeleted(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
-	out, clock, err := f.runFault(t, "pod_deleted", commandRun(startedThen("sleep 300"), "10m"), func(pod string) {
+	s, out, clock, err := f.runFault(t, "pod_deleted", commandRun(startedThen("sleep 300"), "10m"), func(pod string) {
 		if err := f.e.kube.CoreV1().Pods(f.ns).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*was deleted`))
+	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*\(pod_deleted\).*was deleted`))
+	s.expectRecord(t, "error", "pod_deleted")
 	f.checkNoLeaks(t)
 }
 
@@ -361,8 +364,9 @@ resource "kubeplay_node_label" "small" {
     - shell: "echo ` + faultStarted + ` >/proc/1/fd/1"
     - command: python3 -c "x = ' ' * (1 << 30); print(len(x))"
 `
-	out, clock, err := f.runFault(t, "oom_killed", fmt.Sprintf("node_label = %q\n  playbook = %q", label, playbook), func(string) {})
+	s, out, clock, err := f.runFault(t, "oom_killed", fmt.Sprintf("node_label = %q\n  playbook = %q", label, playbook), func(string) {})
 	clock.end(expectOutcome(t, out, err, "failed", `(?s)Run Failed.*exited with code 2.*"rc": -9`))
+	s.expectRecord(t, "failed", "oom_killed")
 	f.checkNoLeaks(t)
 }
 
@@ -376,7 +380,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 	e := newTestEnv(t)
 	proxy := startCutProxy(t, e.kubeconfig)
 	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
-	out, clock, err := f.runFault(t, "exec_stream_cut",
+	s, out, clock, err := f.runFault(t, "exec_stream_cut",
 		commandRun(startedThen("i=0; while [ $i -lt 3000 ]; do echo line $i; i=$((i+1)); sleep 0.1; done"), "10m"),
 		func(string) {
 			time.Sleep(2 * time.Second) // mid-output
@@ -385,6 +389,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 			}
 		})
 	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*exec stream to pod \S+ broke during the run`))
+	s.expectRecord(t, "error", "stream_lost")
 	f.checkNoLeaks(t)
 }
 
@@ -502,6 +507,11 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 		err := cmd.Wait()
 		status := expectOutcome(t, out, err, "successful", `Apply complete`)
 		clock.end(status)
+		s.expectRecord(t, "successful", nil)
+		// The wait for the slot is the run's queue.
+		if secs, err := timelineOf(s.runState(t), []string{"queued", "create", "schedule", "sandbox", "image", "deliver", "playbook", "cleanup"}); err != nil || secs["queued"] < 1 {
+			t.Errorf("the run waited for the group's slot, but its timeline says queued %v s (%v)", secs["queued"], err)
+		}
 		select {
 		case <-blockerDone:
 		default:
@@ -560,6 +570,7 @@ func TestAccRunFault_quotaLowered(t *testing.T) {
 	_ = bcmd.Wait()
 	err = cmd.Wait()
 	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*pending timeout of 20s: .*exceeded quota`))
+	s.expectRecord(t, "error", "quota_exceeded")
 	f.checkNoLeaks(t)
 }
 
@@ -803,10 +814,11 @@ func script(t *testing.T, path string, args ...string) {
 func TestAccRunFault_apiServerRestart(t *testing.T) {
 	tools := localClusterOnly(t)
 	f := newDisruptiveFaultEnv(t, "restarts the API server", faultGroup{attrs: faultLimits})
-	out, clock, err := f.runFault(t, "apiserver_restart", commandRun(startedThen("sleep 60; echo finished"), "10m"), func(string) {
+	s, out, clock, err := f.runFault(t, "apiserver_restart", commandRun(startedThen("sleep 60; echo finished"), "10m"), func(string) {
 		script(t, filepath.Join(tools, "restart.sh"), "kube-apiserver")
 	})
 	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*exec stream to pod \S+ broke during the run`))
+	s.expectRecord(t, "error", "stream_lost")
 	if regexp.MustCompile(`(?m)^\s*finished$`).MatchString(out.String()) {
 		t.Error("the command finished: the restart did not cut the run")
 	}
@@ -828,7 +840,7 @@ func TestAccRunFault_kubeletStopped(t *testing.T) {
 	t.Cleanup(func() { script(t, kubelet, "start") })
 	restarted := make(chan error, 1)
 	var pod string
-	out, clock, err := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(p string) {
+	s, out, clock, err := f.runFault(t, "kubelet_stopped", commandRun(startedThen("sleep 120; echo finished"), "10m"), func(p string) {
 		pod = p
 		script(t, kubelet, "stop")
 		go func() {
@@ -848,6 +860,7 @@ func TestAccRunFault_kubeletStopped(t *testing.T) {
 	took := clock.end(expectOutcome(t, out, err, "error",
 		`(?s)Run Error.*node \S+ stopped answering during the run: the API server cannot reach its kubelet.*`+
 			`marked for deletion and goes once node \S+ is back`))
+	s.expectRecord(t, "error", "node_lost")
 	if took > kubeletDown {
 		t.Errorf("the run ended %s after the kubelet stopped, want less than %s (it should not wait for the node)", took, kubeletDown)
 	}

@@ -1039,7 +1039,11 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	var detail strings.Builder
 	switch res.Status {
 	case runner.StatusFailed:
-		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d.", res.PodName, res.ExitCode)
+		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d (%s).", res.PodName, res.ExitCode, res.Reason)
+		if res.Reason == runner.ReasonOOMKilled {
+			detail.WriteString(" The kernel killed a process of the run at the container's memory limit: give the " +
+				"pod more memory (the group's or node label's memory), or make the task use less.")
+		}
 	case runner.StatusCanceled:
 		detail.WriteString("The run was canceled")
 		if res.Message != "" && res.Message != context.Canceled.Error() {

@@ -4,11 +4,13 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"testing"
 	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
@@ -16,7 +18,8 @@ import (
 )
 
 // timelineOf checks a run's recorded timeline, from its attributes as
-// terraform show -json gives them: its steps are want, in order, and they
+// terraform show -json gives them: its steps are want, in order (any, for
+// nil), and they
 // add up to the run's wall time (from the first step's start, which is
 // started_at, to finished_at) within 1 s, the precision of finished_at.
 // It returns the steps' seconds by name (a repeated step adds up).
@@ -54,7 +57,7 @@ func timelineOf(attrs map[string]any, want []string) (map[string]float64, error)
 		seconds[name] += f
 		sum += f
 	}
-	if !slices.Equal(names, want) {
+	if want != nil && !slices.Equal(names, want) {
 		return seconds, fmt.Errorf("timeline steps %v, want %v", names, want)
 	}
 	started, err1 := time.Parse(time.RFC3339, fmt.Sprint(attrs["started_at"]))
@@ -111,3 +114,44 @@ var coldSteps = []string{"queued", "create", "schedule", "sandbox", "image", "de
 
 // warmSteps are a run's steps in a warm pod of a group with max_concurrent_runs.
 var warmSteps = []string{"queued", "claim", "deliver", "playbook", "cleanup"}
+
+// runState is the kubeplay_run "r" of a fault row's directory as terraform
+// show -json gives it, tainted or not; nil when the state has none.
+func (s *signalEnv) runState(t *testing.T) map[string]any {
+	t.Helper()
+	cmd := terraformCommand(s.terraformBin, s.cliConfig, s.dir, nil, "show", "-json", "-no-color")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("terraform show -json: %v", err)
+	}
+	var state tfjson.State
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&state); err != nil {
+		t.Fatalf("terraform show -json: %v", err)
+	}
+	attrs, err := resourceValues(&state, "kubeplay_run.r")
+	if err != nil {
+		return nil
+	}
+	return attrs
+}
+
+// expectRecord checks that the row's run is in the state with status and
+// reason (nil for none), and a timeline that adds up to its wall time.
+func (s *signalEnv) expectRecord(t *testing.T, status string, reason any) {
+	t.Helper()
+	attrs := s.runState(t)
+	if attrs == nil {
+		t.Errorf("the run is not in the state; want it recorded as %s (%v)", status, reason)
+		return
+	}
+	if attrs["status"] != status || attrs["status_reason"] != reason {
+		t.Errorf("the run is recorded as %v (%v), want %s (%v)", attrs["status"], attrs["status_reason"], status, reason)
+	}
+	seconds, err := timelineOf(attrs, nil)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("the run's timeline: %v", seconds)
+}

@@ -66,7 +66,7 @@ var Reasons = []ReasonDoc{
 	{ReasonEvicted, "The pod was evicted or preempted.", true},
 	{ReasonPodDeleted, "The pod was deleted by someone else.", true},
 	{ReasonNodeLost, "The pod's node stopped answering or went away.", true},
-	{ReasonOOMKilled, "The pod's container was killed for using more memory than its limit.", false},
+	{ReasonOOMKilled, "The kernel killed the pod's container, or a process of the run in it (status `failed`), for using more memory than the container's limit.", false},
 	{ReasonStreamLost, "The connection to the pod broke during the run, which ended it part way.", false},
 	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh` or `tar`, or the bundle could not be unpacked.", false},
 	{ReasonResultUnreadable, "The run ended but its result could not be read.", false},

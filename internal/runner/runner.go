@@ -264,6 +264,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		res.Status = StatusSuccessful
 	} else {
 		res.Status, res.Reason = StatusFailed, exitReason(len(s.Bundle.Command) > 0, res)
+		if result.OOMKills > 0 {
+			res.Reason = ReasonOOMKilled
+		}
 	}
 	return r.finish(ctx, s, res, pod, nil)
 }
