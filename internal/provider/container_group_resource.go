@@ -114,6 +114,7 @@ const containerGroupDescription = "A container group says where runs execute and
 	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`, and " +
 	"the run waits, watching the quota, until it is admitted or `pod_pending_timeout` has passed. A quota covers the whole namespace, so a namespace " +
 	"shared with another group or with other workloads is a plan-time warning.\n\n" +
+	"**Node capacity.** " + nodeCapacityDescription + "\n\n" +
 	"**Claims.** Before it creates its pod, a run claims capacity from ledgers: ConfigMaps in `namespace` whose " +
 	"entries map a run (and its operation: a `destroy_playbook` claims apart from its run) to what it holds and to " +
 	"an expiry. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
@@ -229,7 +230,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 			"max_concurrent_runs": schema.Int64Attribute{
 				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
 					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
-					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited.",
+					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited. " +
+					"A plan that sets or changes it warns when the nodes the run pods can land on cannot hold that many (see " +
+					"Node capacity in the resource's description).",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -595,12 +598,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	if podKnown && !plan.WarmPods.IsUnknown() && !plan.WarmLabels.IsUnknown() {
 		plan.WarmRevision = r.warmRevision(ctx, spec, true)
 	}
+	var rendered string
 	if podKnown {
 		y, ok := renderGroupPod(spec, &resp.Diagnostics)
 		if !ok {
 			return
 		}
-		plan.RenderedPod = types.StringValue(y)
+		plan.RenderedPod, rendered = types.StringValue(y), y
 	}
 	if planDrift(ctx, req, &resp.Diagnostics, catalog.KindGroup, plan.Name.ValueString()) {
 		plan.RenderedPod = types.StringUnknown() // forces an update
@@ -629,6 +633,9 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 	}
 	if known {
 		r.checkOnCluster(ctx, spec, req.State.Raw.IsNull(), state.OwnerID, &resp.Diagnostics)
+	}
+	if known && capacityChanged(req.State.Raw.IsNull(), state, plan, rendered) {
+		r.warnCapacity(ctx, spec, &resp.Diagnostics)
 	}
 }
 
