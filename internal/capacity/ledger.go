@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,13 +246,38 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 // Release removes run's claim, and claims past their deadline; releasing
 // twice is harmless.
 func (l Ledger) Release(ctx context.Context, run string) error {
-	err := l.modify(ctx, func(entries map[string]Entry) (bool, error) {
+	return l.ReleaseRecording(ctx, run, "")
+}
+
+// AnnotationRecentRuns holds the records of the group's last MaxRecentRuns
+// runs, one per line, oldest first: what a run's release writes anyway
+// carries them, so that they cost no request of their own.
+const AnnotationRecentRuns = "kubeplay.io/recent-runs"
+
+// MaxRecentRuns bounds the records a ledger keeps.
+const MaxRecentRuns = 50
+
+// maxRecord bounds one record: a longer one is not kept.
+const maxRecord = 1 << 10
+
+// ReleaseRecording is Release that also appends record, one line of the
+// caller's, to the ledger's recent runs, in the same update; "" records
+// nothing.
+func (l Ledger) ReleaseRecording(ctx context.Context, run, record string) error {
+	keep := record != "" && len(record) <= maxRecord && !strings.ContainsAny(record, "\n\r")
+	err := l.modifyConfigMap(ctx, func(cm *corev1.ConfigMap, entries map[string]Entry) (bool, error) {
 		_, ok := entries[run]
 		delete(entries, run)
 		// Claims past their deadline are of runs that died: every writer
 		// removes them, or a group whose next run did not have to wait
 		// keeps a killed run's claim.
 		reaped := reap(entries, time.Now())
+		if ok && keep {
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations[AnnotationRecentRuns] = appendRecent(cm.Annotations[AnnotationRecentRuns], record)
+		}
 		return ok || len(reaped) > 0, nil
 	})
 	if errors.Is(err, ErrNoLedger) {
@@ -259,14 +286,42 @@ func (l Ledger) Release(ctx context.Context, run string) error {
 	return err
 }
 
+// appendRecent adds record to lines, keeping the last MaxRecentRuns.
+func appendRecent(lines, record string) string {
+	all := append(strings.Split(strings.TrimSpace(lines), "\n"), record)
+	all = slices.DeleteFunc(all, func(s string) bool { return s == "" })
+	return strings.Join(all[max(0, len(all)-MaxRecentRuns):], "\n")
+}
+
+// RecentRuns are the records of the ledger's last runs, oldest first;
+// none when the group has no such ledger.
+func (l Ledger) RecentRuns(ctx context.Context) ([]string, error) {
+	cm, err := l.get(ctx)
+	if errors.Is(err, ErrNoLedger) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.relation(cm) != managed.Mine {
+		return nil, l.notOwned(cm)
+	}
+	lines := strings.Split(strings.TrimSpace(cm.Annotations[AnnotationRecentRuns]), "\n")
+	return slices.DeleteFunc(lines, func(s string) bool { return s == "" }), nil
+}
+
 func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool, error)) error {
+	return l.modifyConfigMap(ctx, func(_ *corev1.ConfigMap, entries map[string]Entry) (bool, error) { return change(entries) })
+}
+
+func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigMap, map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
 	for {
 		cm, entries, err := l.read(ctx)
 		if err != nil {
 			return err
 		}
-		changed, err := change(entries)
+		changed, err := change(cm, entries)
 		if err != nil || !changed {
 			return err
 		}

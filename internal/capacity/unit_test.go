@@ -6,6 +6,7 @@ package capacity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -221,5 +222,16 @@ func TestReleaseReapsExpired(t *testing.T) {
 	cm, _ = cms.Get(ctx, LedgerName("g"), metav1.GetOptions{})
 	if _, ok := cm.Data["dead"]; ok {
 		t.Errorf("the expired claim survived a release: %v", cm.Data)
+	}
+}
+
+func TestAppendRecent(t *testing.T) {
+	lines := ""
+	for i := range MaxRecentRuns + 7 {
+		lines = appendRecent(lines, fmt.Sprintf(`{"id":"%d"}`, i))
+	}
+	got := strings.Split(lines, "\n")
+	if len(got) != MaxRecentRuns || got[0] != `{"id":"7"}` || got[len(got)-1] != fmt.Sprintf(`{"id":"%d"}`, MaxRecentRuns+6) {
+		t.Errorf("kept %d records, first %s, last %s; want the last %d", len(got), got[0], got[len(got)-1], MaxRecentRuns)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
@@ -36,6 +37,13 @@ func (d *containerGroupDataSource) Schema(ctx context.Context, _ datasource.Sche
 		"Reads a `kubeplay_container_group` from the catalog namespace by name, for example one that another "+
 			"workspace manages, with its rendered default run pod.",
 		"The name of the container group to read.", containerGroupReadDescriptions)
+	resp.Schema.Attributes["start_figures"] = startFiguresAttribute()
+}
+
+// containerGroupDataModel is the group as read, and its runs' figures.
+type containerGroupDataModel struct {
+	containerGroupModel
+	StartFigures types.Object `tfsdk:"start_figures"`
 }
 
 // containerGroupReadDescriptions say what each attribute of the container
@@ -105,20 +113,22 @@ func (d *containerGroupDataSource) Configure(_ context.Context, req datasource.C
 }
 
 func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	var m containerGroupModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	var dm containerGroupDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &dm)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	m := &dm.containerGroupModel
 	name := m.Name.ValueString()
 	e, ok := readForDataSource(ctx, d.data, catalog.KindGroup, name, (*catalog.Store).GetGroup, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	fillGroup(ctx, e.Value, &m, e.Rendered, &resp.Diagnostics)
+	fillGroup(ctx, e.Value, m, e.Rendered, &resp.Diagnostics)
 	m.WarmRevision = warmRevision(ctx, d.data, e.Value, false)
 	m.WarmPodsReady, m.WarmPodsStarting = warmCounts(ctx, d.data, e.Value)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	dm.StartFigures = startFigures(ctx, d.data, e.Value, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &dm)...)
 }
 
 // dataSchemaFrom derives a data source schema from a resource's: every

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	listschema "github.com/hashicorp/terraform-plugin-framework/list/schema"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 var _ list.ListResourceWithConfigure = (*runList)(nil)
@@ -47,6 +49,12 @@ func (l *runList) ListResourceConfigSchema(_ context.Context, _ list.ListResourc
 			"`max_concurrent_runs` nor `max_forks`, so there is no claim to tell by; a pod whose process died ends " +
 			"itself within a minute and is `orphaned` from then on). With `include_resource = true` a result carries " +
 			"`id`, `container_group`, `pod_name`, `node_name` and `started_at` (the pod's creation).\n\n" +
+			"After the pods come the group's last runs that ended, newest first, from the records its ledgers keep " +
+			"(a group with `max_concurrent_runs` or `max_forks` keeps its last 50): each is named `run <id> (ended " +
+			"<status>[: <status_reason>][, warm], <age> ago; to start <s>: queued <s>, scheduling <s>, image <s>, " +
+			"start <s>; playbook <s>)`, the parts as in the container group data source's `start_figures`, and " +
+			"with `include_resource = true` carries `id`, `container_group`, `status`, `status_reason`, " +
+			"`started_at`, `finished_at` and `timeline` (without details).\n\n" +
 			"A run cannot be imported: configuration generated from these results is for finding leaked pods " +
 			"(delete them with `kubectl delete pod`, or let the group's next run remove the orphaned ones), not for import.",
 		Attributes: map[string]listschema.Attribute{
@@ -66,51 +74,106 @@ func (l *runList) List(ctx context.Context, req list.ListRequest, stream *list.L
 	var cfg runListModel
 	diags := req.Config.Get(ctx, &cfg)
 	var pods []runengine.RunPod
+	var ended []runengine.RunRecord
 	if !diags.HasError() {
-		pods = l.pods(ctx, cfg.ContainerGroup.ValueString(), &diags)
+		pods, ended = l.runs(ctx, cfg.ContainerGroup.ValueString(), &diags)
 	}
 	if diags.HasError() {
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
 		return
 	}
 	now := time.Now()
+	group := cfg.ContainerGroup.ValueString()
 	stream.Results = func(push func(list.ListResult) bool) {
-		for i, p := range pods {
-			if req.Limit > 0 && int64(i) >= req.Limit {
+		n := int64(0)
+		more := func() bool { n++; return req.Limit <= 0 || n <= req.Limit }
+		live := map[string]bool{}
+		for _, p := range pods {
+			live[p.RunID] = true
+			if !more() || !push(runResult(ctx, req, group, p, now)) {
 				return
 			}
-			if !push(runResult(ctx, req, cfg.ContainerGroup.ValueString(), p, now)) {
+		}
+		for _, r := range ended {
+			if live[r.ID] {
+				continue
+			}
+			if !more() || !push(endedResult(ctx, req, group, r, now)) {
 				return
 			}
 		}
 	}
 }
 
-// pods lists the group's run pods on its cluster.
-func (l *runList) pods(ctx context.Context, group string, diags *diag.Diagnostics) []runengine.RunPod {
+// runs lists the group's run pods on its cluster, and the records of its
+// last runs that its ledgers keep, newest first.
+func (l *runList) runs(ctx context.Context, group string, diags *diag.Diagnostics) ([]runengine.RunPod, []runengine.RunRecord) {
 	g, err := readDefinition(ctx, l.data, (*catalog.Store).TrustedGroup, group)
 	if err == nil && g == nil {
 		addNotFound(diags, catalog.KindGroup, group, l.data.catalogNamespace)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		addCatalogError(diags, err)
-		return nil
+		return nil, nil
 	}
 	c, err := l.data.credentialClients(ctx, g.Credential)
 	if err != nil {
 		diags.AddAttributeError(path.Root("container_group"), "Cluster Unavailable",
 			fmt.Sprintf("Container group %q: %v. Check that the group's credential exists in the catalog and can "+
 				"reach its cluster.", group, err))
-		return nil
+		return nil, nil
 	}
 	pods, err := runengine.RunPods(ctx, c.Kube, engineGroup(g), time.Now())
 	if err != nil {
 		diags.AddError("Listing Run Pods Failed", fmt.Sprintf("Container group %q, namespace %s: %v. Check that the "+
 			"group's credential may list pods and read ConfigMaps there.", group, g.Namespace, err))
-		return nil
+		return nil, nil
 	}
-	return pods
+	ended, err := runengine.RecentRuns(ctx, c.Kube, engineGroup(g))
+	if err != nil {
+		diags.AddWarning("Recent Runs Not Read", fmt.Sprintf("Container group %q, namespace %s: %v. The results "+
+			"list its run pods only.", group, g.Namespace, err))
+	}
+	return pods, ended
+}
+
+// endedResult is a run the group's ledger recorded as a kubeplay_run
+// result, named by how it ended and where its time went.
+func endedResult(ctx context.Context, req list.ListRequest, group string, r runengine.RunRecord, now time.Time) list.ListResult {
+	res := req.NewListResult(ctx)
+	how := r.Status
+	if r.Reason != "" {
+		how += ": " + r.Reason
+	}
+	if r.Warm {
+		how += ", warm"
+	}
+	res.DisplayName = fmt.Sprintf("run %s (ended %s, %s ago; to start %.1fs: queued %.1fs, scheduling %.1fs, image %.1fs, "+
+		"start %.1fs; playbook %.1fs)", r.ID, how, age(now.Sub(r.Ended)), r.Seconds(runengine.PartToStart...),
+		r.Seconds(runengine.PartQueued...), r.Seconds(runengine.PartScheduling...), r.Seconds(runengine.PartImage...),
+		r.Seconds(runengine.PartStart...), r.Seconds(runner.StepPlaybook))
+	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("container_group"), group)...)
+	res.Diagnostics.Append(res.Identity.SetAttribute(ctx, path.Root("run_id"), r.ID)...)
+	if req.IncludeResource {
+		steps := r.Timeline()
+		started := r.Ended
+		if len(steps) > 0 {
+			started = steps[0].Start
+		}
+		reason := types.StringNull()
+		if r.Reason != "" {
+			reason = types.StringValue(r.Reason)
+		}
+		for name, v := range map[string]attr.Value{
+			"id": types.StringValue(r.ID), "container_group": types.StringValue(group), "status": types.StringValue(r.Status),
+			"status_reason": reason, "started_at": types.StringValue(started.UTC().Format(time.RFC3339)),
+			"finished_at": types.StringValue(r.Ended.UTC().Format(time.RFC3339)), "timeline": timelineValue(steps, &res.Diagnostics),
+		} {
+			res.Diagnostics.Append(res.Resource.SetAttribute(ctx, path.Root(name), v)...)
+		}
+	}
+	return res
 }
 
 // runResult is one run pod as a kubeplay_run result.

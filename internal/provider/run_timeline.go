@@ -29,8 +29,8 @@ var stepMeanings = map[string]string{
 	runner.StepClaim:     "taking a warm pod of the group's pool (`detail` names it, or says none was ready), or a held node's turn",
 	runner.StepCreate:    "the pod's create request, with waits for the namespace's ResourceQuota; again for each launch retry",
 	runner.StepSchedule:  "from the pod's creation until the scheduler bound it to a node, with waits for room on a node or for a node the cluster autoscaler adds (`detail` quotes the scheduler)",
-	runner.StepSandbox:   "from the binding until the node made the pod's sandbox and network (the `PodReadyToStartContainers` condition, which the kubelet reports to the second)",
-	runner.StepImage:     "from the sandbox until the container ran: the image's pull when the node did not have it, and the container's start",
+	runner.StepSandbox:   "from the binding until the container ran, but for the image's pull: the pod's sandbox and network, and the container's creation and start",
+	runner.StepImage:     fmt.Sprintf("the image's pull, from the kubelet's `Pulled` event (`detail` says `pulled in <duration>` or `present on the node`), for a pod that took %s or more from its binding to run; for a quicker pod it lasts `0` and its `detail` says it was not measured, since the pod's status shows the sandbox, the pull and the start only together", runner.PullCheckAfter),
 	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
 	runner.StepPlaybook:  "from the delivery until the result came: `ansible-playbook` or the command",
 	runner.StepCleanup:   "from the result (or the failure) until the pod was gone, or its deletion accepted for a warm pod",
@@ -42,8 +42,8 @@ func timelineAttribute() schema.Attribute {
 		fmt.Fprintf(&steps, "`%s` (%s), ", s, stepMeanings[s])
 	}
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway (no " +
-			"extra requests): each lasts from when kubeplay saw it begin until the next began, so that their " +
+		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway " +
+			"(no extra requests, but for one list of the pod's `Pulled` event when the pod was slow to start): each lasts from when kubeplay saw it begin until the next began, so that their " +
 			"`seconds` add up to the time from `started_at` to `finished_at`. The steps, in order, are " +
 			strings.TrimSuffix(steps.String(), ", ") + ". A step the run did not need is absent (a warm run has no " +
 			"`create`), and one that began and ended in the same event lasts `0`.",

@@ -92,7 +92,7 @@ func (e *Engine) tryClaim(ctx context.Context, req Request) ([]ledgerClaim, *cap
 	for _, n := range e.needs(req) {
 		ok, seen, err := n.ledger.TryAcquire(ctx, n.key, n.n, e.claimTTL)
 		if err != nil || !ok {
-			for _, w := range e.release(ctx, held) {
+			for _, w := range e.release(ctx, held, "") {
 				e.log(slog.LevelWarn, "giving back a partial claim failed", map[string]any{"error": w.Error()})
 			}
 		}
@@ -124,12 +124,21 @@ func (e *Engine) acquire(ctx context.Context, led capacity.Ledger, key string, n
 
 // release gives the claims back, last first, with a context of its own so
 // that a canceled or timed-out run still releases them.
-func (e *Engine) release(ctx context.Context, claims []ledgerClaim) []error {
+func (e *Engine) release(ctx context.Context, claims []ledgerClaim, record string) []error {
 	var errs []error
-	for _, c := range slices.Backward(claims) {
+	// The record goes with one release: the runs ledger's, else the first.
+	with := slices.IndexFunc(claims, func(c ledgerClaim) bool { return c.ledger.Kind == capacity.Runs })
+	if with < 0 {
+		with = 0
+	}
+	for i, c := range slices.Backward(claims) {
 		c.stop()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		if err := c.ledger.Release(rctx, c.key); err != nil {
+		rec := ""
+		if i == with {
+			rec = record
+		}
+		if err := c.ledger.ReleaseRecording(rctx, c.key, rec); err != nil {
 			errs = append(errs, &ReleaseError{Kind: c.ledger.Kind, Group: c.ledger.Group, Err: err})
 		} else {
 			e.log(slog.LevelDebug, "capacity released", map[string]any{"kind": c.ledger.Kind})

@@ -167,7 +167,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 		return out, err
 	}
 	var claims []ledgerClaim
-	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims)...) }()
+	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims, recordOf(req.ID, out.Result))...) }()
 	if claims, err = e.claim(ctx, req); err != nil {
 		return out, err
 	}

@@ -108,7 +108,7 @@ func Place(ctx context.Context, req Request, cands []Candidate) (out Outcome, pl
 		return outs[order[0]], -1, err
 	}
 	e := cands[placed].Engine
-	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims)...) }()
+	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims, recordOf(req.ID, out.Result))...) }()
 	out, err = e.runClaimed(ctx, cands[placed].request(req), pods[placed], outs[placed], tl)
 	return out, placed, err
 }

@@ -366,6 +366,9 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	}
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	if pod != nil && s.Claimed == nil {
+		r.splitImage(cleanup, s.Timeline, pod)
+	}
 	if pod != nil && res.Status == StatusError {
 		res.Events = warningEvents(cleanup, r.Kube, pod)
 	}
@@ -392,22 +395,7 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	return res
 }
 
-// condition reports whether p's condition t is true, and since when.
-func condition(p *corev1.Pod, t corev1.PodConditionType) (bool, time.Time) {
-	for _, c := range p.Status.Conditions {
-		if c.Type == t {
-			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
-		}
-	}
-	return false, time.Time{}
-}
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
 
 // vanished says how the pod disappeared, and why, or "" when it is still
 // there and its container was not killed for its memory.
@@ -576,8 +564,7 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
 	var last *corev1.Pod
-	scheduled, sandboxed, nodesRead := false, false, false
-	var scheduledAt time.Time
+	scheduled, nodesRead := false, false
 	waitingFor := ""
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
@@ -589,21 +576,10 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 			if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
 				return false, because(ReasonPodDeleted, fmt.Errorf("pod %s was deleted before it ran", p.Name))
 			}
-			now := time.Now()
 			if !scheduled && p.Spec.NodeName != "" {
-				scheduled, scheduledAt = true, now
-				s.Timeline.Begin(StepSandbox, now)
+				scheduled = true
+				s.Timeline.Begin(StepSandbox, time.Now())
 				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
-			}
-			if ready, at := condition(p, corev1.PodReadyToStartContainers); !sandboxed && scheduled && ready {
-				// The kubelet reports the sandbox with the running container
-				// once the pull is done; its condition's time (to the second)
-				// tells the two apart.
-				sandboxed = true
-				if at.IsZero() || at.After(now) {
-					at = now
-				}
-				s.Timeline.Begin(StepImage, maxTime(at, scheduledAt))
 			}
 			done, err := runningOrFailed(p, s.Container)
 			var short shortage

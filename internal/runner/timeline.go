@@ -25,11 +25,13 @@ const (
 	// StepSchedule: from the pod's creation until it was bound to a node,
 	// with waits for room on a node.
 	StepSchedule = "schedule"
-	// StepSandbox: from the binding until the pod's sandbox and network
-	// were ready (the PodReadyToStartContainers condition).
+	// StepSandbox: from the binding until the container ran, but for the
+	// image's pull: the pod's sandbox and network, and the container's
+	// creation and start.
 	StepSandbox = "sandbox"
-	// StepImage: from the sandbox until the container ran: the image's pull
-	// when the node did not have it, and the container's start.
+	// StepImage: the image's pull, as the kubelet's Pulled event gives it,
+	// for a pod that took PullCheckAfter or more to start; 0 s, not
+	// measured, for a quicker one.
 	StepImage = "image"
 	// StepDeliver: the exec's start and the bundle's delivery into the pod.
 	StepDeliver = "deliver"
@@ -56,7 +58,8 @@ type Step struct {
 
 // Timeline records a run's steps as kubeplay sees them, from the events it
 // watches anyway: it asks the cluster nothing of its own. Safe for
-// concurrent use: the engine and the runner's watches both mark it.
+// concurrent use: the engine and the runner's watches both mark it. A nil
+// timeline records nothing.
 type Timeline struct {
 	mu    sync.Mutex
 	steps []Step
@@ -81,6 +84,9 @@ func (t *Timeline) Begin(name string, at time.Time) {
 	if t.ended {
 		return
 	}
+	if n := len(t.steps); n > 0 && at.Before(t.steps[n-1].Start) {
+		at = t.steps[n-1].Start // a mark read before the step began (another goroutine's)
+	}
 	t.close(at)
 	t.steps = append(t.steps, Step{Name: name, Start: at, Duration: -1})
 }
@@ -98,8 +104,48 @@ func (t *Timeline) Note(name, detail string) {
 	}
 }
 
+// Duration is how long the last step called name lasted, once it ended.
+func (t *Timeline) Duration(name string) (time.Duration, bool) {
+	if t == nil {
+		return 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.steps) - 1; i >= 0; i-- {
+		if t.steps[i].Name == name {
+			return t.steps[i].Duration, t.steps[i].Duration >= 0
+		}
+	}
+	return 0, false
+}
+
+// Split ends the last ended step called name tail earlier (tail is cut to
+// the step's length), and puts a step called sub with detail in the time
+// it gave up, right after it: the steps still add up.
+func (t *Timeline) Split(name, sub string, tail time.Duration, detail string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.steps) - 1; i >= 0; i-- {
+		st := &t.steps[i]
+		if st.Name != name || st.Duration < 0 {
+			continue
+		}
+		tail = min(max(tail, 0), st.Duration)
+		st.Duration -= tail
+		next := Step{Name: sub, Start: st.Start.Add(st.Duration), Duration: tail, Detail: detail}
+		t.steps = append(t.steps[:i+1], append([]Step{next}, t.steps[i+1:]...)...)
+		return
+	}
+}
+
 // Started is when the first step began.
 func (t *Timeline) Started() time.Time {
+	if t == nil {
+		return time.Time{}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.steps) == 0 {
