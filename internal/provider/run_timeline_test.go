@@ -9,12 +9,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 // timelineOf checks a run's recorded timeline, from its attributes as
@@ -154,4 +162,84 @@ func (s *signalEnv) expectRecord(t *testing.T, status string, reason any) {
 		t.Error(err)
 	}
 	t.Logf("the run's timeline: %v", seconds)
+}
+
+// TestAccRun_timelineImagePull: a run whose image the node does not have
+// yet shows the pull in its timeline's image step. The image is a copy of
+// the test image that a registry on 127.0.0.1 serves under a repository of
+// its own (with a top layer of its own), each blob download held back
+// pullDelay. The first run's image step lasts at least pullDelay and says
+// "pulled in", and the registry served blobs; a second run of the same
+// image finds it on the node: its image step is short and the registry
+// sees no request. Both timelines add up to the runs' wall time.
+func TestAccRun_timelineImagePull(t *testing.T) {
+	e := newTestEnv(t)
+	const pullDelay = 3 * time.Second
+	img := acctest.ServeTestImage(t, pullDelay)
+	ns := e.namespace("kp-pull")
+	group := e.providerBlock() + fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name      = %q
+  namespace = %q
+  image     = %q
+}
+`, randName("grp"), ns, img.Ref)
+	run := func(name string) string {
+		return fmt.Sprintf(`
+resource "kubeplay_run" %q {
+  container_group = kubeplay_container_group.g.name
+  command         = ["true"]
+}
+`, name)
+	}
+	succeeded := func(addr string, then func(map[string]float64) error) []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			statecheck.ExpectKnownValue(addr, tfjsonpath.New("status"), knownvalue.StringExact(runner.StatusSuccessful)),
+			statecheck.ExpectKnownValue(addr, tfjsonpath.New("status_reason"), knownvalue.Null()),
+			expectTimeline{addr: addr, steps: coldSteps, then: then},
+		}
+	}
+	var blobs, manifests int64 // the registry's counts after the first run
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{
+			{
+				Config: group + run("cold"),
+				ConfigStateChecks: append(succeeded("kubeplay_run.cold", func(secs map[string]float64) error {
+					blobs, manifests = img.BlobGets(), img.ManifestRequests()
+					t.Logf("first run (pull): %v; registry: %d blob downloads, %d manifest requests", secs, blobs, manifests)
+					if blobs == 0 || manifests == 0 {
+						return fmt.Errorf("the registry served %d blobs and %d manifests: the node did not pull %s", blobs, manifests, img.Ref)
+					}
+					if secs["image"] < pullDelay.Seconds()-0.1 {
+						return fmt.Errorf("image step %.3fs, want at least the registry's delay %s: %v", secs["image"], pullDelay, secs)
+					}
+					return nil
+				}), statecheck.ExpectKnownValue("kubeplay_run.cold", tfjsonpath.New("timeline").AtSliceIndex(4).AtMapKey("detail"),
+					knownvalue.StringRegexp(regexp.MustCompile(`^pulled in \d`)))),
+				Check: e.checkNoRunPods(ns),
+			},
+			{
+				// The image is on the node now: the second run does not pull.
+				Config: group + run("cold") + run("warm"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("kubeplay_run.cold", plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction("kubeplay_run.warm", plancheck.ResourceActionCreate),
+				}},
+				ConfigStateChecks: succeeded("kubeplay_run.warm", func(secs map[string]float64) error {
+					t.Logf("second run (image present): %v", secs)
+					if b, m := img.BlobGets(), img.ManifestRequests(); b != blobs || m != manifests {
+						return fmt.Errorf("the registry served %d more blobs and %d more manifests for the second run, want none",
+							b-blobs, m-manifests)
+					}
+					if secs["image"] >= 1 {
+						return fmt.Errorf("image step %.3fs with the image on the node, want under 1 s: %v", secs["image"], secs)
+					}
+					return nil
+				}),
+				Check: e.checkNoRunPods(ns),
+			},
+		},
+	})
 }
