@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -76,14 +77,17 @@ func startFigures(ctx context.Context, d *providerData, g catalog.Group, diags *
 	}
 	f := runengine.Figures(records)
 	pct := func(p runengine.Percentiles) attr.Value {
-		v, d := types.ObjectValue(percentilesType.AttrTypes, map[string]attr.Value{"p50": types.Float64Value(p.P50), "p90": types.Float64Value(p.P90)})
+		v, d := types.ObjectValue(percentilesType.AttrTypes, map[string]attr.Value{"p50": types.Float64Value(ms(p.P50)), "p90": types.Float64Value(ms(p.P90))})
 		diags.Append(d...)
 		return v
 	}
 	v, ds := types.ObjectValue(startFiguresType.AttrTypes, map[string]attr.Value{
-		"runs": types.Int64Value(int64(f.Runs)), "warm_share": types.Float64Value(f.WarmShare),
+		"runs": types.Int64Value(int64(f.Runs)), "warm_share": types.Float64Value(ms(f.WarmShare)),
 		"to_start": pct(f.ToStart), "queued": pct(f.Queued), "scheduling": pct(f.Scheduling), "image": pct(f.Image), "start": pct(f.Start),
 	})
 	diags.Append(ds...)
 	return v
 }
+
+// ms rounds seconds to the millisecond, as the timeline records them.
+func ms(seconds float64) float64 { return math.Round(seconds*1000) / 1000 }

@@ -291,3 +291,87 @@ list "kubeplay_phase" "p" {
 		},
 	})
 }
+
+// TestAccQuery_endedRuns: the runs of a group with a ledger that ended are
+// listed by `terraform query` after its run pods, newest first, each named
+// by how it ended and where its time went, with its status, reason and
+// timeline; the container group data source sums them up in
+// start_figures. None of it costs a request per run: the records ride on
+// each run's release of its claim.
+func TestAccQuery_endedRuns(t *testing.T) {
+	if os.Getenv("TF_ACC") != "" {
+		requireQuery(t)
+	}
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	ok := f.runDir(t, commandRun("echo ok", "10m"))
+	if err := f.terraform(ok.dir, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatal(err)
+	}
+	failed := f.runDir(t, commandRun("exit 3", "10m")+"\n  ignore_failure = true")
+	if err := f.terraform(failed.dir, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatal(err)
+	}
+	okID, failedID := ok.runState(t)["id"], failed.runState(t)["id"]
+
+	qdir := f.dir(t, "")
+	writeFile(t, filepath.Join(qdir, "runs.tfquery.hcl"), fmt.Sprintf(`list "kubeplay_run" "runs" {
+  provider         = kubeplay
+  include_resource = true
+  config {
+    container_group = %q
+  }
+}
+`, f.group))
+	found := query(t, f.terraformBin, f.cliConfig, qdir)
+	if len(found) != 2 {
+		t.Fatalf("terraform query found %d results, want the 2 ended runs: %+v", len(found), found)
+	}
+	for i, want := range []struct {
+		id, how, status string
+		reason          any
+	}{{fmt.Sprint(failedID), "failed: command_failed", "failed", "command_failed"}, {fmt.Sprint(okID), "successful", "successful", nil}} {
+		r := found[i]
+		name := regexp.MustCompile(`^run ` + want.id + ` \(ended ` + want.how + `, \d+s ago; to start \d+\.\ds: queued \d+\.\ds, ` +
+			`scheduling \d+\.\ds, image \d+\.\ds, start \d+\.\ds; playbook \d+\.\ds\)$`)
+		if !name.MatchString(r.DisplayName) {
+			t.Errorf("result %d is named %q, want it to match %s", i, r.DisplayName, name)
+		}
+		if r.Identity["run_id"] != want.id || r.Object["status"] != want.status || r.Object["status_reason"] != want.reason {
+			t.Errorf("result %d: identity %v, status %v (%v); want run %s, %s (%v)", i, r.Identity, r.Object["status"],
+				r.Object["status_reason"], want.id, want.status, want.reason)
+		}
+		if _, err := timelineOf(r.Object, coldSteps); err != nil {
+			t.Errorf("result %d: %v", i, err)
+		}
+	}
+
+	figures := f.dir(t, fmt.Sprintf(`data "kubeplay_container_group" "g" {
+  name = %q
+}
+
+output "figures" {
+  value = data.kubeplay_container_group.g.start_figures
+}
+`, f.group))
+	if err := f.terraform(figures, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := terraformCommand(f.terraformBin, f.cliConfig, figures, nil, "output", "-json", "figures").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fig struct {
+		Runs      int     `json:"runs"`
+		WarmShare float64 `json:"warm_share"`
+		ToStart   struct {
+			P50, P90 float64
+		} `json:"to_start"`
+	}
+	if err := json.Unmarshal(out, &fig); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	t.Logf("start_figures: %s", out)
+	if fig.Runs != 2 || fig.WarmShare != 0 || fig.ToStart.P50 <= 0 || fig.ToStart.P90 < fig.ToStart.P50 {
+		t.Errorf("start_figures %s: want 2 runs, none warm, a time to start above 0 with p90 at least p50", out)
+	}
+}
