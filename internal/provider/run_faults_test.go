@@ -11,24 +11,27 @@ package provider
 // "FAULT <row> ended in <s> s: <status>", the time from the fault to the
 // end.
 //
-//	row                  test                                      ends as
+//	row                  test                                      ends as (status_reason)
 //	bad_token            TestAccRun_badCredential                  plan warning, apply error Run Credential Rejected (401)
 //	bad_ca               TestAccRun_badCredential                  the credential's apply fails: TLS Verification Failed
 //	unreachable_host     TestAccRunFault_unreachableHost           plan warning, apply error Run Cluster Unreachable
-//	bad_image            TestAccRunFault_badImage                  error, ErrImagePull / ImagePullBackOff
-//	unschedulable        TestAccRunFault_unschedulable             error, Unschedulable
-//	pod_deleted          TestAccRunFault_podDeleted                error, "was deleted"
-//	oom_killed           TestAccRunFault_oomKilled                 failed: the playbook's task is killed ("rc": -9)
-//	apiserver_restart    TestAccRunFault_apiServerRestart          error, the exec stream broke
-//	exec_stream_cut      TestAccRunFault_execStreamCut             error, the exec stream broke
+//	bad_image            TestAccRunFault_badImage                  error (image_pull), ErrImagePull / ImagePullBackOff
+//	unschedulable        TestAccRunFault_unschedulable             error (unschedulable)
+//	pod_deleted          TestAccRunFault_podDeleted                error (pod_deleted), "was deleted"
+//	oom_killed           TestAccRunFault_oomKilled                 failed (oom_killed): the playbook's task is killed ("rc": -9)
+//	apiserver_restart    TestAccRunFault_apiServerRestart          error (stream_lost), the exec stream broke
+//	exec_stream_cut      TestAccRunFault_execStreamCut             error (stream_lost), the exec stream broke
 //	ctrl_c               TestAccRun_interrupt                      canceled
 //	provider_sigkill     TestAccRunFault_providerKilled            plugin error; the pod ends itself
 //	terraform_sigkill    TestAccRunFault_terraformKilled           the provider cancels the run and cleans up
 //	both_killed          TestAccRun_killedProviderFreesCapacity    the pod ends itself, claims expire
-//	full_group_waits     TestAccRunFault_fullGroup                 successful once the slot frees
+//	full_group_waits     TestAccRunFault_fullGroup                 successful once the slot frees (the wait is queued time)
 //	full_group_timeout   TestAccRunFault_fullGroup                 Container Group Capacity Unavailable
-//	quota_lowered        TestAccRunFault_quotaLowered              error, exceeded quota past the pending timeout
-//	kubelet_stopped      TestAccRunFault_kubeletStopped            error naming the node, at once; pod deleted once the node is back
+//	quota_lowered        TestAccRunFault_quotaLowered              error (quota_exceeded), exceeded quota past the pending timeout
+//	kubelet_stopped      TestAccRunFault_kubeletStopped            error (node_lost) naming the node, at once; pod deleted once the node is back
+//
+// Each row that records a run checks its status_reason and that its
+// timeline adds up to its wall time (signalEnv.expectRecord).
 //
 // The rows that restart the API server or stop the kubelet disturb every
 // test on the cluster; they run only on the local test cluster.
