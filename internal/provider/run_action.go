@@ -204,7 +204,7 @@ func (p *progress) close() {
 	p.closed = true
 }
 
-// finish sends the play recap and the run's status.
+// finish sends the play recap, the run's status and its timeline.
 func (p *progress) finish(res runner.Result) {
 	var recap []string
 	for _, host := range slices.Sorted(maps.Keys(res.Hosts)) {
@@ -229,4 +229,7 @@ func (p *progress) finish(res runner.Result) {
 		status += ": " + res.Message
 	}
 	p.event(status)
+	if len(res.Timeline) > 0 {
+		p.event("timeline: " + runner.Summary(res.Timeline))
+	}
 }

@@ -196,6 +196,10 @@ func TestAccRunAction_streams(t *testing.T) {
 	if recap < ticks[4] || status < recap {
 		t.Errorf("want the recap (line %d) after the last tick (line %d), and the status (line %d) after it:\n%s", recap, ticks[4], status, dump(lines))
 	}
+	// Then where its time went, summed.
+	if tl := firstLine(lines, `timeline: queued \d+\.\ds, create .*playbook \d+\.\ds, cleanup \d+\.\ds \(total \d+\.\ds\)$`); tl < status {
+		t.Errorf("want the timeline (line %d) after the status (line %d):\n%s", tl, status, dump(lines))
+	}
 	f.checkNoLeaks(t)
 }
 
@@ -276,8 +280,8 @@ func TestAccRunAction_failure(t *testing.T) {
 			t.Errorf("the error does not match %q:\n%s", want, stderr)
 		}
 	}
-	if firstLine(lines, `status: failed`) < 0 {
-		t.Errorf("no failed status in the progress:\n%s", dump(lines))
+	if firstLine(lines, `status: failed, playbook_failed \(exit code 2\)`) < 0 {
+		t.Errorf("no failed status with its reason in the progress:\n%s", dump(lines))
 	}
 	f.checkNoLeaks(t)
 

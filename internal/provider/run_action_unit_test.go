@@ -201,14 +201,14 @@ func TestProgress_batches(t *testing.T) {
 	}
 	p.line("c")
 	p.event("ev")
-	p.finish(runner.Result{Status: runner.StatusFailed, ExitCode: 2, PodName: "p"})
+	p.finish(runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonPlaybookFailed, ExitCode: 2, PodName: "p"})
 	p.close()
 	p.line("late")
 	p.event("late")
 	time.Sleep(2 * progressDelay)
 	mu.Lock()
 	defer mu.Unlock()
-	want := "a\nb|c|ev|status: failed (exit code 2), pod p"
+	want := "a\nb|c|ev|status: failed, playbook_failed (exit code 2), pod p"
 	if s := strings.Join(got, "|"); s != want {
 		t.Errorf("sent %q, want %q", s, want)
 	}

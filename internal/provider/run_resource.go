@@ -841,9 +841,6 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	cleanupWarnings(out.Warnings, diags)
 	if err == nil {
 		logTimeline(ctx, id, out.Result)
-		if hooks.onEvent != nil && len(out.Timeline) > 0 {
-			hooks.onEvent("timeline: " + runner.Summary(out.Timeline))
-		}
 	}
 	return out, t.group.Name, err == nil
 }
