@@ -337,9 +337,10 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only " +
 				"values redacted, control characters but tab and newline shown as Unicode control pictures (ESC as " +
 				"`␛`), and `[` of Terraform color codes such as `[red]` as `［`.", Computed: true},
-			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
-			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
-			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
+			"pod_name":  schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
+			"node_name": schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
+			"started_at": schema.StringAttribute{MarkdownDescription: "When the run started, before it waited for its " +
+				"group's capacity: the start of its `timeline` (RFC 3339).", Computed: true},
 			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
 			"run_namespace": schema.StringAttribute{
 				MarkdownDescription: "The namespace of a `namespace` label's run, `<label>-<run id>`, deleted when the run " +
