@@ -154,7 +154,7 @@ func TestAccRunFailsFast(t *testing.T) {
 			p.Spec.NodeSelector = map[string]string{"kubeplay.test/no-such-node": "true"}
 		}},
 		// Insufficient cpu, but no node could ever hold 64 CPUs: no wait.
-		{"larger than any node", "can never be scheduled: it requests cpu 64 (the largest of", func(p *corev1.Pod) {
+		{"larger than any node", "can never be scheduled: it requests cpu 64 (node ", func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("64")
 		}},
 	}
