@@ -146,6 +146,11 @@ func TestReportSaysEachThingOnce(t *testing.T) {
 				"So was the run's namespace sandbox-1.\n\nThe output's last lines:\na\nb"},
 		{runner.Result{Status: runner.StatusError, Message: "pod p cannot be scheduled", Events: []string{"FailedScheduling: no"}}, "Run Error",
 			"The run could not complete: pod p cannot be scheduled.\n\nThe pod's last warning events:\n  FailedScheduling: no"},
+		{runner.Result{Status: runner.StatusError, Reason: runner.ReasonUnschedulable, Message: "pod p cannot be scheduled"}, "Run Error",
+			"The run could not complete: pod p cannot be scheduled (status_reason unschedulable)."},
+		{runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonOOMKilled, PodName: "p", ExitCode: 2}, "Run Failed",
+			"The playbook in pod p exited with code 2 (status_reason oom_killed). The kernel killed a process of the run at " +
+				"the container's memory limit: give the pod more memory (the group's or node label's memory), or make the task use less."},
 	} {
 		var diags diag.Diagnostics
 		(&runResource{}).report(m, c.res, "Run", &diags)

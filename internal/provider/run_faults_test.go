@@ -315,7 +315,7 @@ func TestAccRunFault_badImage(t *testing.T) {
 	clock := startFault(t, "bad_image")
 	cmd, out := s.start(t)
 	err := cmd.Wait()
-	status := expectOutcome(t, out, err, "error", `(?s)Run Error.*\(image_pull\).*(ErrImagePull|ImagePullBackOff)`)
+	status := expectOutcome(t, out, err, "error", `(?s)Run Error.*(ErrImagePull|ImagePullBackOff).*status_reason image_pull`)
 	clock.end(status)
 	s.expectRecord(t, "error", "image_pull")
 	f.checkNoLeaks(t)
@@ -330,7 +330,7 @@ func TestAccRunFault_unschedulable(t *testing.T) {
 	clock := startFault(t, "unschedulable")
 	cmd, out := s.start(t)
 	err := cmd.Wait()
-	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*\(unschedulable\)`))
+	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*status_reason unschedulable`))
 	s.expectRecord(t, "error", "unschedulable")
 	f.checkNoLeaks(t)
 }
@@ -344,7 +344,7 @@ func TestAccRunFault_podDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*\(pod_deleted\).*was deleted`))
+	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*was deleted.*status_reason pod_deleted`))
 	s.expectRecord(t, "error", "pod_deleted")
 	f.checkNoLeaks(t)
 }

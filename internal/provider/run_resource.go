@@ -1037,7 +1037,7 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 	var detail strings.Builder
 	switch res.Status {
 	case runner.StatusFailed:
-		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d (%s).", res.PodName, res.ExitCode, res.Reason)
+		fmt.Fprintf(&detail, "The playbook in pod %s exited with code %d%s.", res.PodName, res.ExitCode, reasonNote(res.Reason))
 		if res.Reason == runner.ReasonOOMKilled {
 			detail.WriteString(" The kernel killed a process of the run at the container's memory limit: give the " +
 				"pod more memory (the group's or node label's memory), or make the task use less.")
@@ -1054,7 +1054,7 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 			"The run is not recorded as done, so the next apply (or destroy) runs it again; if nobody interrupted " +
 			"Terraform, give the job that runs it more time than its runs' timeouts.")
 	default:
-		fmt.Fprintf(&detail, "The run could not complete (%s): %s.", res.Reason, res.Message)
+		fmt.Fprintf(&detail, "The run could not complete: %s%s.", res.Message, reasonNote(res.Reason))
 	}
 	if res.PodKept {
 		fmt.Fprintf(&detail, " The pod %s was kept (keep_pod_on_failure); delete it when done.", res.PodName)
@@ -1083,6 +1083,14 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 		return
 	}
 	diags.AddError(summary, outputtail.Sanitize(detail.String())) // quotes pod output, events and messages
+}
+
+// reasonNote names a run's status_reason in its diagnostic, "" for none.
+func reasonNote(r runner.Reason) string {
+	if r == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (status_reason %s)", r)
 }
 
 func lastLines(s string, n int) string {

@@ -43,14 +43,9 @@ func timelineOf(attrs map[string]any, want []string) (map[string]float64, error)
 	for i, r := range raw {
 		s, _ := r.(map[string]any)
 		name, _ := s["step"].(string)
-		secs, ok := s["seconds"].(json.Number)
-		f, err := secs.Float64()
-		if !ok || err != nil {
-			if v, isFloat := s["seconds"].(float64); isFloat {
-				f, err = v, nil
-			} else {
-				return nil, fmt.Errorf("step %d has no seconds: %v", i, s)
-			}
+		f, err := jsonSeconds(s["seconds"])
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", i, err)
 		}
 		if f < 0 {
 			return nil, fmt.Errorf("step %s lasted %v s", name, f)
@@ -242,4 +237,16 @@ resource "kubeplay_run" %q {
 			},
 		},
 	})
+}
+
+// jsonSeconds is a number as terraform show -json (json.Number, decoded
+// with UseNumber) or a state file (float64) gives it.
+func jsonSeconds(v any) (float64, error) {
+	switch n := v.(type) {
+	case json.Number:
+		return n.Float64()
+	case float64:
+		return n, nil
+	}
+	return 0, fmt.Errorf("no seconds: %v", v)
 }

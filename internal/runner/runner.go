@@ -395,8 +395,6 @@ func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod
 	return res
 }
 
-
-
 // vanished says how the pod disappeared, and why, or "" when it is still
 // there and its container was not killed for its memory.
 func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod, container string) (string, Reason) {
