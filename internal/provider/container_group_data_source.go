@@ -88,7 +88,7 @@ var containerGroupReadDescriptions = map[string]string{
 	"owner_id": "The random id kubeplay gave the group when it created it, which the group's managed namespace, " +
 		"quota and ledgers carry in the annotation `kubeplay.io/owner-id`; null for a group stored before owner ids.",
 	"pod_pending_timeout": "How long a run of the group waits for its pod to start, as a duration, including " +
-		"waits for quota and for room on a node.",
+		"waits for quota, for room on a node, for a preemption and for a node that a cluster autoscaler adds.",
 	"pod_security_level": "The Pod Security Standard level the group holds every run pod to: `privileged`, " +
 		"`baseline` or `restricted`.",
 	"pod_spec_override": "The Pod or bare PodSpec, as YAML or JSON, that the group merges over its default run pod " +

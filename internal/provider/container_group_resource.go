@@ -127,9 +127,33 @@ const containerGroupDescription = "A container group says where runs execute and
 	"10: the claim of a run whose provider was killed expires within 30 seconds, and a waiting run takes its room " +
 	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
 	"for more forks than `max_forks` fails at once.\n\n" +
+	"**Scheduling.** " + schedulingDescription + "\n\n" +
 	"**Warm pods.** " + warmPodsDescription + "\n\n" +
 	"**Pod security.** " + podSecurityLevelDescription + "\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
+
+// schedulingDescription is the paragraph of the group's description that
+// says which scheduling failures a run waits out; pod_pending_timeout
+// refers to it. Its 20 seconds are runner.AutoscalerGrace (checked by
+// TestSchedulingDescription).
+const schedulingDescription = "A run pod that the scheduler cannot place waits, within `pod_pending_timeout`, while that " +
+	"can pass by itself: the nodes lack CPU, memory, pods or another resource for now, the scheduler is preempting " +
+	"lower-priority pods for it (`nominatedNodeName`), or other pods keep it off a node that could hold it (pod " +
+	"anti-affinity, topology spread). A pod that no node of the cluster could ever hold fails instead, unless a cluster " +
+	"autoscaler is adding one: no node has the labels that its `nodeSelector` or required node affinity select, every " +
+	"node that has them has a `NoSchedule` or `NoExecute` taint it does not tolerate (the node lifecycle's own, such as " +
+	"`node.kubernetes.io/not-ready` or a cordon, pass by themselves and are waited out), or its requests exceed the " +
+	"allocatable of every node it may use. Such a run watches its pod's events for up to 20 seconds, time for " +
+	"cluster-autoscaler's 10-second scan or Karpenter's batch to answer. `TriggeredScaleUp` (Karpenter: `Nominated`) keeps it waiting for the new node, " +
+	"as does a `TriggeredScaleUp` for another pod of the namespace in the last 15 minutes, since cluster-autoscaler " +
+	"posts nothing on a pod that fits a node it is already adding; `NotTriggerScaleUp` (Karpenter: its " +
+	"`FailedScheduling`) ends the run at once, with the autoscaler's message. No answer in that time means no " +
+	"autoscaler: the run ends as `error` with `status_reason` `unschedulable` and a message that names the selector, " +
+	"the taint or the requests, and what to change. The nodes are read to tell this; with a credential that may not " +
+	"list nodes (they are cluster-scoped) the scheduler's message stands in, and only a pod that every node keeps off " +
+	"for a selector or a taint fails. A wait that `pod_pending_timeout` ends has `status_reason` `capacity_timeout`. " +
+	"The `kubeplay_run` action's progress, Terraform's log at `INFO` and the `schedule` step of the run's `timeline` " +
+	"say what the pod waits for."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
@@ -302,9 +326,10 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:  []validator.Map{k8sQuantityMap("container")},
 			},
 			"pod_pending_timeout": schema.StringAttribute{
-				MarkdownDescription: "How long a run waits for its pod to start, including waiting for quota and for room " +
-					"on a node (while the scheduler says only that the nodes lack CPU, memory, pods or another resource), " +
-					"before it fails, as a duration. Defaults to `5m`.",
+				MarkdownDescription: "How long a run waits for its pod to start, as a duration, before it fails: for the " +
+					"namespace's quota, then for the scheduler while that can pass (room on a node, a preemption, a node " +
+					"that a cluster autoscaler adds; see Scheduling). A pod that no node can ever hold fails sooner, within " +
+					"20 seconds, unless a cluster autoscaler adds a node for it. Defaults to `5m`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString("5m"),

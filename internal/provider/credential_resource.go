@@ -266,7 +266,7 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 			"can_run_pods": schema.BoolAttribute{
 				MarkdownDescription: "Whether the credential may do everything a run needs in `namespace`: pods get, list, " +
-					"watch, create and delete; pods/exec create and get; events list; resourcequotas list and watch (see " +
+					"watch, create and delete; pods/exec create and get; events list and watch; resourcequotas list and watch (see " +
 					"Permissions).",
 				Computed: true,
 			},

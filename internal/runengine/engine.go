@@ -86,7 +86,7 @@ func New(c *kubeclient.Clients, o Options) *Engine {
 	if e.log == nil {
 		e.log = func(slog.Level, string, map[string]any) {}
 	}
-	r := &runner.Runner{Config: c.Config, Kube: c.Kube, Log: func(msg string, f map[string]any) { e.log(slog.LevelDebug, msg, f) }}
+	r := &runner.Runner{Config: c.Config, Kube: c.Kube, Log: e.log}
 	e.run, e.start = r.Run, r.Start
 	return e
 }

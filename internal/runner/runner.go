@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -49,8 +50,9 @@ const (
 type Runner struct {
 	Config *rest.Config
 	Kube   kubernetes.Interface
-	// Log receives progress messages; nil discards them.
-	Log func(msg string, fields map[string]any)
+	// Log receives progress messages, at debug level but for why a pod
+	// waits to be scheduled (info); nil discards them.
+	Log func(level slog.Level, msg string, fields map[string]any)
 }
 
 // Spec is one run.
@@ -439,7 +441,14 @@ func startFailureReason(waiting string) Reason {
 
 func (r *Runner) log(msg string, f map[string]any) {
 	if r.Log != nil {
-		r.Log(msg, f)
+		r.Log(slog.LevelDebug, msg, f)
+	}
+}
+
+// info logs what a person waiting for the run wants to know.
+func (r *Runner) info(msg string, f map[string]any) {
+	if r.Log != nil {
+		r.Log(slog.LevelInfo, msg, f)
 	}
 }
 
@@ -554,16 +563,19 @@ func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatche
 }
 
 // waitRunning watches the pod until its container runs; image and
-// configuration errors and an unschedulable pod end the wait at once, but
-// for a pod that waits only for room on a node (another pod to end, a node
-// to be added), which the pending timeout bounds, unless no node could
-// ever hold it.
+// configuration errors end the wait at once. A pod the scheduler has not
+// placed waits, within the pending timeout, while room on a node, a
+// preemption or an autoscaler's new node can place it, and fails once none
+// can (see scheduling).
 func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*corev1.Pod, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.PendingTimeout)
+	pending, cancel := context.WithTimeout(ctx, s.PendingTimeout)
 	defer cancel()
+	wctx, fail := context.WithCancelCause(pending)
+	defer fail(nil)
+	sched := &scheduling{r: r, s: s, ctx: wctx, fail: fail, deadline: time.Now().Add(s.PendingTimeout)}
+	defer sched.stopAutoscaler()
 	var last *corev1.Pod
-	scheduled, nodesRead := false, false
-	waitingFor := ""
+	scheduled := false
 	_, err := waitfor.UntilPresent(wctx, podListWatch(r.Kube, pod.Namespace, pod.Name), &corev1.Pod{},
 		func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
@@ -576,24 +588,13 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 			}
 			if !scheduled && p.Spec.NodeName != "" {
 				scheduled = true
+				sched.stopAutoscaler()
 				s.Timeline.Begin(StepSandbox, time.Now())
 				s.event("pod %s scheduled on node %s", p.Name, p.Spec.NodeName)
 			}
 			done, err := runningOrFailed(p, s.Container)
-			var short shortage
-			if errors.As(err, &short) {
-				if !nodesRead {
-					nodesRead = true
-					if never := neverFits(wctx, r.Kube, p); never != nil {
-						return false, never
-					}
-				}
-				if short.message != waitingFor {
-					waitingFor = short.message
-					s.Timeline.Note(StepSchedule, "waited for room on a node: "+short.message)
-					r.log("run pod waits for room on a node", map[string]any{"pod": p.Name, "scheduler": short.message})
-					s.event("%s", short.Error())
-				}
+			if u := (unplaced{}); errors.As(err, &u) {
+				sched.observe(p, u)
 				return false, nil
 			}
 			if done {
@@ -604,14 +605,17 @@ func (r *Runner) waitRunning(ctx context.Context, s Spec, pod *corev1.Pod) (*cor
 	if last == nil {
 		last = pod
 	}
+	if f := sched.failure(); f != nil {
+		return last, f
+	}
 	if err != nil {
 		if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() == nil {
 				err = because(ReasonStartTimeout, fmt.Errorf("pod %s did not start within the pending timeout of %s (%s)", last.Name, s.PendingTimeout, describe(last)))
-				if waitingFor != "" && last.Spec.NodeName == "" {
-					err = because(ReasonCapacityTimeout, fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
-						"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, or add nodes",
-						last.Name, s.PendingTimeout, waitingFor))
+				if last.Spec.NodeName == "" {
+					if t := sched.timedOut(last.Name, s.PendingTimeout); t != nil {
+						err = t
+					}
 				}
 				if sandboxFailed(ctx, r.Kube, last) {
 					// The kubelet could not create the pod's sandbox (network, runtime): another pod may get one.
@@ -642,10 +646,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			if shortageOnly(c.Message) {
-				return false, shortage{pod: p.Name, message: c.Message}
-			}
-			return false, because(ReasonUnschedulable, fmt.Errorf("pod %s cannot be scheduled: %s: %s", p.Name, c.Reason, c.Message))
+			return false, because(ReasonUnschedulable, unplaced{pod: p.Name, message: c.Message, nominated: p.Status.NominatedNodeName})
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {

@@ -130,9 +130,9 @@ func TestAccRunBadImageFailsFast(t *testing.T) {
 }
 
 // TestAccRunFailsFast: a pod that waiting cannot fix (an image reference
-// the kubelet cannot parse, a missing ConfigMap key, no node to schedule on)
-// ends the run as error at once, naming the reason, long before the pending
-// timeout, and its pod is deleted.
+// the kubelet cannot parse, a missing ConfigMap key) ends the run as error
+// at once, naming the reason, long before the pending timeout, and its pod
+// is deleted. A pod that no node can hold: TestAccRunUnschedulable.
 func TestAccRunFailsFast(t *testing.T) {
 	e := newEnv(t)
 	cases := []struct {
@@ -149,13 +149,6 @@ func TestAccRunFailsFast(t *testing.T) {
 					LocalObjectReference: corev1.LocalObjectReference{Name: "kubeplay-does-not-exist"}, Key: "key",
 				},
 			}}}
-		}},
-		{"no matching node", "Unschedulable", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"kubeplay.test/no-such-node": "true"}
-		}},
-		// Insufficient cpu, but no node could ever hold 64 CPUs: no wait.
-		{"larger than any node", "can never be scheduled: it requests cpu 64 (node ", func(p *corev1.Pod) {
-			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("64")
 		}},
 	}
 	for _, tc := range cases {
@@ -450,6 +443,11 @@ func TestAccRunWaitsForRoom(t *testing.T) {
 		}
 	default:
 		t.Fatalf("the run ended (%s) before the blocker was deleted", time.Since(start))
+	}
+	for _, st := range res.Timeline {
+		if st.Name == runner.StepSchedule && !strings.Contains(st.Detail, "waited for room on a node: ") {
+			t.Errorf("the schedule step's detail is %q", st.Detail)
+		}
 	}
 	t.Logf("the run waited for room, then ran: %s in all", time.Since(start).Round(time.Millisecond))
 	e.gone(res)

@@ -6,6 +6,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -269,7 +270,7 @@ func TestRunThatCannotStart(t *testing.T) {
 	kube := runnertest.NewClientset()
 	r := &Runner{Kube: kube}
 	var logged []string
-	r.Log = func(msg string, _ map[string]any) { logged = append(logged, msg) }
+	r.Log = func(_ slog.Level, msg string, _ map[string]any) { logged = append(logged, msg) }
 	s := Spec{Pod: testPod(""), Container: "worker", PendingTimeout: 200 * time.Millisecond, Bundle: bundle.Bundle{Command: []string{"true"}}}
 	s.Pod.GenerateName = "run-"
 	res := r.Run(t.Context(), s)

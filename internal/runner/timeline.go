@@ -23,7 +23,7 @@ const (
 	// ResourceQuota.
 	StepCreate = "create"
 	// StepSchedule: from the pod's creation until it was bound to a node,
-	// with waits for room on a node.
+	// with waits for room on a node, a preemption or an autoscaler's node.
 	StepSchedule = "schedule"
 	// StepSandbox: from the binding until the container ran, but for the
 	// image's pull: the pod's sandbox and network, and the container's
@@ -100,6 +100,19 @@ func (t *Timeline) Note(name, detail string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := len(t.steps); n > 0 && t.steps[n-1].Name == name && t.steps[n-1].Detail == "" && !t.ended {
+		t.steps[n-1].Detail = detail
+	}
+}
+
+// Renote sets the current step's detail, replacing the one it has, when
+// name is the current step: a wait that learnt more of why it waits.
+func (t *Timeline) Renote(name, detail string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.steps); n > 0 && t.steps[n-1].Name == name && !t.ended {
 		t.steps[n-1].Detail = detail
 	}
 }
