@@ -65,14 +65,22 @@ output "status" {
   value       = kubeplay_run.hello.status
 }
 
+output "host_counts" {
+  description = "How many hosts ended ok, changed, failed or unreachable (and with rescued or ignored failures)."
+  value       = kubeplay_run.hello.host_counts
+}
+
 output "host_stats" {
-  description = "The play recap, per host."
+  description = "The play recap of each host that failed or was unreachable."
   value       = kubeplay_run.hello.host_stats
 }
 
 output "recap" {
-  description = "The play recap as text: one line per host, its counts by name."
-  value       = join("\n", [for host, s in kubeplay_run.hello.host_stats : "${host}: ${join(", ", [for k, v in s : "${k}=${v}"])}"])
+  description = "The play recap as text: the hosts counted by how they ended, then a line per host that failed or was unreachable."
+  value = join("\n", concat(
+    ["hosts: ${join(", ", [for k, v in kubeplay_run.hello.host_counts : "${k}=${v}"])}"],
+    [for host, s in kubeplay_run.hello.host_stats : "${host}: ${join(", ", [for k, v in s : "${k}=${v}"])}"],
+  ))
 }
 
 output "pod" {

@@ -582,14 +582,89 @@ type HostStats struct {
 	Ignored     int64 `json:"ignored"`
 }
 
+// How a host ended (HostStats.Outcome).
+const (
+	OutcomeOK          = "ok"
+	OutcomeChanged     = "changed"
+	OutcomeFailed      = "failed"
+	OutcomeUnreachable = "unreachable"
+)
+
+// Outcome is how the host ended: failed when a task failed on it (Ansible
+// counts neither rescued nor ignored failures there), else unreachable when
+// a task could not reach it, else changed when a task changed it, else ok.
+func (s HostStats) Outcome() string {
+	switch {
+	case s.Failed > 0:
+		return OutcomeFailed
+	case s.Unreachable > 0:
+		return OutcomeUnreachable
+	case s.Changed > 0:
+		return OutcomeChanged
+	}
+	return OutcomeOK
+}
+
+// NotOK is true of a host that failed or was unreachable.
+func (s HostStats) NotOK() bool {
+	o := s.Outcome()
+	return o == OutcomeFailed || o == OutcomeUnreachable
+}
+
+// HostCounts counts a result's hosts by Outcome: OK, Changed, Failed and
+// Unreachable add up to the host count. Rescued and Ignored count the hosts,
+// of any outcome, whose recap has rescued or ignored tasks.
+type HostCounts struct {
+	OK, Changed, Failed, Unreachable int64
+	Rescued, Ignored                 int64
+}
+
+// add counts s n times (-1 takes it back).
+func (c *HostCounts) add(s HostStats, n int64) {
+	switch s.Outcome() {
+	case OutcomeFailed:
+		c.Failed += n
+	case OutcomeUnreachable:
+		c.Unreachable += n
+	case OutcomeChanged:
+		c.Changed += n
+	default:
+		c.OK += n
+	}
+	if s.Rescued > 0 {
+		c.Rescued += n
+	}
+	if s.Ignored > 0 {
+		c.Ignored += n
+	}
+}
+
+// FailedHosts returns the first MaxFailedHosts hosts by name of those in
+// hosts that failed or were unreachable.
+func FailedHosts(hosts map[string]HostStats) map[string]HostStats {
+	out := map[string]HostStats{}
+	for h, s := range hosts {
+		if s.NotOK() {
+			out[h] = s
+		}
+	}
+	keepFirst(out, MaxFailedHosts)
+	return out
+}
+
 // Result is what the runner reports on the result channel (see
 // ResultStream).
 type Result struct {
 	ExitCode int
 	// Hosts are the play recap of the first MaxHosts hosts by name;
-	// HostCount counts them all.
-	Hosts     map[string]HostStats
-	HostCount int64
+	// HostCount counts them all, and HostCounts by outcome.
+	Hosts      map[string]HostStats
+	HostCount  int64
+	HostCounts HostCounts
+	// FailedHosts are the recap of the first MaxFailedHosts hosts by name
+	// of those that failed or were unreachable, among all the hosts (some
+	// may be past the MaxHosts that Hosts keeps).
+	FailedHosts map[string]HostStats
 	// FailedTasks are the first MaxFailedTasks failed tasks, in order;
 	// FailedTaskCount counts them all.
 	FailedTasks     []FailedTask

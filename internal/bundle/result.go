@@ -29,8 +29,15 @@ import (
 const MaxResultSize = 8 << 20
 
 // MaxHosts is how many hosts' recaps a result keeps (the first by name),
-// for host_stats in the state; Result.HostCount counts them all.
+// for a run's host_stats with record_all_hosts; Result.HostCount counts
+// them all.
 const MaxHosts = 5000
+
+// MaxFailedHosts is how many recaps of hosts that failed or were
+// unreachable a result keeps (the first by name), for a run's host_stats by
+// default; Result.HostCounts counts them all. As MaxFailedTasks, enough to
+// see what went wrong, and a bound on the state whatever the inventory.
+const MaxFailedHosts = 100
 
 // MaxArtifacts bounds the set_stats data kept for the state, compacted.
 const MaxArtifacts = 1 << 20
@@ -178,7 +185,8 @@ func ParseResult(payload string) (Result, error) {
 // from r: {"rc": N, "stats": null | {"hosts": {...}, "failed_tasks": [...],
 // "failed_task_count": N, "artifacts": {...}}}. Nothing but white space may
 // follow it. It decodes a host or a task at a time, keeping the first
-// MaxHosts hosts by name and the first MaxFailedTasks failed tasks (their
+// MaxHosts hosts by name, the first MaxFailedHosts of those that failed or
+// were unreachable, and the first MaxFailedTasks failed tasks (their
 // host and task names and messages cut to MaxTaskMessage characters) and
 // counting the rest, so that memory stays bounded whatever the document
 // holds. Artifacts over MaxArtifacts are an error.
@@ -255,26 +263,37 @@ func decodeReport(dec *json.Decoder) (Result, error) {
 func decodeStats(dec *json.Decoder, key string, res *Result) error {
 	switch key {
 	case "hosts":
-		res.Hosts, res.HostCount = nil, 0
+		res.Hosts, res.HostCount, res.HostCounts, res.FailedHosts = nil, 0, HostCounts{}, nil
 		if null, err := openOrNull(dec, '{'); null || err != nil {
 			return err
 		}
-		res.Hosts = map[string]HostStats{}
+		res.Hosts, res.FailedHosts = map[string]HostStats{}, map[string]HostStats{}
 		err := keysOf(dec, func(host string) error {
 			var s HostStats
 			if err := dec.Decode(&s); err != nil {
 				return err
 			}
-			if _, dup := res.Hosts[host]; !dup { // a key given twice is one host
+			if old, dup := res.Hosts[host]; dup { // a key given twice is one host, with its last value
+				res.HostCounts.add(old, -1)
+			} else {
 				res.HostCount++
 			}
+			res.HostCounts.add(s, 1)
 			res.Hosts[host] = s
+			delete(res.FailedHosts, host)
+			if s.NotOK() {
+				res.FailedHosts[host] = s
+			}
 			if len(res.Hosts) >= 2*MaxHosts {
 				keepFirst(res.Hosts, MaxHosts)
+			}
+			if len(res.FailedHosts) >= 2*MaxFailedHosts {
+				keepFirst(res.FailedHosts, MaxFailedHosts)
 			}
 			return nil
 		})
 		keepFirst(res.Hosts, MaxHosts)
+		keepFirst(res.FailedHosts, MaxFailedHosts)
 		return err
 	case "failed_tasks":
 		var seen int64

@@ -191,6 +191,16 @@ func FuzzDecodeResult(f *testing.F) {
 		if len(r.Hosts) > MaxHosts || int64(len(r.Hosts)) > r.HostCount || len(r.Artifacts) > MaxArtifacts {
 			t.Fatalf("%d hosts of %d, %d bytes of artifacts", len(r.Hosts), r.HostCount, len(r.Artifacts))
 		}
+		c := r.HostCounts
+		if c.OK+c.Changed+c.Failed+c.Unreachable != r.HostCount || len(r.FailedHosts) > MaxFailedHosts ||
+			int64(len(r.FailedHosts)) > c.Failed+c.Unreachable || c.Rescued > r.HostCount || c.Ignored > r.HostCount {
+			t.Fatalf("host counts %+v of %d hosts, %d failed hosts kept", c, r.HostCount, len(r.FailedHosts))
+		}
+		for h, s := range r.FailedHosts {
+			if !s.NotOK() {
+				t.Fatalf("failed host %s ended %s", h, s.Outcome())
+			}
+		}
 	})
 }
 
@@ -203,6 +213,109 @@ func TestHostCountIgnoresDuplicateKeys(t *testing.T) {
 	}
 	if res.HostCount != 2 || len(res.Hosts) != 2 || res.Hosts["a"].OK != 2 {
 		t.Errorf("host_count %d, hosts %v", res.HostCount, res.Hosts)
+	}
+	// Counted by its last value: a host that failed, then did not, is ok.
+	res, err = DecodeResult(strings.NewReader(`{"rc":0,"stats":{"hosts":{"a":{"failures":1,"ignored":1},"a":{"ok":2},"b":{"changed":1}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (HostCounts{OK: 1, Changed: 1}); res.HostCounts != want || len(res.FailedHosts) != 0 {
+		t.Errorf("host counts %+v, want %+v; failed hosts %v", res.HostCounts, want, res.FailedHosts)
+	}
+}
+
+// TestHostOutcome: a host that failed is failed whatever else it was, one
+// that was unreachable (and did not fail) unreachable, then changed, then
+// ok; rescued, ignored and skipped tasks do not change that.
+func TestHostOutcome(t *testing.T) {
+	for _, c := range []struct {
+		s     HostStats
+		want  string
+		notOK bool
+	}{
+		{HostStats{}, OutcomeOK, false},
+		{HostStats{OK: 3, Skipped: 2, Rescued: 1, Ignored: 1}, OutcomeOK, false},
+		{HostStats{OK: 3, Changed: 1, Rescued: 1}, OutcomeChanged, false},
+		{HostStats{OK: 3, Changed: 1, Unreachable: 1}, OutcomeUnreachable, true},
+		{HostStats{Unreachable: 1, Failed: 1}, OutcomeFailed, true},
+		{HostStats{OK: 5, Changed: 2, Failed: 1, Ignored: 3}, OutcomeFailed, true},
+	} {
+		if got := c.s.Outcome(); got != c.want || c.s.NotOK() != c.notOK {
+			t.Errorf("%+v: outcome %s, not ok %v; want %s, %v", c.s, got, c.s.NotOK(), c.want, c.notOK)
+		}
+	}
+}
+
+// TestFailedHosts: of the hosts, those that failed or were unreachable, the
+// first MaxFailedHosts by name.
+func TestFailedHosts(t *testing.T) {
+	hosts := map[string]HostStats{"ok": {OK: 1}, "changed": {Changed: 1}, "rescued": {OK: 1, Rescued: 1}}
+	for i := range MaxFailedHosts + 50 {
+		hosts[fmt.Sprintf("f-%04d", i)] = HostStats{Failed: 1}
+		hosts[fmt.Sprintf("u-%04d", i)] = HostStats{Unreachable: 1}
+	}
+	got := FailedHosts(hosts)
+	if len(got) != MaxFailedHosts {
+		t.Fatalf("%d failed hosts, want %d", len(got), MaxFailedHosts)
+	}
+	for h := range got {
+		if !strings.HasPrefix(h, "f-") || h >= fmt.Sprintf("f-%04d", MaxFailedHosts) {
+			t.Fatalf("kept %s, not among the first %d failed hosts by name", h, MaxFailedHosts)
+		}
+	}
+	if got := FailedHosts(map[string]HostStats{"a": {OK: 1}, "b": {Unreachable: 2}}); len(got) != 1 || got["b"].Unreachable != 2 {
+		t.Fatalf("failed hosts %v", got)
+	}
+	if got := FailedHosts(nil); got == nil || len(got) != 0 {
+		t.Fatalf("no hosts: %v", got)
+	}
+}
+
+// TestDecodeHostCounts: the counts cover every host, those past MaxHosts
+// too, and the failed hosts kept are the first by name among all of them,
+// not among the MaxHosts that Hosts keeps.
+func TestDecodeHostCounts(t *testing.T) {
+	hosts := map[string]HostStats{}
+	n := MaxHosts + 1000
+	for i := range n {
+		s := HostStats{OK: 1}
+		switch {
+		case i%10 == 1:
+			s.Changed = 1
+		case i%1000 == 2:
+			s.Ignored = 1
+		case i%1000 == 3: // 5 of them under MaxHosts
+			s.Rescued, s.Changed = 1, 1
+		}
+		hosts[fmt.Sprintf("host-%05d", i)] = s
+	}
+	// Past the MaxHosts kept: 150 that failed (some of them after rescues
+	// elsewhere) and 30 unreachable.
+	for i := range 150 {
+		hosts[fmt.Sprintf("host-%05d", MaxHosts+i)] = HostStats{OK: 2, Failed: 1, Rescued: int64(i % 2)}
+	}
+	for i := range 30 {
+		hosts[fmt.Sprintf("host-%05d", MaxHosts+500+i)] = HostStats{Unreachable: 1}
+	}
+	j, _ := json.Marshal(map[string]any{"rc": 2, "stats": map[string]any{"hosts": hosts}})
+	res, err := ParseResult(string(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want HostCounts
+	for _, s := range hosts {
+		want.add(s, 1)
+	}
+	if res.HostCount != int64(n) || res.HostCounts != want || want.Failed != 150 || want.Unreachable != 30 || want.Rescued != 5+75 {
+		t.Fatalf("%d hosts, counts %+v, want %d and %+v", res.HostCount, res.HostCounts, n, want)
+	}
+	if len(res.Hosts) != MaxHosts || len(res.FailedHosts) != MaxFailedHosts {
+		t.Fatalf("%d hosts, %d failed hosts kept", len(res.Hosts), len(res.FailedHosts))
+	}
+	for i := range MaxFailedHosts {
+		if s, ok := res.FailedHosts[fmt.Sprintf("host-%05d", MaxHosts+i)]; !ok || s.Failed != 1 || s.OK != 2 {
+			t.Fatalf("failed host %d: %+v, %v", MaxHosts+i, s, ok)
+		}
 	}
 }
 

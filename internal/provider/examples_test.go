@@ -186,15 +186,13 @@ func testExampleQuickstart(t *testing.T, dir string) {
 	resource.Test(t, x.testCase(x.checkGone,
 		x.step(map[string]string{"namespace": ns},
 			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{
-				"localhost": knownvalue.ObjectPartial(map[string]knownvalue.Check{
-					"ok": knownvalue.Int64Exact(4), "changed": knownvalue.Int64Exact(1), "failed": knownvalue.Int64Exact(0),
-				}),
-			})),
+			// localhost changed: counted, and not listed, as only hosts that failed or were unreachable are.
+			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("host_counts"), hostCounts(0, 1, 0, 0, 0, 0)),
+			statecheck.ExpectKnownValue("kubeplay_run.hello", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 			statecheck.ExpectKnownOutputValue("output", knownvalue.StringRegexp(regexp.MustCompile(`Hello from an ephemeral pod \(release 2026\.11\)`))),
 			// What make quickstart prints as the recap, with no python3 on the host.
-			statecheck.ExpectKnownOutputValue("recap", knownvalue.StringRegexp(regexp.MustCompile(
-				`^localhost: changed=1, failed=0, ignored=\d+, ok=4, rescued=\d+, skipped=\d+, unreachable=0$`))),
+			statecheck.ExpectKnownOutputValue("recap", knownvalue.StringExact(
+				"hosts: changed=1, failed=0, ignored=0, ok=0, rescued=0, unreachable=0")),
 			statecheck.ExpectKnownValue("kubeplay_container_group.quickstart", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
 		),
 	))
@@ -206,13 +204,14 @@ func testExampleQuickstart(t *testing.T, dir string) {
 func testExampleProject(t *testing.T, dir string) {
 	ns := randName("example-project")
 	x := newExampleEnv(t, dir, []string{ns}, nil)
-	host := knownvalue.ObjectPartial(map[string]knownvalue.Check{
-		"ok": knownvalue.Int64Exact(6), "failed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0),
-	})
+	none := knownvalue.ObjectPartial(map[string]knownvalue.Check{"failed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0)})
 	resource.Test(t, x.testCase(x.checkGone,
 		x.step(map[string]string{"namespace": ns},
 			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"web1": host, "web2": host})),
+			// web1 and web2, counted; neither failed nor was unreachable, so none is listed.
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("host_count"), knownvalue.Int64Exact(2)),
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("host_counts"), none),
+			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`hello from the kubeplay\.demo collection on web1`))),
 			statecheck.ExpectKnownValue("kubeplay_run.site", tfjsonpath.New("project_files").AtMapKey("files/tool.bin"), knownvalue.StringRegexp(regexp.MustCompile(`^0755 sha256:[0-9a-f]{64}$`))),
 			statecheck.ExpectKnownOutputValue("project_hash", knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{64}$`))),
@@ -416,17 +415,14 @@ func testExampleRun(t *testing.T, dir string) {
 	run := func(name, attr string, want knownvalue.Check) statecheck.StateCheck {
 		return statecheck.ExpectKnownValue("kubeplay_run."+name, tfjsonpath.New(attr), want)
 	}
-	web := knownvalue.ObjectExact(map[string]knownvalue.Check{
-		"ok": knownvalue.Int64Exact(3), "changed": knownvalue.Int64Exact(2), "failed": knownvalue.Int64Exact(0),
-		"unreachable": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
-		"ignored": knownvalue.Int64Exact(0),
-	})
 	step := x.step(map[string]string{"db_password": password, "api_token": token},
 		run("hello", "status", knownvalue.StringExact("successful")),
 		run("hello", "output", knownvalue.StringRegexp(regexp.MustCompile(`"msg": "Hello from an ephemeral pod"`))),
 		run("site", "status", knownvalue.StringExact("successful")),
-		// limit = ["web"]: db1 is in the inventory but not in the recap.
-		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{"web1": web, "web2": web})),
+		// limit = ["web"]: db1 is in the inventory but not in the recap; web1 and web2 changed.
+		run("site", "host_count", knownvalue.Int64Exact(2)),
+		run("site", "host_counts", hostCounts(0, 2, 0, 0, 0, 0)),
+		run("site", "host_stats", knownvalue.MapExact(map[string]knownvalue.Check{})),
 		run("placed", "container_group", knownvalue.StringExact("default")),
 		run("placed", "status", knownvalue.StringExact("successful")),
 	)

@@ -121,7 +121,7 @@ func (a *runAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *
 		runHooks{onLine: p.line, onEvent: p.event}, &resp.Diagnostics)
 	if ok {
 		p.event(fmt.Sprintf("run %s ran in container group %q", m.ID.ValueString(), placed))
-		p.finish(out.Result)
+		p.finish(out.Result, m.RecordAllHosts.ValueBool())
 	}
 	p.close()
 	if ok {
@@ -205,15 +205,9 @@ func (p *progress) close() {
 }
 
 // finish sends the play recap, the run's status and its timeline.
-func (p *progress) finish(res runner.Result) {
-	var recap []string
-	for _, host := range slices.Sorted(maps.Keys(res.Hosts)) {
-		s := res.Hosts[host]
-		recap = append(recap, fmt.Sprintf("  %s: ok=%d changed=%d unreachable=%d failed=%d skipped=%d rescued=%d ignored=%d",
-			host, s.OK, s.Changed, s.Unreachable, s.Failed, s.Skipped, s.Rescued, s.Ignored))
-	}
-	if len(recap) > 0 {
-		p.event("recap:\n" + strings.Join(recap, "\n"))
+func (p *progress) finish(res runner.Result, allHosts bool) {
+	if r := recap(res, allHosts); r != "" {
+		p.event(r)
 	}
 	status := fmt.Sprintf("status: %s (exit code %d)", res.Status, res.ExitCode)
 	if res.Reason != "" {
@@ -232,4 +226,40 @@ func (p *progress) finish(res runner.Result) {
 	if len(res.Timeline) > 0 {
 		p.event("timeline: " + runner.Summary(res.Timeline))
 	}
+}
+
+// recap is the play recap as the action shows it, as the resource keeps it:
+// the hosts counted by how they ended, then the hosts that failed or were
+// unreachable, or every host with allHosts; "" without a recap (a command).
+func recap(res runner.Result, allHosts bool) string {
+	if res.HostCount == 0 && len(res.Hosts) == 0 {
+		return ""
+	}
+	c := res.HostCounts
+	var b strings.Builder
+	fmt.Fprintf(&b, "recap: %d %s: %d ok, %d changed, %d failed, %d unreachable", res.HostCount,
+		plural(res.HostCount, "host", "hosts"), c.OK, c.Changed, c.Failed, c.Unreachable)
+	if c.Rescued > 0 || c.Ignored > 0 {
+		fmt.Fprintf(&b, " (%d with rescued tasks, %d with ignored errors)", c.Rescued, c.Ignored)
+	}
+	hosts, of, what := res.FailedHosts, c.Failed+c.Unreachable, " that failed or were unreachable"
+	if allHosts {
+		hosts, of, what = res.Hosts, res.HostCount, ""
+	}
+	for _, host := range slices.Sorted(maps.Keys(hosts)) {
+		s := hosts[host]
+		fmt.Fprintf(&b, "\n  %s: ok=%d changed=%d unreachable=%d failed=%d skipped=%d rescued=%d ignored=%d",
+			host, s.OK, s.Changed, s.Unreachable, s.Failed, s.Skipped, s.Rescued, s.Ignored)
+	}
+	if more := of - int64(len(hosts)); more > 0 {
+		fmt.Fprintf(&b, "\n  and %d more %s%s", more, plural(more, "host", "hosts"), what)
+	}
+	return b.String()
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

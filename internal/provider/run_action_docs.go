@@ -34,8 +34,10 @@ var runActionDescriptions = map[string]string{
 	"diff_mode":        "Run with `--diff`. Defaults to `false`.",
 	"keep_pod_on_failure": "Keep the pod of a run that ended `failed` or `error` for inspection; the error names it. " +
 		"Defaults to `false`.",
-	"ignore_failure":        "Report a run that is not `successful` as a warning instead of an error. Defaults to `false`.",
-	"output_limit":          "How many bytes of the output's tail the run keeps, whose last lines the error quotes. Defaults to `65536`.",
+	"ignore_failure": "Report a run that is not `successful` as a warning instead of an error. Defaults to `false`.",
+	"output_limit":   "How many bytes of the output's tail the run keeps, whose last lines the error quotes. Defaults to `65536`.",
+	"record_all_hosts": "Whether the play recap the action shows at the end lists every host, not only those that " +
+		"failed or were unreachable. Defaults to `false`.",
 	"ssh_private_keys_wo":   "SSH private keys for Ansible's `ssh` connection, as unencrypted PEM.",
 	"ssh_known_hosts":       "`known_hosts` content that SSH host keys are checked against.",
 	"ssh_host_key_checking": "Whether Ansible checks SSH host keys. Defaults to `true`.",

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -201,7 +202,7 @@ func TestProgress_batches(t *testing.T) {
 	}
 	p.line("c")
 	p.event("ev")
-	p.finish(runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonPlaybookFailed, ExitCode: 2, PodName: "p"})
+	p.finish(runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonPlaybookFailed, ExitCode: 2, PodName: "p"}, false)
 	p.close()
 	p.line("late")
 	p.event("late")
@@ -211,5 +212,37 @@ func TestProgress_batches(t *testing.T) {
 	want := "a\nb|c|ev|status: failed, playbook_failed (exit code 2), pod p"
 	if s := strings.Join(got, "|"); s != want {
 		t.Errorf("sent %q, want %q", s, want)
+	}
+}
+
+// TestRecap: the action's recap counts the hosts by how they ended and
+// lists those that failed or were unreachable, or every host with
+// record_all_hosts, saying how many it leaves out.
+func TestRecap(t *testing.T) {
+	res := runner.Result{HostCount: 5, HostCounts: bundle.HostCounts{OK: 2, Changed: 1, Failed: 1, Unreachable: 1, Ignored: 1},
+		Hosts:       map[string]bundle.HostStats{"a": {OK: 1}, "b": {OK: 1, Ignored: 1}, "c": {OK: 1, Changed: 1}, "d": {Failed: 1}},
+		FailedHosts: map[string]bundle.HostStats{"d": {Failed: 1}, "e": {Unreachable: 1}}}
+	line := func(h string, s string) string { return "\n  " + h + ": " + s }
+	want := "recap: 5 hosts: 2 ok, 1 changed, 1 failed, 1 unreachable (0 with rescued tasks, 1 with ignored errors)" +
+		line("d", "ok=0 changed=0 unreachable=0 failed=1 skipped=0 rescued=0 ignored=0") +
+		line("e", "ok=0 changed=0 unreachable=1 failed=0 skipped=0 rescued=0 ignored=0")
+	if got := recap(res, false); got != want {
+		t.Errorf("recap:\n%s\nwant:\n%s", got, want)
+	}
+	all := recap(res, true)
+	if !strings.Contains(all, line("b", "ok=1 changed=0 unreachable=0 failed=0 skipped=0 rescued=0 ignored=1")) ||
+		strings.Contains(all, "\n  e:") || !strings.HasSuffix(all, "\n  and 1 more host") {
+		t.Errorf("recap of every host:\n%s", all)
+	}
+	res.FailedHosts = map[string]bundle.HostStats{"d": {Failed: 1}}
+	if got := recap(res, false); !strings.HasSuffix(got, "\n  and 1 more host that failed or were unreachable") {
+		t.Errorf("recap:\n%s", got)
+	}
+	one := runner.Result{HostCount: 1, HostCounts: bundle.HostCounts{OK: 1}, Hosts: map[string]bundle.HostStats{"localhost": {OK: 1}}}
+	if got := recap(one, false); got != "recap: 1 host: 1 ok, 0 changed, 0 failed, 0 unreachable" {
+		t.Errorf("recap of one host: %q", got)
+	}
+	if got := recap(runner.Result{}, true); got != "" {
+		t.Errorf("recap of a command: %q", got)
 	}
 }

@@ -11,8 +11,9 @@ import (
 // (as a playbook or an image can) with a million hosts, 31 MiB, ends as an
 // error that names the limit, read no further than 8 MiB; on the old code
 // the provider read all of it and decoded every host into the state.
-// (host_count and the host_stats cap are unit-tested in the bundle package:
-// a state of 5,000 hosts makes the framework's plan walks take minutes.)
+// (host_count, host_counts and the host_stats caps are unit-tested in the
+// bundle package: with record_all_hosts, a state of 5,000 hosts makes the
+// framework's plan walks take minutes.)
 func TestAccRun_hugeResult(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-input-bigres")

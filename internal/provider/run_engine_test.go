@@ -172,19 +172,57 @@ func TestReportSaysEachThingOnce(t *testing.T) {
 	}
 }
 
+// TestRecord: by default host_stats keeps only the hosts that failed or
+// were unreachable, and host_counts counts them all; with record_all_hosts,
+// host_stats keeps every host.
 func TestRecord(t *testing.T) {
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	res := runner.Result{Status: runner.StatusSuccessful, ExitCode: 0, Output: "ok", PodName: "p", NodeName: "n",
-		StartedAt: start, FinishedAt: start.Add(time.Minute), Hosts: map[string]bundle.HostStats{"h": {OK: 2, Changed: 1}}}
+		StartedAt: start, FinishedAt: start.Add(time.Minute), Hosts: map[string]bundle.HostStats{"h": {OK: 2, Changed: 1}},
+		HostCount: 1, HostCounts: bundle.HostCounts{Changed: 1}, FailedHosts: map[string]bundle.HostStats{}}
 	var m runModel
 	var diags diag.Diagnostics
 	(&runResource{}).record(&m, res, &diags)
 	if diags.HasError() || m.Status.ValueString() != "successful" || m.PodName.ValueString() != "p" ||
-		m.FinishedAt.ValueString() != "2025-01-02T03:05:05Z" || len(m.HostStats.Elements()) != 1 {
+		m.FinishedAt.ValueString() != "2025-01-02T03:05:05Z" || len(m.HostStats.Elements()) != 0 || m.HostCount.ValueInt64() != 1 {
 		t.Errorf("model %+v %v", m, diags)
+	}
+	if s := m.HostCounts.String(); s != `{"changed":1,"failed":0,"ignored":0,"ok":0,"rescued":0,"unreachable":0}` {
+		t.Errorf("host counts %s", s)
+	}
+	m.RecordAllHosts = types.BoolValue(true)
+	(&runResource{}).record(&m, res, &diags)
+	if diags.HasError() || len(m.HostStats.Elements()) != 1 {
+		t.Errorf("host stats %s %v", m.HostStats, diags)
 	}
 	if s := m.HostStats.Elements()["h"].String(); !strings.Contains(s, `"changed":1`) || !strings.Contains(s, `"ok":2`) {
 		t.Errorf("host stats %s", s)
+	}
+}
+
+// TestKeptHostStats: record_all_hosts turned off in place drops the hosts
+// that ended ok or changed; turned on, or left as it was, host_stats stays.
+func TestKeptHostStats(t *testing.T) {
+	ctx := context.Background()
+	var diags diag.Diagnostics
+	all := hostStatsValue(map[string]bundle.HostStats{"a": {OK: 1}, "b": {Changed: 1}, "c": {OK: 1, Failed: 1},
+		"d": {Unreachable: 1, Rescued: 1}}, &diags)
+	on, off := types.BoolValue(true), types.BoolValue(false)
+	got := keptHostStats(ctx, all, on, off, &diags)
+	want := hostStatsValue(map[string]bundle.HostStats{"c": {OK: 1, Failed: 1}, "d": {Unreachable: 1, Rescued: 1}}, &diags)
+	if diags.HasError() || !got.Equal(want) {
+		t.Errorf("turned off: %s, want %s; %v", got, want, diags)
+	}
+	if got := keptHostStats(ctx, all, types.BoolNull(), off, &diags); !got.Equal(want) {
+		t.Errorf("from a state without record_all_hosts: %s, want %s", got, want)
+	}
+	for _, c := range [][2]types.Bool{{on, on}, {off, on}, {off, off}} {
+		if got := keptHostStats(ctx, all, c[0], c[1], &diags); !got.Equal(all) {
+			t.Errorf("%s to %s: %s, want it as it was", c[0], c[1], got)
+		}
+	}
+	if got := keptHostStats(ctx, all, on, types.BoolUnknown(), &diags); !got.IsUnknown() {
+		t.Errorf("to unknown: %s", got)
 	}
 }
 

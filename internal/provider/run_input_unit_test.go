@@ -31,7 +31,7 @@ func TestReportAndProgressSanitize(t *testing.T) {
 	p := &progress{send: func(e action.InvokeProgressEvent) { sent = append(sent, e.Message) }}
 	p.line(hostile)
 	p.event("status: " + hostile)
-	p.finish(res)
+	p.finish(res, true)
 	p.close()
 	for _, s := range append(sent, detail) {
 		if strings.ContainsAny(s, "\x1b\x07\r") || strings.Contains(s, "[red]") || strings.Contains(s, "[reset]") {
@@ -107,15 +107,24 @@ func TestShortWriteOnlySecretsRefused(t *testing.T) {
 }
 
 // Finding 9: host_count counts every host of the result, of which
-// host_stats holds the ones the runner kept.
+// host_stats holds the ones the runner kept: with record_all_hosts, the
+// first of all; by default, the first that failed or were unreachable.
 func TestRecordHostCount(t *testing.T) {
-	res := runner.Result{Status: runner.StatusSuccessful, HostCount: 250_000,
-		Hosts: map[string]bundle.HostStats{"a": {OK: 1}, "b": {OK: 1}}}
+	res := runner.Result{Status: runner.StatusFailed, HostCount: 250_000,
+		Hosts:       map[string]bundle.HostStats{"a": {OK: 1}, "b": {OK: 1}},
+		HostCounts:  bundle.HostCounts{OK: 249_000, Failed: 1000},
+		FailedHosts: map[string]bundle.HostStats{"x": {Failed: 1}}}
 	var m runModel
 	var diags diag.Diagnostics
 	(&runResource{}).record(&m, res, &diags)
-	if diags.HasError() || m.HostCount.ValueInt64() != 250_000 || len(m.HostStats.Elements()) != 2 {
-		t.Fatalf("host_count %v, host_stats %v, %v", m.HostCount, m.HostStats, diags)
+	if diags.HasError() || m.HostCount.ValueInt64() != 250_000 || len(m.HostStats.Elements()) != 1 ||
+		m.HostStats.Elements()["x"] == nil || m.HostCounts.Attributes()["failed"].String() != "1000" {
+		t.Fatalf("host_count %v, host_stats %v, host_counts %v, %v", m.HostCount, m.HostStats, m.HostCounts, diags)
+	}
+	m.RecordAllHosts = types.BoolValue(true)
+	(&runResource{}).record(&m, res, &diags)
+	if diags.HasError() || len(m.HostStats.Elements()) != 2 {
+		t.Fatalf("host_stats %v, %v", m.HostStats, diags)
 	}
 	res.HostCount = 0 // a runner.Result made without a count
 	(&runResource{}).record(&m, res, &diags)

@@ -102,7 +102,7 @@ func TestAccRun_project(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(tool)
-	host := knownvalue.ObjectPartial(map[string]knownvalue.Check{"failed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0)})
+	none := knownvalue.ObjectPartial(map[string]knownvalue.Check{"failed": knownvalue.Int64Exact(0), "unreachable": knownvalue.Int64Exact(0)})
 	files := func(key string) tfjsonpath.Path { return tfjsonpath.New("project_files").AtMapKey(key) }
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -112,8 +112,11 @@ func TestAccRun_project(t *testing.T) {
 				Config: cfg,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-					// limit = ["frontend"], a group of the constructed inventory: db1 is not in the recap.
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"web1": host, "web2": host})),
+					// limit = ["frontend"], a group of the constructed inventory: db1 is not in the recap,
+					// and web1 and web2 are counted, not listed, as neither failed nor was unreachable.
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_count"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_counts"), none),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`hello from the kubeplay\.demo collection on web2`))),
 					statecheck.ExpectKnownValue(runAddr, files("files/tool.bin"), knownvalue.StringExact("0755 sha256:"+hex.EncodeToString(sum[:]))),
 					statecheck.ExpectKnownValue(runAddr, files("site-link.yml"), knownvalue.StringExact("symlink -> site.yml")),

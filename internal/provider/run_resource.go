@@ -95,6 +95,7 @@ type runModel struct {
 	KeepPodOnFailure types.Bool     `tfsdk:"keep_pod_on_failure"`
 	IgnoreFailure    types.Bool     `tfsdk:"ignore_failure"`
 	OutputLimit      types.Int64    `tfsdk:"output_limit"`
+	RecordAllHosts   types.Bool     `tfsdk:"record_all_hosts"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 	// SSH and vault (run_ssh.go).
 	SSHPrivateKeysWO   types.List   `tfsdk:"ssh_private_keys_wo"`
@@ -122,6 +123,7 @@ type runModel struct {
 	ExitCode     types.Int64  `tfsdk:"exit_code"`
 	HostStats    types.Map    `tfsdk:"host_stats"`
 	HostCount    types.Int64  `tfsdk:"host_count"`
+	HostCounts   types.Object `tfsdk:"host_counts"`
 	Output       types.String `tfsdk:"output"`
 	PodName      types.String `tfsdk:"pod_name"`
 	NodeName     types.String `tfsdk:"node_name"`
@@ -137,11 +139,6 @@ type runModel struct {
 	FailedTaskCount types.Int64  `tfsdk:"failed_task_count"`
 	Artifacts       types.String `tfsdk:"artifacts"`
 }
-
-var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
-	"ok": types.Int64Type, "changed": types.Int64Type, "unreachable": types.Int64Type, "failed": types.Int64Type,
-	"skipped": types.Int64Type, "rescued": types.Int64Type, "ignored": types.Int64Type,
-}}
 
 func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_run"
@@ -313,6 +310,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
+			"record_all_hosts": recordAllHostsAttribute(),
 
 			"status": schema.StringAttribute{
 				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
@@ -323,12 +321,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"status_reason": statusReasonAttribute(),
 			"timeline":      timelineAttribute(),
 			"exit_code":     schema.Int64Attribute{MarkdownDescription: "The exit code of `ansible-playbook` or the command; `-1` when it never ran.", Computed: true},
-			"host_stats": schema.MapAttribute{
-				MarkdownDescription: fmt.Sprintf("The play recap per host (`ok`, `changed`, `unreachable`, `failed`, "+
-					"`skipped`, `rescued`, `ignored`), of at most the first %d hosts by name; `host_count` counts them all.",
-					bundle.MaxHosts),
-				Computed: true, ElementType: hostStatsType,
-			},
+
+			"host_stats":        hostStatsAttribute(),
+			"host_counts":       hostCountsAttribute(),
 			"failed_tasks":      failedTasksAttribute(),
 			"failed_task_count": failedTaskCountAttribute(),
 			"host_count":        hostCountAttribute(),
@@ -576,9 +571,10 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		if r.planProject(ctx, &plan, &state, resp); len(resp.RequiresReplace) > 0 || resp.Diagnostics.HasError() {
 			return
 		}
-		plan.Status, plan.ExitCode, plan.HostStats, plan.Output = state.Status, state.ExitCode, state.HostStats, state.Output
+		plan.Status, plan.ExitCode, plan.Output = state.Status, state.ExitCode, state.Output
 		plan.StatusReason, plan.Timeline = state.StatusReason, state.Timeline
-		plan.HostCount = state.HostCount
+		plan.HostCount, plan.HostCounts = state.HostCount, state.HostCounts
+		plan.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
 		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
@@ -1011,19 +1007,6 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 	m.StartedAt = types.StringValue(res.StartedAt.Format(time.RFC3339))
 	m.FinishedAt = types.StringValue(res.FinishedAt.Format(time.RFC3339))
 	m.LaunchAttempts = types.Int64Value(int64(res.LaunchAttempts))
-	stats := map[string]attr.Value{}
-	for host, s := range res.Hosts {
-		obj, d := types.ObjectValue(hostStatsType.AttrTypes, map[string]attr.Value{
-			"ok": types.Int64Value(s.OK), "changed": types.Int64Value(s.Changed), "unreachable": types.Int64Value(s.Unreachable),
-			"failed": types.Int64Value(s.Failed), "skipped": types.Int64Value(s.Skipped), "rescued": types.Int64Value(s.Rescued),
-			"ignored": types.Int64Value(s.Ignored),
-		})
-		diags.Append(d...)
-		stats[host] = obj
-	}
-	hs, d := types.MapValue(hostStatsType, stats)
-	diags.Append(d...)
-	m.HostStats, m.HostCount = hs, types.Int64Value(max(res.HostCount, int64(len(res.Hosts))))
 	recordResult(m, res, diags)
 }
 
@@ -1105,7 +1088,8 @@ func (r *runResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 
 func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	// Only attributes that do not change the run (destroy_playbook, keep_pod_on_failure,
-	// ignore_failure, output_limit, timeouts) reach here: keep the record.
+	// ignore_failure, output_limit, record_all_hosts, timeouts) reach here: keep
+	// the record, but for the hosts record_all_hosts turned off drops.
 	var plan, state runModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -1114,6 +1098,8 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	}
 	state.DestroyPlaybook, state.KeepPodOnFailure, state.IgnoreFailure = plan.DestroyPlaybook, plan.KeepPodOnFailure, plan.IgnoreFailure
 	state.OutputLimit, state.Timeouts = plan.OutputLimit, plan.Timeouts
+	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
+	state.RecordAllHosts = plan.RecordAllHosts
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)

@@ -115,13 +115,10 @@ resource "kubeplay_run" "test" {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("exit_code"), knownvalue.Int64Exact(0)),
-					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{
-						"localhost": knownvalue.ObjectExact(map[string]knownvalue.Check{
-							"ok": knownvalue.Int64Exact(3), "changed": knownvalue.Int64Exact(1), "unreachable": knownvalue.Int64Exact(0),
-							"failed": knownvalue.Int64Exact(0), "skipped": knownvalue.Int64Exact(0), "rescued": knownvalue.Int64Exact(0),
-							"ignored": knownvalue.Int64Exact(0),
-						}),
-					})),
+					// localhost changed: counted, and not listed, as only hosts that failed or were unreachable are.
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_counts"), hostCounts(0, 1, 0, 0, 0, 0)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_count"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("node_name"), knownvalue.NotNull()),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("pod_name"), knownvalue.StringRegexp(expectError(`^kubeplay-run-`))),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("extra_vars_wo"), knownvalue.Null()),
@@ -196,6 +193,8 @@ resource "kubeplay_run" "test" {
   tags            = ["a", "b"]
   skip_tags       = ["slow"]
   limit           = ["h1", "h2"]
+  # Each host's recap, to count the tasks that ran on it.
+  record_all_hosts = true
 }
 `
 	// Two tasks ran on each host; the others were left out, not skipped.
@@ -217,6 +216,7 @@ resource "kubeplay_run" "test" {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(map[string]knownvalue.Check{"h1": host, "h2": host})),
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_counts"), hostCounts(2, 0, 0, 0, 0, 0)),
 					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("limit"),
 						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("h1"), knownvalue.StringExact("h2")})),
 				},

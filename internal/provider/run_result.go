@@ -1,11 +1,13 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
@@ -36,10 +38,131 @@ func failedTaskCountAttribute() schema.Attribute {
 
 func hostCountAttribute() schema.Attribute {
 	return schema.Int64Attribute{
-		MarkdownDescription: fmt.Sprintf("How many hosts the play recap holds, of which `host_stats` keeps the first %d "+
-			"by name.", bundle.MaxHosts),
-		Computed: true,
+		MarkdownDescription: "How many hosts the play recap holds; `host_counts` counts them by how they ended.",
+		Computed:            true,
 	}
+}
+
+var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"ok": types.Int64Type, "changed": types.Int64Type, "unreachable": types.Int64Type, "failed": types.Int64Type,
+	"skipped": types.Int64Type, "rescued": types.Int64Type, "ignored": types.Int64Type,
+}}
+
+// hostStatsBytes is what one host's recap in host_stats adds to the state
+// file: with 1,000 hosts named as host-0000.example.com, terraform.tfstate
+// grew by 265,011 bytes (TestAccRun_manyHosts with
+// KUBEPLAY_TEST_RECORD_ALL_HOSTS=1 and TF_ACC_PERSIST_WORKING_DIR=1; 108
+// bytes a host in terraform show -json, 320 as flat attributes).
+const hostStatsBytes = 265
+
+func hostStatsAttribute() schema.Attribute {
+	return schema.MapAttribute{
+		MarkdownDescription: fmt.Sprintf("The play recap (`ok`, `changed`, `unreachable`, `failed`, `skipped`, "+
+			"`rescued`, `ignored`) of each host that failed or was unreachable, as `host_counts` defines them: the "+
+			"first %d by name, of the `host_counts.failed` plus `host_counts.unreachable` hosts. Empty when every host "+
+			"ended `ok` or `changed`. With `record_all_hosts`, the recap of every host instead, the first %d by name.",
+			bundle.MaxFailedHosts, bundle.MaxHosts),
+		Computed: true, ElementType: hostStatsType,
+	}
+}
+
+func recordAllHostsAttribute() schema.Attribute {
+	return schema.BoolAttribute{
+		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by "+
+			"name, rather than only of those that failed or were unreachable. Each host adds about %d bytes to the "+
+			"state file (measured with 21-character host names), about %d KB per 1,000 hosts, which every plan, apply and "+
+			"refresh reads and writes; without it, the state file of a successful 5,000-host run is 71 KB, most of it "+
+			"`output`. Defaults to `false`. A change updates the run in place: turned off, "+
+			"`host_stats` drops the hosts that ended `ok` or `changed`; turned on, it stays as it is until the run "+
+			"runs again.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
+		Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+	}
+}
+
+var hostCountsType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"ok": types.Int64Type, "changed": types.Int64Type, "failed": types.Int64Type, "unreachable": types.Int64Type,
+	"rescued": types.Int64Type, "ignored": types.Int64Type,
+}}
+
+func hostCountsAttribute() schema.Attribute {
+	count := func(d string) schema.Attribute {
+		return schema.Int64Attribute{MarkdownDescription: d, Computed: true}
+	}
+	return schema.SingleNestedAttribute{
+		MarkdownDescription: "How many hosts of the play recap ended each way, all of them counted: `failed` when a " +
+			"task failed on the host, else `unreachable` when a task could not reach it, else `changed` when a task " +
+			"changed it, else `ok`. These four add up to `host_count`. `rescued` and `ignored` count the hosts, " +
+			"whichever way they ended, with a failure that a block's `rescue` handled or that `ignore_errors` ignored, " +
+			"which Ansible does not count as failed.",
+		Computed: true,
+		Attributes: map[string]schema.Attribute{
+			"ok":          count("How many hosts had no task that failed, could not reach them or changed something."),
+			"changed":     count("How many hosts had a task that changed something, and none that failed or could not reach them."),
+			"failed":      count("How many hosts had a task that failed, but for failures rescued or ignored."),
+			"unreachable": count("How many hosts had a task that could not reach them, and none that failed."),
+			"rescued":     count("How many hosts had a failed task that a block's `rescue` handled."),
+			"ignored":     count("How many hosts had a failed task that `ignore_errors` ignored."),
+		},
+	}
+}
+
+// hostStatsValue is hosts as host_stats.
+func hostStatsValue(hosts map[string]bundle.HostStats, diags *diag.Diagnostics) types.Map {
+	stats := make(map[string]attr.Value, len(hosts))
+	for host, s := range hosts {
+		obj, d := types.ObjectValue(hostStatsType.AttrTypes, map[string]attr.Value{
+			"ok": types.Int64Value(s.OK), "changed": types.Int64Value(s.Changed), "unreachable": types.Int64Value(s.Unreachable),
+			"failed": types.Int64Value(s.Failed), "skipped": types.Int64Value(s.Skipped), "rescued": types.Int64Value(s.Rescued),
+			"ignored": types.Int64Value(s.Ignored),
+		})
+		diags.Append(d...)
+		stats[host] = obj
+	}
+	hs, d := types.MapValue(hostStatsType, stats)
+	diags.Append(d...)
+	return hs
+}
+
+// hostStatsModel is one host's recap as host_stats holds it.
+type hostStatsModel struct {
+	OK          int64 `tfsdk:"ok"`
+	Changed     int64 `tfsdk:"changed"`
+	Unreachable int64 `tfsdk:"unreachable"`
+	Failed      int64 `tfsdk:"failed"`
+	Skipped     int64 `tfsdk:"skipped"`
+	Rescued     int64 `tfsdk:"rescued"`
+	Ignored     int64 `tfsdk:"ignored"`
+}
+
+// keptHostStats is the host_stats a run keeps when record_all_hosts changes
+// from was to now in place: turned off (or from a state without it), only the
+// hosts that failed or were unreachable; else as it is, since the hosts that
+// were left out are known only to a new run. Unknown while now is.
+func keptHostStats(ctx context.Context, hs types.Map, was, now types.Bool, diags *diag.Diagnostics) types.Map {
+	switch {
+	case now.IsUnknown():
+		return types.MapUnknown(hostStatsType)
+	case now.ValueBool() || was.Equal(types.BoolValue(false)) || hs.IsNull() || hs.IsUnknown():
+		return hs
+	}
+	var all map[string]hostStatsModel
+	if diags.Append(hs.ElementsAs(ctx, &all, false)...); diags.HasError() {
+		return hs
+	}
+	hosts := make(map[string]bundle.HostStats, len(all))
+	for h, s := range all {
+		hosts[h] = bundle.HostStats(s)
+	}
+	return hostStatsValue(bundle.FailedHosts(hosts), diags)
+}
+
+func hostCountsValue(c bundle.HostCounts, diags *diag.Diagnostics) types.Object {
+	obj, d := types.ObjectValue(hostCountsType.AttrTypes, map[string]attr.Value{
+		"ok": types.Int64Value(c.OK), "changed": types.Int64Value(c.Changed), "failed": types.Int64Value(c.Failed),
+		"unreachable": types.Int64Value(c.Unreachable), "rescued": types.Int64Value(c.Rescued), "ignored": types.Int64Value(c.Ignored),
+	})
+	diags.Append(d...)
+	return obj
 }
 
 func artifactsAttribute() schema.Attribute {
@@ -51,8 +174,15 @@ func artifactsAttribute() schema.Attribute {
 	}
 }
 
-// recordResult puts the failed tasks and the artifacts into the model.
+// recordResult puts the hosts, the failed tasks and the artifacts into the
+// model: host_stats per record_all_hosts.
 func recordResult(m *runModel, res runner.Result, diags *diag.Diagnostics) {
+	hosts := res.FailedHosts
+	if m.RecordAllHosts.ValueBool() {
+		hosts = res.Hosts
+	}
+	m.HostStats, m.HostCounts = hostStatsValue(hosts, diags), hostCountsValue(res.HostCounts, diags)
+	m.HostCount = types.Int64Value(max(res.HostCount, int64(len(res.Hosts))))
 	tasks := make([]attr.Value, 0, len(res.FailedTasks))
 	for _, t := range res.FailedTasks {
 		obj, d := types.ObjectValue(failedTaskType.AttrTypes, map[string]attr.Value{

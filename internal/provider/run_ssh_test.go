@@ -228,14 +228,25 @@ resource "kubeplay_run" "test" {
 	}
 	const wrongPW = "not-the-vault-pw"
 	secrets := append(keySecrets(key, other, wrong), vaultPW, opsPW, wrongPW)
-	hosts := func(unreachable int64, changed int64) knownvalue.Check {
-		m := map[string]knownvalue.Check{}
+	// hosts checks a run whose targets all were unreachable, or all changed:
+	// host_counts counts them, and host_stats lists them only when unreachable.
+	hosts := func(unreachable int64, changed int64) statecheck.StateCheck {
+		listed := map[string]knownvalue.Check{}
 		for i := range targets {
-			m[fmt.Sprintf("t%d", i)] = knownvalue.ObjectPartial(map[string]knownvalue.Check{
-				"unreachable": knownvalue.Int64Exact(unreachable), "changed": knownvalue.Int64Exact(changed),
-			})
+			if unreachable > 0 {
+				listed[fmt.Sprintf("t%d", i)] = knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"unreachable": knownvalue.Int64Exact(unreachable), "changed": knownvalue.Int64Exact(changed),
+				})
+			}
 		}
-		return knownvalue.MapExact(m)
+		n := int64(len(targets))
+		return stateChecks{
+			statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), knownvalue.MapExact(listed)),
+			statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_counts"), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+				"unreachable": knownvalue.Int64Exact(unreachable * n), "changed": knownvalue.Int64Exact(changed * n),
+				"failed": knownvalue.Int64Exact(0), "ok": knownvalue.Int64Exact(0),
+			})),
+		}
 	}
 	noSecrets := func() resource.TestCheckFunc {
 		var checks []resource.TestCheckFunc
@@ -250,7 +261,7 @@ resource "kubeplay_run" "test" {
 			Config: run(knownHosts), ConfigVariables: vars(other, key),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
+				hosts(0, 1),
 			},
 			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets, ""), e.checkNoRunPods(ns)),
 		},
@@ -260,7 +271,7 @@ resource "kubeplay_run" "test" {
 			Config: projectRun(), ConfigVariables: projectVars(key),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
+				hosts(0, 1),
 			},
 			Check: resource.ComposeAggregateTestCheckFunc(noSecrets(), e.checkProofs(ns, targets, " via kubeplay_test.ssh"), e.checkNoRunPods(ns)),
 		},
@@ -269,7 +280,7 @@ resource "kubeplay_run" "test" {
 			Config: run(knownHosts + "  ignore_failure = true\n"), ConfigVariables: vars(wrong),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("failed")),
-				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(1, 0)),
+				hosts(1, 0),
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("output"),
 					knownvalue.StringRegexp(expectError(`(?s)UNREACHABLE!.*Permission denied \(publickey\)`))),
 			},
@@ -286,7 +297,7 @@ resource "kubeplay_run" "test" {
 			Config: run("  ssh_host_key_checking = false\n"), ConfigVariables: vars(key),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
-				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_stats"), hosts(0, 1)),
+				hosts(0, 1),
 			},
 		},
 		{

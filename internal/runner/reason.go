@@ -121,19 +121,14 @@ func CanPass(err error) bool {
 	return slices.ContainsFunc(Reasons, func(d ReasonDoc) bool { return d.Reason == r && d.Retried })
 }
 
-// exitReason is why a run whose playbook or command ran exited non-zero.
+// exitReason is why a run whose playbook or command ran exited non-zero:
+// its hosts' counts tell a failed task from hosts that were all
+// unreachable.
 func exitReason(command bool, res Result) Reason {
-	if command {
+	switch {
+	case command:
 		return ReasonCommandFailed
-	}
-	unreachable := false
-	for _, h := range res.Hosts {
-		if h.Failed > 0 {
-			return ReasonPlaybookFailed
-		}
-		unreachable = unreachable || h.Unreachable > 0
-	}
-	if unreachable {
+	case res.HostCounts.Failed == 0 && res.HostCounts.Unreachable > 0:
 		return ReasonHostsUnreachable
 	}
 	return ReasonPlaybookFailed

@@ -115,11 +115,15 @@ type Result struct {
 	ExitCode   int
 	Hosts      map[string]bundle.HostStats
 	HostCount  int64 // all the result's hosts; Hosts keeps at most bundle.MaxHosts
-	Output     string
-	PodName    string
-	NodeName   string
-	StartedAt  time.Time
-	FinishedAt time.Time
+	HostCounts bundle.HostCounts
+	// FailedHosts are the hosts that failed or were unreachable, at most
+	// bundle.MaxFailedHosts.
+	FailedHosts map[string]bundle.HostStats
+	Output      string
+	PodName     string
+	NodeName    string
+	StartedAt   time.Time
+	FinishedAt  time.Time
 	// ResultAt is when the run's exec ended, before the pod's clean-up.
 	ResultAt time.Time
 	// Message explains an error status, or is the cause of a canceled one
@@ -261,6 +265,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, because(ReasonBundleFailed, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String()))))
 	}
 	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
+	res.HostCounts, res.FailedHosts = result.HostCounts, redactHosts(result.FailedHosts, s.Secrets)
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful

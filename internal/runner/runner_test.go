@@ -94,7 +94,8 @@ func TestAccRunSuccessfulAndFailed(t *testing.T) {
 	s := e.spec(bundle.Bundle{Playbook: twoTasks})
 	s.OnLine = func(l string) { lines = append(lines, l) }
 	res := e.r.Run(context.Background(), s)
-	if res.Status != runner.StatusSuccessful || res.ExitCode != 0 || res.Hosts["localhost"].OK != 2 {
+	if res.Status != runner.StatusSuccessful || res.ExitCode != 0 || res.Hosts["localhost"].OK != 2 ||
+		res.HostCounts != (bundle.HostCounts{Changed: 1}) || len(res.FailedHosts) != 0 { // command reports a change
 		t.Fatalf("result %+v", res)
 	}
 	if res.NodeName == "" || !res.FinishedAt.After(res.StartedAt) || !strings.Contains(res.Output, "PLAY RECAP") {
@@ -106,7 +107,8 @@ func TestAccRunSuccessfulAndFailed(t *testing.T) {
 	e.gone(res)
 
 	res = e.r.Run(context.Background(), e.spec(bundle.Bundle{Playbook: "- hosts: all\n  gather_facts: false\n  tasks:\n    - fail: {msg: boom}\n"}))
-	if res.Status != runner.StatusFailed || res.ExitCode != 2 || res.Hosts["localhost"].Failed != 1 || !strings.Contains(res.Output, "boom") {
+	if res.Status != runner.StatusFailed || res.ExitCode != 2 || res.Hosts["localhost"].Failed != 1 || !strings.Contains(res.Output, "boom") ||
+		res.HostCounts != (bundle.HostCounts{Failed: 1}) || res.FailedHosts["localhost"] != res.Hosts["localhost"] {
 		t.Fatalf("failed run: %+v", res)
 	}
 	e.gone(res)
