@@ -17,11 +17,14 @@ func FuzzSSHSecrets(f *testing.F) {
 		"10.0.0.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH8h\n", "ops", "vault-pass-123")
 	f.Add("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\nAAAA\n-----END RSA PRIVATE KEY-----\n", "# only a comment\n", "default", "   ")
 	f.Add("not a key", "bad line", "../x", "p")
+	// The check's own words ("-----BEGIN ... PRIVATE KEY-----") are no quote
+	// of a key that happens to hold them.
+	fixed := ValidateSSHKey("x").Error()
 	f.Fuzz(func(t *testing.T, key, knownHosts, vaultID, password string) {
 		if err := ValidateSSHKey(key); err != nil {
 			for _, line := range strings.Split(key, "\n") {
 				l := strings.TrimSpace(line)
-				if len(l) >= 16 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
+				if len(l) >= 16 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) && !strings.Contains(fixed, l) {
 					t.Fatalf("the key check quotes a line of the key: %v", err)
 				}
 			}

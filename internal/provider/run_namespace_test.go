@@ -231,7 +231,7 @@ resource "kubeplay_run" "test" {
 }
 `, label),
 			// Terraform wraps the detail: any space may be a line break.
-			ExpectError: regexp.MustCompile(`exited\s+with\s+code\s+3\.(?s:.*)was\s+kept\s+\(keep_pod_on_failure\)(?s:.*)So\s+was\s+the\s+run's\s+namespace\s+` +
+			ExpectError: regexp.MustCompile(`exited\s+with\s+code\s+3\s+\(status_reason\s+command_failed\)\.(?s:.*)was\s+kept\s+\(keep_pod_on_failure\)(?s:.*)So\s+was\s+the\s+run's\s+namespace\s+` +
 				label + `-[0-9a-f]{16}`),
 		}},
 	})

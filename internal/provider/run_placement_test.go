@@ -127,12 +127,17 @@ func TestAccRun_placementAllFull(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(p.checkPlaced(1),
 					func(s *terraform.State) error {
 						at := <-freed
-						started, err := time.Parse(time.RFC3339, s.RootModule().Resources[runAddr].Primary.Attributes["started_at"])
+						// started_at is when the run began to wait; its pod came after its queue, the timeline's first step.
+						a := s.RootModule().Resources[runAddr].Primary.Attributes
+						if a["timeline.0.step"] != "queued" {
+							return fmt.Errorf("the run's timeline begins with %q, want queued", a["timeline.0.step"])
+						}
+						started, err := time.Parse(time.RFC3339Nano, a["timeline.1.started_at"])
 						if err != nil {
 							return err
 						}
-						if started.Before(at.Truncate(time.Second)) {
-							return fmt.Errorf("the run started at %s, before group b's slot freed at %s: it did not wait", started, at)
+						if started.Before(at) {
+							return fmt.Errorf("the run's %s step began at %s, before group b's slot freed at %s: it did not wait", a["timeline.1.step"], started, at)
 						}
 						claims, err := p.ledgers[0].Claims(context.Background())
 						if _, held := claims["holder"]; err != nil || len(claims) != 1 || !held {
