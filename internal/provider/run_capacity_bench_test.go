@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 // BenchmarkRun100FullNode applies 100 runs of `true` in one terraform
@@ -28,14 +29,13 @@ import (
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench 'Run100FullNode$' -benchtime 1x -timeout 60m
 func BenchmarkRun100FullNode(b *testing.B) {
 	e := benchTestEnv(b)
-	ns := acctest.Namespace(b, e.kube, "kp-full")
 	terraformBin, cliConfig, err := providerCLI(b)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		four := e.applyRuns(b, terraformBin, cliConfig, ns, []int{5, 5, 5, 5})
-		one := e.applyRuns(b, terraformBin, cliConfig, ns, []int{8})
+		four := e.applyRuns(b, terraformBin, cliConfig, []int{5, 5, 5, 5})
+		one := e.applyRuns(b, terraformBin, cliConfig, []int{8})
 		b.ReportMetric(four.wall.Seconds(), "s-4-groups-of-5")
 		b.ReportMetric(one.wall.Seconds(), "s-1-group-of-8")
 		b.ReportMetric(four.waitedForNode, "share-waited-for-node-4x5")
@@ -53,15 +53,18 @@ type manyRuns struct {
 	toStartP50, toStartP90 float64
 }
 
-// applyRuns applies groups (each a max_concurrent_runs) and 100 runs of
+// applyRuns applies groups (each a max_concurrent_runs, in a namespace of
+// its own: a namespace's quotas all hold every pod in it) and 100 runs of
 // `true` spread over them in turn, checks that all succeeded and no run pod
 // is left, and destroys them.
-func (e *testEnv) applyRuns(b *testing.B, terraformBin, cliConfig, ns string, groups []int) manyRuns {
+func (e *testEnv) applyRuns(b *testing.B, terraformBin, cliConfig string, groups []int) manyRuns {
 	dir := b.TempDir()
 	var cfg strings.Builder
 	cfg.WriteString(cliHeader(e.kubeconfig, e.catalog))
-	var names []string
+	var names, namespaces []string
 	for i, limit := range groups {
+		ns := acctest.Namespace(b, e.kube, "kp-full")
+		namespaces = append(namespaces, ns)
 		name := fmt.Sprintf("full-%d-%d", len(groups), i)
 		names = append(names, "kubeplay_container_group.g"+fmt.Sprint(i)+".name")
 		fmt.Fprintf(&cfg, `resource "kubeplay_container_group" "g%d" {
@@ -112,18 +115,21 @@ resource "kubeplay_run" "r" {
 	runs := runStates(b, dir)
 	var toStart []float64
 	waited := 0
+	steps := map[string]float64{} // seconds by step, over all runs
 	for _, a := range runs {
 		if a["status"] != "successful" {
 			b.Fatalf("run %v ended %v (%v): want 100 successful", a["id"], a["status"], a["status_reason"])
 		}
-		steps, _ := a["timeline"].([]any)
+		tl, _ := a["timeline"].([]any)
 		var secs float64
-		for _, s := range steps {
+		for _, s := range tl {
 			st, _ := s.(map[string]any)
-			if st["step"] == "playbook" {
+			f, _ := st["seconds"].(float64)
+			name, _ := st["step"].(string)
+			steps[name] += f
+			if name == "playbook" {
 				break
 			}
-			f, _ := st["seconds"].(float64)
 			secs += f
 			if d, _ := st["detail"].(string); st["step"] == "schedule" && strings.HasPrefix(d, "waited for room on a node") {
 				waited++
@@ -134,13 +140,22 @@ resource "kubeplay_run" "r" {
 	if len(runs) != 100 {
 		b.Fatalf("%d runs in the state, want 100", len(runs))
 	}
-	if left, _ := e.runPodsGone(ns, 0); left != 0 {
-		b.Fatalf("%d run pods left after the apply", left)
+	for _, ns := range namespaces {
+		if left, _ := e.runPodsGone(ns, 0); left != 0 {
+			b.Fatalf("%d run pods left in %s after the apply", left, ns)
+		}
 	}
 	slices.Sort(toStart)
 	out.waitedForNode = float64(waited) / 100
 	out.toStartP50, out.toStartP90 = toStart[49], toStart[89]
-	b.Logf("%d groups of %v: 100 runs in %s; %d waited for room on the node; time to start p50 %.1fs, p90 %.1fs",
-		len(groups), groups, out.wall.Round(time.Second), waited, out.toStartP50, out.toStartP90)
+	var per []string
+	for _, name := range runner.Steps {
+		if secs, ok := steps[name]; ok {
+			per = append(per, fmt.Sprintf("%s %.1fs", name, secs/100))
+		}
+	}
+	b.Logf("%d groups of %v: 100 runs in %s; %d waited for room on the node; time to start p50 %.1fs, p90 %.1fs; "+
+		"mean seconds per run by step: %s", len(groups), groups, out.wall.Round(time.Second), waited, out.toStartP50,
+		out.toStartP90, strings.Join(per, ", "))
 	return out
 }
