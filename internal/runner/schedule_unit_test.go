@@ -200,8 +200,13 @@ func TestWaitRunningScheduling(t *testing.T) {
 			if c.setup != nil {
 				c.setup(kube)
 			}
+			// When the pod was placed: the timer starts before the wait does.
+			placed := make(chan time.Time, 1)
 			if c.placeAt > 0 {
-				time.AfterFunc(c.placeAt, func() { place(t, kube, "n1") })
+				time.AfterFunc(c.placeAt, func() {
+					placed <- time.Now()
+					place(t, kube, "n1")
+				})
 			}
 			var mu sync.Mutex
 			var said []string
@@ -225,8 +230,15 @@ func TestWaitRunningScheduling(t *testing.T) {
 				if err != nil {
 					t.Fatalf("error %v; said %q", err, said)
 				}
-				if took < c.placeAt {
-					t.Errorf("ran after %s, before the pod was placed", took)
+				if c.placeAt > 0 {
+					select {
+					case at := <-placed:
+						if end := start.Add(took); end.Before(at) {
+							t.Errorf("ran after %s, %s before the pod was placed", took, at.Sub(end))
+						}
+					default:
+						t.Errorf("ran after %s, before the pod was placed", took)
+					}
 				}
 			} else {
 				for _, w := range c.wantErr {
