@@ -68,7 +68,7 @@ var Reasons = []ReasonDoc{
 	{ReasonNodeLost, "The pod's node stopped answering or went away.", true},
 	{ReasonOOMKilled, "The kernel killed the pod's container, or a process of the run in it (status `failed`), for using more memory than the container's limit.", false},
 	{ReasonStreamLost, "The connection to the pod broke during the run, which ended it part way.", false},
-	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh` or `tar`, or the bundle could not be unpacked.", false},
+	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh` or `tar`, the bundle could not be unpacked, or a file of `project_dir` changed while it was sent.", false},
 	{ReasonResultUnreadable, "The run ended but its result could not be read.", false},
 	{ReasonCleanupFailed, "The run ended but its pod could not be deleted (status `error` whatever the playbook did).", false},
 	{ReasonTimeout, "The run did not finish within its `timeouts` (`create`, or `delete` for a `destroy_playbook`).", false},

@@ -219,8 +219,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	_ = errs.Close()
 	res.Output = out.String()
 	if writeErr != nil {
-		// The stream broke before the script arrived: nothing ran.
-		return r.finish(ctx, s, res, pod, because(ReasonStreamLost, writeErr))
+		// The bundle could not be written in full (a project file changed
+		// while it was sent): the unpack in the pod failed, nothing ran.
+		return r.finish(ctx, s, res, pod, because(ReasonBundleFailed, writeErr))
 	}
 	if execErr != nil && perr == nil && ctx.Err() == nil {
 		// The runner's report, its last words, decoded whole: the run ended
