@@ -639,6 +639,15 @@ func (c *HostCounts) add(s HostStats, n int64) {
 	}
 }
 
+// CountHosts counts hosts by Outcome.
+func CountHosts(hosts map[string]HostStats) HostCounts {
+	var c HostCounts
+	for _, s := range hosts {
+		c.add(s, 1)
+	}
+	return c
+}
+
 // FailedHosts returns the first MaxFailedHosts hosts by name of those in
 // hosts that failed or were unreachable.
 func FailedHosts(hosts map[string]HostStats) map[string]HostStats {

@@ -226,6 +226,28 @@ func TestKeptHostStats(t *testing.T) {
 	}
 }
 
+// TestCarriedHostCounts: a run recorded before host_counts gets the counts
+// of the host_stats it recorded (then every host) on its next update in
+// place; a run that has counts keeps them.
+func TestCarriedHostCounts(t *testing.T) {
+	ctx := context.Background()
+	var diags diag.Diagnostics
+	all := hostStatsValue(map[string]bundle.HostStats{"a": {OK: 1}, "b": {Changed: 1}, "c": {OK: 1, Failed: 1},
+		"d": {Unreachable: 1, Rescued: 1}}, &diags)
+	want := hostCountsValue(bundle.HostCounts{OK: 1, Changed: 1, Failed: 1, Unreachable: 1, Rescued: 1}, &diags)
+	if got := carriedHostCounts(ctx, types.ObjectNull(hostCountsType.AttrTypes), all, &diags); diags.HasError() || !got.Equal(want) {
+		t.Errorf("from a state without host_counts: %s, want %s; %v", got, want, diags)
+	}
+	own := hostCountsValue(bundle.HostCounts{OK: 7}, &diags)
+	if got := carriedHostCounts(ctx, own, all, &diags); !got.Equal(own) {
+		t.Errorf("a run with counts: %s, want its own %s", got, own)
+	}
+	none := types.ObjectNull(hostCountsType.AttrTypes)
+	if got := carriedHostCounts(ctx, none, types.MapNull(hostStatsType), &diags); !got.IsNull() {
+		t.Errorf("no host_stats either: %s, want null", got)
+	}
+}
+
 func TestEngineGroup(t *testing.T) {
 	forks := int64(4)
 	g := engineGroup(&catalog.Group{Name: "g", Namespace: "runs", Credential: "c", Image: "img", PodSpecOverride: "spec: {}",

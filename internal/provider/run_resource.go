@@ -573,7 +573,8 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		}
 		plan.Status, plan.ExitCode, plan.Output = state.Status, state.ExitCode, state.Output
 		plan.StatusReason, plan.Timeline = state.StatusReason, state.Timeline
-		plan.HostCount, plan.HostCounts = state.HostCount, state.HostCounts
+		plan.HostCount = state.HostCount
+		plan.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 		plan.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
@@ -1098,6 +1099,8 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	}
 	state.DestroyPlaybook, state.KeepPodOnFailure, state.IgnoreFailure = plan.DestroyPlaybook, plan.KeepPodOnFailure, plan.IgnoreFailure
 	state.OutputLimit, state.Timeouts = plan.OutputLimit, plan.Timeouts
+	// Counts first: a record from before host_counts counts the hosts it kept.
+	state.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned

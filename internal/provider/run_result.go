@@ -156,6 +156,24 @@ func keptHostStats(ctx context.Context, hs types.Map, was, now types.Bool, diags
 	return hostStatsValue(bundle.FailedHosts(hosts), diags)
 }
 
+// carriedHostCounts is the host_counts a run keeps on an update in place:
+// its own, or for a run recorded before host_counts, the counts of the
+// host_stats it recorded then (every host, up to bundle.MaxHosts).
+func carriedHostCounts(ctx context.Context, counts types.Object, hs types.Map, diags *diag.Diagnostics) types.Object {
+	if !counts.IsNull() || hs.IsNull() || hs.IsUnknown() {
+		return counts
+	}
+	var all map[string]hostStatsModel
+	if diags.Append(hs.ElementsAs(ctx, &all, false)...); diags.HasError() {
+		return counts
+	}
+	hosts := make(map[string]bundle.HostStats, len(all))
+	for h, s := range all {
+		hosts[h] = bundle.HostStats(s)
+	}
+	return hostCountsValue(bundle.CountHosts(hosts), diags)
+}
+
 func hostCountsValue(c bundle.HostCounts, diags *diag.Diagnostics) types.Object {
 	obj, d := types.ObjectValue(hostCountsType.AttrTypes, map[string]attr.Value{
 		"ok": types.Int64Value(c.OK), "changed": types.Int64Value(c.Changed), "failed": types.Int64Value(c.Failed),
