@@ -59,7 +59,7 @@ var RunPermissions = []Permission{
 	{Verb: "delete", Resource: "pods", Why: "the run pod when the run ends, and orphaned run pods"},
 	{Verb: "create", Resource: "pods", Subresource: "exec", Why: "the bundle is streamed into the pod over exec (SPDY is a POST)"},
 	{Verb: "get", Resource: "pods", Subresource: "exec", Why: "exec over WebSocket is an HTTP GET upgrade"},
-	{Verb: "list", Resource: "events", Why: "warning events of a pod that failed to start, for the run's message; a recent scale-up for the namespace's pods"},
+	{Verb: "list", Resource: "events", Why: "warning events of a pod that failed to start, for the run's message; a recent scale-up for the namespace's pods; the Pulled event of a pod slow to start, for the run's timeline"},
 	{Verb: "watch", Resource: "events", Why: "a pod that no node can hold waits, watching its events, for a cluster autoscaler's answer"},
 	{Verb: "list", Resource: "resourcequotas", Why: "a run refused by a full namespace quota waits for it to change"},
 	{Verb: "watch", Resource: "resourcequotas", Why: "that wait watches the quotas"},

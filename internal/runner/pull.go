@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 )
 
@@ -55,20 +54,11 @@ func (r *Runner) splitImage(ctx context.Context, tl *Timeline, pod *corev1.Pod) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	list, err := r.Kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(
-			fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)),
-			fields.OneTermEqualSelector("reason", "Pulled"),
-		).String(),
-		ResourceVersion: "0", // the API server's cache is enough
-	})
+	events, err := podEvents(ctx, r.Kube, pod, fields.OneTermEqualSelector("reason", "Pulled"))
 	detail := "not measured: the kubelet's Pulled event was not found"
 	var took time.Duration
 	if err == nil {
-		for _, e := range list.Items {
-			if e.InvolvedObject.UID != pod.UID {
-				continue
-			}
+		for _, e := range events {
 			if d, present, ok := pulledIn(e.Message); ok {
 				took, detail = d, "pulled in "+d.Round(time.Millisecond).String()
 				if present {

@@ -134,8 +134,9 @@ func exitReason(command bool, res Result) Reason {
 	return ReasonPlaybookFailed
 }
 
-// lostReason is the reason of a pod the cluster took away: evicted or
-// preempted, or its node lost or shut down.
+// lostReason is the reason of a pod the cluster took away before or while
+// it ran: evicted or preempted, its node lost or shut down, refused by the
+// kubelet's admission; "" for a pod that was not taken away.
 func lostReason(p *corev1.Pod) Reason {
 	switch p.Status.Reason {
 	case "Evicted":
@@ -146,11 +147,14 @@ func lostReason(p *corev1.Pod) Reason {
 		return ReasonNodeLost
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "DeletionByTaintManager" {
-			return ReasonNodeLost
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			if c.Reason == "DeletionByTaintManager" {
+				return ReasonNodeLost
+			}
+			return ReasonEvicted
 		}
 	}
-	return ReasonEvicted
+	return ""
 }
 
 // oomKilled reports a pod whose container the kernel killed at its memory

@@ -461,10 +461,6 @@ func (r *Runner) info(msg string, f map[string]any) {
 // reasonSandbox is the kubelet's event when it cannot create a pod's sandbox.
 const reasonSandbox = "FailedCreatePodSandBox"
 
-// lostReasons are a failed pod's status reasons that say its node took it
-// away before it ran: eviction, a lost or shut-down node, a refused admission.
-var lostReasons = []string{"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
-
 // workerGaveUp reports a default worker that ended by itself because no run
 // had started in it within podspec.WorkerStartTimeout: the runner never
 // saw it run (a kubelet that reported the start too late, as one does just
@@ -492,17 +488,7 @@ func gaveUp(err error) error {
 
 // lostPod reports a pod that failed because its node or the cluster took it
 // away, not because of what it runs.
-func lostPod(p *corev1.Pod) bool {
-	if slices.Contains(lostReasons, p.Status.Reason) {
-		return true
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
+func lostPod(p *corev1.Pod) bool { return lostReason(p) != "" }
 
 // webhookTimeout reports an admission webhook that did not answer in time.
 func webhookTimeout(err error) bool {
@@ -516,21 +502,27 @@ func webhookTimeout(err error) bool {
 func sandboxFailed(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	events, err := podEvents(ctx, kube, pod, fields.OneTermEqualSelector("reason", reasonSandbox))
+	return err == nil && slices.ContainsFunc(events, func(e corev1.Event) bool { return e.Reason == reasonSandbox })
+}
+
+// podEvents lists the events of pod (by name, and by uid when it has one)
+// that also match sel, as the API server's cache has them; the items are
+// checked again, for a server that ignores a field selector.
+func podEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, sel fields.Selector) ([]corev1.Event, error) {
+	terms := []fields.Selector{fields.OneTermEqualSelector("involvedObject.name", pod.Name), sel}
+	if pod.UID != "" {
+		terms = append(terms, fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)))
+	}
 	list, err := kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(
-			fields.OneTermEqualSelector("involvedObject.name", pod.Name),
-			fields.OneTermEqualSelector("reason", reasonSandbox),
-		).String(),
+		FieldSelector: fields.AndSelectors(terms...).String(), ResourceVersion: "0",
 	})
 	if err != nil {
-		return false
+		return nil, err
 	}
-	for _, e := range list.Items {
-		if e.Reason == reasonSandbox && e.InvolvedObject.Name == pod.Name {
-			return true
-		}
-	}
-	return false
+	return slices.DeleteFunc(list.Items, func(e corev1.Event) bool {
+		return e.InvolvedObject.Name != pod.Name || pod.UID != "" && e.InvolvedObject.UID != pod.UID
+	}), nil
 }
 
 // create creates the pod; while the namespace's quota refuses it, it waits
@@ -690,16 +682,10 @@ func describe(p *corev1.Pod) string {
 }
 
 func warningEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod) []string {
-	list, err := kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(
-			fields.OneTermEqualSelector("involvedObject.name", pod.Name),
-			fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
-		).String(),
-	})
+	items, err := podEvents(ctx, kube, pod, fields.OneTermEqualSelector("type", corev1.EventTypeWarning))
 	if err != nil {
 		return nil
 	}
-	items := list.Items
 	slices.SortFunc(items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
 	var out []string
 	for _, e := range items[max(0, len(items)-3):] {
