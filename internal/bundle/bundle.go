@@ -38,13 +38,7 @@ const (
 	callbackDir   = "callback_plugins"
 	statsName     = "stats.json"
 	kubeconfig    = "kubeconfig"
-	// reportedFile marks a script that has written its result.
-	reportedFile = "reported"
 )
-
-// reportedWait bounds how long the script waits, after its result, for the
-// client to say it has read it by closing stdin.
-const reportedWait = 30 * time.Second
 
 // Paths in the pod, outside the bundle.
 const (
@@ -133,6 +127,12 @@ type Bundle struct {
 	// turns (a lock on NodeLockFile), a broken session ends the playbook but
 	// not the pod, and the run's directory is removed when it ends.
 	Held bool
+	// LeaseGrace is how long the run goes on in its pod without a beat
+	// from the provider before the pod ends it; DefaultLeaseGrace when 0.
+	LeaseGrace time.Duration
+	// KeepOutput is how much of the output's tail the pod keeps once the
+	// provider has read it (the run's output_limit); 64 KiB when 0.
+	KeepOutput int64
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -484,12 +484,17 @@ if ! id -un >/dev/null 2>&1; then
 fi
 `
 
-// script is the runner: it reads secrets into its environment and deletes
-// them from disk, runs the playbook (or command) with its output on stdout,
-// and reports the exit code and stats on its stderr after the marker.
+// script is the runner, in the modes of modes(): started detached, it
+// reads secrets into its environment and deletes them from disk, runs the
+// playbook (or command) with its output into the output's segments and the
+// container's log, writes the report (exit code, stats) to R/result once
+// everything ended, and waits until the provider says it has read it, or
+// its watchdog that the provider is gone.
 func (b *Bundle) script(inventory string) string {
 	var sb strings.Builder
-	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod.\nset -u\ncd \"$(dirname \"$0\")\" || exit 125\n")
+	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod, apart from any exec session.\n" +
+		"set -u\ncd -P \"$(dirname \"$0\")\" || exit 125\n")
+	sb.WriteString(b.modes())
 	sb.WriteString(userSetup)
 	sb.WriteString(oomCounter)
 	if len(b.SecretEnv) > 0 {
@@ -515,11 +520,7 @@ func (b *Bundle) script(inventory string) string {
 	for i, a := range cmd {
 		quoted[i] = Quote(a)
 	}
-	line := strings.Join(quoted, " ") + " 2>&1 3<&-"
-	// stdin stays open while the client lives (see Command): its end means
-	// the client is gone, and the watcher ends the run and the pod. The
-	// playbook runs in a session of its own, when setsid exists, so that
-	// the watcher ends all its processes.
+	line := strings.Join(quoted, " ") + " 5<&-"
 	if b.Held {
 		// flock blocks until the node's earlier run ends; the lock goes with
 		// the last process that holds its descriptor, the playbook's.
@@ -528,24 +529,25 @@ func (b *Bundle) script(inventory string) string {
 			"  flock -n 9 || { echo 'kubeplay: another run holds this node; waiting for it to end'; flock 9; }\n" +
 			"else echo 'kubeplay: flock is not in the image: runs on this node do not take turns'; fi\n")
 	}
-	killWorker := "  IFS= read -r w <" + Quote(workerPIDFile) + " && kill -TERM \"$w\"\n"
-	if b.Held {
-		killWorker = "" // a held node outlives its runs
-	}
-	// Once the result is written (reportedFile), the end of stdin is the
-	// client saying it has read it, not its death: the watcher then only ends.
-	sb.WriteString("exec 3<&0 </dev/null\n" +
-		"if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
+	// The script's own output already goes to the pipe (modes), read by tee
+	// (to the container's log, ignoring SIGPIPE there) and by the writer,
+	// which cuts it into segments. The writer sees the end of the output
+	// once the playbook, what it started and the script have closed it. The
+	// playbook runs in a session of its own, when setsid exists, so that a
+	// cancel or the watchdog ends all its processes.
+	sb.WriteString("if command -v setsid >/dev/null 2>&1; then setsid " + line + " & else " + line + " & fi\n" +
 		"pid=$!\n" +
-		"{ while IFS= read -r l; do :; done\n" +
-		"  [ -e ./" + reportedFile + " ] && exit 0\n" +
-		// The worker first: once the playbook ends, the script stops the watcher.
-		killWorker +
-		"  kill -TERM -\"$pid\" \"$pid\"\n" +
-		"} <&3 >/dev/null 2>&1 &\n" +
-		"watcher=$!\n" +
-		"exec 3<&-\n" +
+		"echo \"$pid\" >\"$R/pid\"\n" +
+		"[ -e \"$R/canceled\" ] && kill -TERM -\"$pid\" \"$pid\" 2>/dev/null\n" +
+		"( kp_watch ) </dev/null >/dev/null 2>&1 9>&- &\n" +
+		"kp_dog=$!\n" +
 		"wait \"$pid\"\nrc=$?\n" +
+		"exec >/dev/null 2>&1\n" +
+		// What the playbook left running may hold the output open: it gets 5 s.
+		"( sleep 5; kill -TERM -\"$pid\" ) >/dev/null 2>&1 9>&- &\n" +
+		"kp_reap=$!\n" +
+		"wait \"$kp_writer\"\n" +
+		"kill \"$kp_reap\" 2>/dev/null\n" +
 		"ooms=$(($(kp_ooms) - ooms))\n")
 	sb.WriteString(b.sshCleanup())
 	if len(b.SecretVars) > 0 {
@@ -554,18 +556,18 @@ func (b *Bundle) script(inventory string) string {
 	if len(b.Kubeconfig) > 0 {
 		sb.WriteString("rm -f ./" + kubeconfig + "\n")
 	}
-	// The result channel (see ResultStream): the separator, the document,
-	// the separator again, on the script's own stderr. The script then waits
-	// until the client, which has read the document, closes stdin (or
-	// ReportedWait passes), so that the document is never in flight when the
-	// exec stream closes: a close can lose what the server has not sent yet.
-	fmt.Fprintf(&sb, ": >./%s\nprintf '\\n%%s\\n{\"rc\":%%d,\"oom_kills\":%%d,\"stats\":' %s \"$rc\" \"$ooms\" >&2\n"+
-		"cat ./%s >&2 2>/dev/null || printf null >&2\nprintf '}\\n%%s\\n' %s >&2\n", reportedFile, Quote(b.Marker), statsName, Quote(b.Marker))
-	// The timer lets go of a held node's lock (fd 9): its sleep may outlive it.
-	fmt.Fprintf(&sb, "( exec 9>&-; sleep %d; kill \"$watcher\" ) >/dev/null 2>&1 &\ntimer=$!\nwait \"$watcher\" 2>/dev/null\n"+
-		"kill \"$timer\" 2>/dev/null\n", int(reportedWait/time.Second))
+	// The report, written whole before it is renamed into place: a follower
+	// sends it after the marker (see ResultStream) once it is there.
+	sb.WriteString("size=0; [ -e \"$R/size\" ] && read -r size <\"$R/size\"\n" +
+		"ab=false; [ -e \"$R/abandoned\" ] && ab=true\n" +
+		"{ printf '{\"rc\":%d,\"oom_kills\":%d,\"output_size\":%s,\"abandoned\":%s,\"stats\":' \"$rc\" \"$ooms\" \"$size\" \"$ab\"\n" +
+		"  cat ./" + statsName + " 2>/dev/null || printf null; printf '}\\n'; } >\"$R/result.tmp\" && mv -f \"$R/result.tmp\" \"$R/result\"\n" +
+		"kp_wake\n" +
+		// The provider's "done", or the watchdog's word that it is gone.
+		"IFS= read -r _ <&5\n" +
+		"kill \"$kp_dog\" 2>/dev/null\n")
 	if b.Held {
-		sb.WriteString("rm -rf \"$PWD\"\n") // the node's next runs do not see this one's files
+		sb.WriteString("cd / && rm -rf \"$R\"\n") // the node's next runs do not see this one's files
 	}
 	sb.WriteString("exit $rc\n")
 	return sb.String()
@@ -685,16 +687,9 @@ type Result struct {
 	// memory limit during the run (its cgroup's oom_kill counter): a task
 	// killed so shows only as "rc": -9 otherwise.
 	OOMKills int64
-}
-
-// Command returns the exec command that unpacks the bundle, the first size
-// bytes of stdin, into a fresh directory and runs the script there. The
-// client keeps stdin open until the run ends: when it closes first (the
-// client was killed, the connection dropped), the script ends the playbook,
-// and the pod when it has a worker (WorkerPIDFile). head stops at the
-// bundle's end where tar would not: GNU tar reads on to the end of its
-// 10 KiB record, busybox tar to the end of the stream.
-func Command(size int64) []string {
-	return []string{"sh", "-c", `d=$(mktemp -d ` + RunDirPrefix + `XXXXXX) && head -c ` + strconv.FormatInt(size, 10) +
-		` | tar -xf - -C "$d" && exec "$d/` + ScriptName + `"`}
+	// OutputSize is how many bytes of output the run wrote in all.
+	OutputSize int64
+	// Abandoned is set when the pod ended the run because the provider was
+	// not heard from for the run's lease grace.
+	Abandoned bool
 }

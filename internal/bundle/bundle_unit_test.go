@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	workerPIDFile = filepath.Join(dir, "worker.pid")
 	nodeLockFile = filepath.Join(dir, "node.lock")
+	containerLog = filepath.Join(dir, "container.log")
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
@@ -138,26 +139,36 @@ func scriptCommand(ctx context.Context, dir string) *exec.Cmd {
 	return exec.CommandContext(ctx, "sh", filepath.Join(dir, ScriptName))
 }
 
-// runScript runs the bundle's script with extra directories first on PATH.
+// runScript runs the bundle extracted in dir as a run does, with extra
+// directories first on PATH: its run directory holds dir as its bundle.
+// code is the reported exit status.
 func runScript(t *testing.T, dir string, path ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := scriptCommand(ctx, dir)
-	cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	ackResult(cmd, heldStdin(t, cmd, nil))
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
-	default:
+	run := filepath.Join(t.TempDir(), "kubeplay.run")
+	if err := os.Mkdir(run, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return out.String(), errOut.String(), code
+	if err := os.Symlink(dir, filepath.Join(run, "b")); err != nil {
+		t.Fatal(err)
+	}
+	start := exec.Command("sh", filepath.Join(run, "b", ScriptName), "start")
+	start.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("start: %v: %s", err, out)
+	}
+	s := startSession(t, FollowCommand(run, 0), nil, path...)
+	r := s.finish()
+	return s.output(), s.before.String() + "\n" + testMarker + "\n" + resultDoc(t, run) + testMarker + "\n", r.ExitCode
+}
+
+// resultDoc is the report the run in dir wrote.
+func resultDoc(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "result"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // report reads the runner's report from its stderr.
@@ -457,44 +468,19 @@ exit 2
 	}
 }
 
-// TestCommandUnpacksAndRuns pipes a bundle into Command() as the exec does.
-func TestCommandUnpacksAndRuns(t *testing.T) {
-	for _, tool := range []string{"tar", "mktemp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
-		}
-	}
+// TestDeliverUnpacksAndRuns pipes a bundle into DeliverCommand() as the
+// exec does: bytes after the bundle reach neither tar nor the playbook.
+func TestDeliverUnpacksAndRuns(t *testing.T) {
 	b := Bundle{Command: []string{"sh", "-c", `pwd; cat data.txt; cat; echo stdin-was-empty`}, Files: map[string]string{"data.txt": "payload\n"}, Marker: testMarker}
-	var in bytes.Buffer
-	if err := b.Write(&in); err != nil {
-		t.Fatal(err)
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	r := s.finish()
+	wd, rest, _ := strings.Cut(s.output(), "\n")
+	if wd != filepath.Join(dir, "b") {
+		t.Errorf("the run's directory is %q, want %s/b", wd, dir)
 	}
-	c := Command(int64(in.Len()))
-	if len(c) != 3 || c[0] != "sh" || c[1] != "-c" || !strings.Contains(c[2], ScriptName) {
-		t.Fatalf("Command() = %q", c)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c[0], c[1:]...)
-	// Bytes after the bundle reach neither tar nor the playbook.
-	closeStdin := heldStdin(t, cmd, append(in.Bytes(), "after the bundle\n"...))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	ackResult(cmd, closeStdin)
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v: %s", err, errOut.String())
-	}
-	wd, rest, _ := strings.Cut(out.String(), "\n")
-	if strings.HasPrefix(wd, "/tmp/kubeplay.") {
-		t.Cleanup(func() { _ = os.RemoveAll(wd) })
-	} else {
-		t.Errorf("the run's directory is %q, want a fresh /tmp/kubeplay.* directory", wd)
-	}
-	if rest != "payload\nstdin-was-empty\n" {
-		t.Errorf("output %q", out.String())
-	}
-	if r := report(t, errOut.String()); r.ExitCode != 0 {
-		t.Errorf("report %+v", r)
+	if rest != "payload\nstdin-was-empty\n" || r.ExitCode != 0 {
+		t.Errorf("output %q, result %+v", s.output(), r)
 	}
 }
 

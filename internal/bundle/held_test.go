@@ -4,8 +4,6 @@
 package bundle
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,21 +25,13 @@ func TestHeldRunsTakeTurns(t *testing.T) {
 	for i := range 2 {
 		b := Bundle{Command: []string{"sh", "-c", `echo "start $(date +%s%N)" >>"$LOG"; sleep 1; echo "end $(date +%s%N)" >>"$LOG"`},
 			Env: map[string]string{"LOG": log}, Marker: testMarker, Held: true}
-		dirs[i] = extract(t, &b)
+		dirs[i] = runDir(t)
+		s := deliver(t, dirs[i], &b, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := scriptCommand(context.Background(), dirs[i])
-			var out, errOut bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			closeStdin := heldStdin(t, cmd, nil)
-			defer closeStdin()
-			ackResult(cmd, closeStdin)
-			if err := cmd.Run(); err != nil {
-				t.Errorf("run %d: %v; stderr %s", i, err, errOut.String())
-			}
-			if !strings.Contains(errOut.String(), `{"rc":0,`) {
-				t.Errorf("run %d reported %q", i, errOut.String())
+			if r := s.finish(); r.ExitCode != 0 {
+				t.Errorf("run %d: result %+v, output %q", i, r, s.output())
 			}
 		}()
 	}
@@ -58,14 +48,20 @@ func TestHeldRunsTakeTurns(t *testing.T) {
 		t.Errorf("the runs overlapped: %s", raw)
 	}
 	for i, d := range dirs {
+		// The script removes it once the provider has said done.
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(d); os.IsNotExist(err) {
+				break
+			}
+		}
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("run %d left its directory: %v", i, err)
 		}
 	}
 }
 
-// When a held run's client goes, the script ends the playbook but not the
-// worker: the node outlives its runs.
+// When a held run's client goes for longer than the grace, the pod ends
+// the playbook but not the worker: the node outlives its runs.
 func TestHeldRunSparesTheWorker(t *testing.T) {
 	for _, tool := range []string{"sleep", "setsid", "flock"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -73,20 +69,14 @@ func TestHeldRunSparesTheWorker(t *testing.T) {
 		}
 	}
 	_, worker := fakeWorker(t)
-	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, Held: true}
-	dir := extract(t, &b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := scriptCommand(ctx, dir)
-	closeStdin := heldStdin(t, cmd, nil)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	child := childPID(t, dir)
-	closeStdin()
-	_ = cmd.Wait()
+	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, Held: true, LeaseGrace: time.Second}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	child := childPID(t, filepath.Join(dir, "b"))
+	s.cut()
+	time.Sleep(4 * time.Second) // the grace, and a watchdog's tick
 	if !gone(child) {
-		t.Errorf("the playbook's process %d outlived its client", child)
+		t.Errorf("the playbook's process %d outlived its client's grace", child)
 	}
 	select {
 	case err := <-worker:

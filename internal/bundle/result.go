@@ -173,7 +173,7 @@ func (s *ResultStream) Result() (Result, error) {
 	case s.over:
 		return Result{}, &ResultTooLargeError{Limit: s.limit}
 	}
-	return DecodeResult(&s.doc)
+	return DecodeResult(bytes.NewReader(s.doc.Bytes())) // again on each call
 }
 
 // ParseResult reads a result document.
@@ -223,7 +223,8 @@ func (e *artifactsError) Error() string { return e.msg }
 func decodeReport(dec *json.Decoder) (Result, error) {
 	var res Result
 	var rc *int
-	var oomKills int64
+	var oomKills, outputSize int64
+	var abandoned bool
 	null, err := openOrNull(dec, '{')
 	if err != nil || null {
 		return Result{}, cmp.Or(err, errors.New("the runner's report has no exit code"))
@@ -240,6 +241,10 @@ func decodeReport(dec *json.Decoder) (Result, error) {
 			}
 			oomKills = max(0, n)
 			return nil
+		case "output_size":
+			return dec.Decode(&outputSize)
+		case "abandoned":
+			return dec.Decode(&abandoned)
 		case "stats":
 			res = Result{}
 			if null, err := openOrNull(dec, '{'); null || err != nil {
@@ -255,7 +260,7 @@ func decodeReport(dec *json.Decoder) (Result, error) {
 	if rc == nil {
 		return Result{}, errors.New("the runner's report has no exit code")
 	}
-	res.ExitCode, res.OOMKills = *rc, oomKills
+	res.ExitCode, res.OOMKills, res.OutputSize, res.Abandoned = *rc, oomKills, max(0, outputSize), abandoned
 	res.FailedTaskCount = max(res.FailedTaskCount, int64(len(res.FailedTasks)))
 	return res, nil
 }

@@ -41,10 +41,14 @@ type Group struct {
 	MaxForks          *int64            `json:"max_forks,omitempty"`
 	DefaultLabel      podspec.Resources `json:"default_label"`
 	PodPendingTimeout string            `json:"pod_pending_timeout"`
-	LaunchRetries     int64             `json:"launch_retries"`
-	Priority          *int64            `json:"priority,omitempty"`
-	Labels            map[string]string `json:"labels"`
-	Annotations       map[string]string `json:"annotations"`
+	// DisconnectGracePeriod is how long a run goes on in its pod without
+	// hearing from the provider; "" (groups stored before it) is the
+	// default, bundle.DefaultLeaseGrace.
+	DisconnectGracePeriod string            `json:"disconnect_grace_period,omitempty"`
+	LaunchRetries         int64             `json:"launch_retries"`
+	Priority              *int64            `json:"priority,omitempty"`
+	Labels                map[string]string `json:"labels"`
+	Annotations           map[string]string `json:"annotations"`
 	// PodSecurityLevel is the Pod Security Standard level of the group's
 	// run pods; "" (groups stored before it existed) is podsecurity.Default.
 	PodSecurityLevel string `json:"pod_security_level,omitempty"`

@@ -87,6 +87,8 @@ var containerGroupReadDescriptions = map[string]string{
 	"namespace": "The namespace the group's run pods are created in, where its quota and ledgers live.",
 	"owner_id": "The random id kubeplay gave the group when it created it, which the group's managed namespace, " +
 		"quota and ledgers carry in the annotation `kubeplay.io/owner-id`; null for a group stored before owner ids.",
+	"disconnect_grace_period": "How long a run of the group goes on in its pod without hearing from the provider, " +
+		"as a duration, before the pod ends it.",
 	"pod_pending_timeout": "How long a run of the group waits for its pod to start, as a duration, including " +
 		"waits for quota, for room on a node, for a preemption and for a node that a cluster autoscaler adds.",
 	"pod_security_level": "The Pod Security Standard level the group holds every run pod to: `privileged`, " +

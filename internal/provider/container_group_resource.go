@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,6 +82,7 @@ type containerGroupModel struct {
 	DefaultLabelStorageLimit   types.Int64  `tfsdk:"default_label_storage_limit"`
 	DefaultLabelExtraResources types.Map    `tfsdk:"default_label_extra_resources"`
 	PodPendingTimeout          types.String `tfsdk:"pod_pending_timeout"`
+	DisconnectGracePeriod      types.String `tfsdk:"disconnect_grace_period"`
 	LaunchRetries              types.Int64  `tfsdk:"launch_retries"`
 	Priority                   types.Int64  `tfsdk:"priority"`
 	Labels                     types.Map    `tfsdk:"labels"`
@@ -335,6 +337,20 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Default:    stringdefault.StaticString("5m"),
 				Validators: []validator.String{groupDuration()},
 			},
+			"disconnect_grace_period": schema.StringAttribute{
+				MarkdownDescription: "How long a run goes on in its pod without hearing from the provider, as a duration " +
+					"from `10s` to `1h`. A run does not live in one connection: its playbook runs detached in the pod, " +
+					"and the provider follows its output, re-attaching from the last byte it received after a cut stream, " +
+					"an API server restart, a proxy's idle timeout or a kubelet restart, and beats every 5 seconds while " +
+					"attached. A cut shorter than this is survived; once the pod has heard nothing for this long (the " +
+					"provider or Terraform killed, a laptop closed), it ends the playbook and, but on a held node, itself, " +
+					"which frees its place in the group. A longer grace survives longer outages and keeps an abandoned " +
+					"run's pod longer. Defaults to `30s`.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString("30s"),
+				Validators: []validator.String{graceDuration()},
+			},
 			"launch_retries": schema.Int64Attribute{
 				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
 					"reason that can pass (Nodepool's `launch-retries`): the pod deleted, evicted or lost with its node " +
@@ -516,7 +532,7 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		return catalog.Group{}, false
 	}
 	known := !m.Credential.IsUnknown() && !m.MaxCores.IsUnknown() && !m.MaxResources.IsUnknown() &&
-		!m.PodPendingTimeout.IsUnknown() && !m.MaxConcurrentRuns.IsUnknown() && !m.MaxRAM.IsUnknown() &&
+		!m.PodPendingTimeout.IsUnknown() && !m.DisconnectGracePeriod.IsUnknown() && !m.MaxConcurrentRuns.IsUnknown() && !m.MaxRAM.IsUnknown() &&
 		!m.MaxForks.IsUnknown() && !m.LaunchRetries.IsUnknown() && !m.Priority.IsUnknown()
 	return catalog.Group{
 		Name:              m.Name.ValueString(),
@@ -536,15 +552,16 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 			Storage: ptrInt64(m.DefaultLabelStorage), StorageLimit: ptrInt64(m.DefaultLabelStorageLimit),
 			ExtraResources: goStringMap(ctx, m.DefaultLabelExtraResources, diags),
 		},
-		PodPendingTimeout: m.PodPendingTimeout.ValueString(),
-		LaunchRetries:     m.LaunchRetries.ValueInt64(),
-		Priority:          ptrInt64(m.Priority),
-		Labels:            goStringMap(ctx, m.Labels, diags),
-		Annotations:       goStringMap(ctx, m.Annotations, diags),
-		PodSecurityLevel:  m.PodSecurityLevel.ValueString(),
-		WarmPods:          m.WarmPods.ValueInt64(),
-		WarmLabels:        goInt64Map(ctx, m.WarmLabels, diags),
-		OwnerID:           m.OwnerID.ValueString(),
+		PodPendingTimeout:     m.PodPendingTimeout.ValueString(),
+		DisconnectGracePeriod: m.DisconnectGracePeriod.ValueString(),
+		LaunchRetries:         m.LaunchRetries.ValueInt64(),
+		Priority:              ptrInt64(m.Priority),
+		Labels:                goStringMap(ctx, m.Labels, diags),
+		Annotations:           goStringMap(ctx, m.Annotations, diags),
+		PodSecurityLevel:      m.PodSecurityLevel.ValueString(),
+		WarmPods:              m.WarmPods.ValueInt64(),
+		WarmLabels:            goInt64Map(ctx, m.WarmLabels, diags),
+		OwnerID:               m.OwnerID.ValueString(),
 	}, known && !m.WarmPods.IsUnknown() && !m.WarmLabels.IsUnknown()
 }
 
@@ -568,6 +585,7 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 	m.DefaultLabelStorage, m.DefaultLabelStorageLimit = nullableInt64(d.Storage), nullableInt64(d.StorageLimit)
 	m.DefaultLabelExtraResources = nullableStringMap(ctx, d.ExtraResources, diags)
 	m.PodPendingTimeout = types.StringValue(g.PodPendingTimeout)
+	m.DisconnectGracePeriod = types.StringValue(cmp.Or(g.DisconnectGracePeriod, "30s"))
 	m.LaunchRetries = types.Int64Value(g.LaunchRetries)
 	m.Priority = nullableInt64(g.Priority)
 	m.Labels = nullableStringMap(ctx, g.Labels, diags)

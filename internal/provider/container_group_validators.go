@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 )
 
@@ -114,6 +115,23 @@ func groupDuration() validator.String {
 				return "", ""
 			}
 			return "Invalid Duration", fmt.Sprintf("%q is not a positive duration. Write it as a number with a unit: 90s, 5m, 1h30m.", s)
+		},
+	}
+}
+
+// graceDuration checks disconnect_grace_period: long enough for a few
+// beats, short enough that an abandoned run does not hold its pod for long.
+func graceDuration() validator.String {
+	return stringCheck{
+		desc: "value must be a duration from 10s to 1h",
+		check: func(_, s string) (string, string) {
+			d, err := time.ParseDuration(s)
+			if err == nil && d >= bundle.MinLeaseGrace && d <= time.Hour {
+				return "", ""
+			}
+			return "Invalid Disconnect Grace Period", fmt.Sprintf("%q is not a duration from 10s to 1h. The pod must hear from "+
+				"the provider (a beat every 5 seconds) for at least 10 seconds to tell a short cut from a gone provider. "+
+				"Write it as a number with a unit: 30s, 2m.", s)
 		},
 	}
 }

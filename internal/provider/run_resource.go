@@ -432,10 +432,11 @@ func serverPolicyVersion(ctx context.Context, c *kubeclient.Clients) string {
 // engineGroup is the run engine's view of a group: the one place that
 // converts the catalog's group for runs.
 func engineGroup(g *catalog.Group) runengine.Group {
-	pending, _ := time.ParseDuration(g.PodPendingTimeout) // zero or less: the engine's default
+	pending, _ := time.ParseDuration(g.PodPendingTimeout)   // zero or less: the engine's default
+	grace, _ := time.ParseDuration(g.DisconnectGracePeriod) // zero: the bundle's default
 	return runengine.Group{
 		Name: g.Name, Namespace: g.Namespace, Credential: g.Credential,
-		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending,
+		MaxConcurrentRuns: g.MaxConcurrentRuns, MaxForks: g.MaxForks, PendingTimeout: pending, DisconnectGrace: grace,
 		LaunchRetries:    int(max(g.LaunchRetries, 0)),
 		Pod:              g.PodGroup(),
 		DefaultLabel:     g.DefaultLabel,

@@ -273,6 +273,7 @@ func payload(req Request) bundle.Bundle {
 		b.Env = map[string]string{}
 	}
 	b.Env["KUBEPLAY_OPERATION"] = req.Operation
+	b.LeaseGrace, b.KeepOutput = req.Group.DisconnectGrace, int64(req.OutputLimit)
 	if b.Marker == "" {
 		b.Marker = "\x1ekubeplay-" + NewID() + " "
 	}

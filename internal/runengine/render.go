@@ -38,6 +38,9 @@ type Group struct {
 	// PendingTimeout bounds waiting for capacity and for the pod to start;
 	// zero or less means DefaultPendingTimeout.
 	PendingTimeout time.Duration
+	// DisconnectGrace is how long a run goes on in its pod without a beat
+	// from the provider; zero means bundle.DefaultLeaseGrace.
+	DisconnectGrace time.Duration
 	// LaunchRetries is how many fresh pods a run may launch after the first
 	// when a launch fails for a reason that can pass (runner.CanPass).
 	LaunchRetries int

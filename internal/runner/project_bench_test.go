@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/projectdir"
 )
@@ -22,7 +25,7 @@ import (
 // BenchmarkProjectShip50MB ships a 50 MB project of 5,000 files into one
 // running pod, alternately through kubeplay's bundle path as a create ships
 // it (list the project, then stream the bundle from disk into
-// bundle.Command over exec, summing each file as it goes and checking the
+// bundle.DeliverCommand over exec (the runner's follower), summing each file as it goes and checking the
 // planned hash before the script, which runs a no-op command) and as the
 // same tar streamed from a file into a bare `tar -xf -` over exec. Each
 // side unpacks into a fresh directory under /tmp right after the same
@@ -39,24 +42,14 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	podObj, err := kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	root := makeProject(b, 5000, 10<<10)
 	exec := func(cmd []string, stdin io.Reader) {
 		var stderr bytes.Buffer
 		var errOut io.Writer = &stderr
-		if l, ok := stdin.(*lifelineReader); ok {
-			// As Run does: stdin closes once the whole result has come.
-			rs := bundle.NewResultStream(shipBundle(nil).Marker, &stderr, bundle.MaxResultSize)
-			errOut = rs
-			done := make(chan struct{})
-			defer close(done)
-			go func() {
-				select {
-				case <-rs.Done():
-					_ = l.Close()
-				case <-done:
-				}
-			}()
-		}
 		code, err := podexec.Run(ctx, cfg, kube, ns, pod, "worker", cmd, stdin, io.Discard, errOut)
 		if err != nil || code != 0 {
 			b.Fatalf("%v: exit %d, %v: %s", cmd, code, err, stderr.String())
@@ -90,13 +83,14 @@ func BenchmarkProjectShip50MB(b *testing.B) {
 		}
 		sb := shipBundle(m)
 		sb.ProjectHash = planned
-		stdin, size, err := lifeline(sb, nil)
+		r := &Runner{Config: cfg, Kube: kube}
+		f, err := newFollower(r, Spec{Bundle: sb, Container: "worker", Timeline: NewTimeline(StepDeliver, start)}, podObj, io.Discard,
+			outputtail.New(outputtail.Options{Limit: 4 << 10}))
 		if err != nil {
 			b.Fatal(err)
 		}
-		exec(bundle.Command(size), stdin)
-		if err := stdin.Err(); err != nil {
-			b.Fatal(err)
+		if res, err := f.follow(ctx); err != nil || res.ExitCode != 0 {
+			b.Fatalf("shipping the project: %+v, %v", res, err)
 		}
 		d := time.Since(start)
 		runtime.ReadMemStats(&ms)

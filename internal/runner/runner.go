@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -33,7 +32,6 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
@@ -190,80 +188,28 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	r.log("run pod running", map[string]any{"pod": pod.Name, "node": pod.Spec.NodeName})
 
 	s.Timeline.Begin(StepDeliver, time.Now())
-	stdin, size, err := lifeline(s.Bundle, func() { s.Timeline.Begin(StepPlaybook, time.Now()) })
+	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
+	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
+	f, err := newFollower(r, s, pod, out, errs)
 	if err != nil {
 		return r.finish(ctx, s, res, pod, err)
 	}
-	out := outputtail.New(outputtail.Options{Limit: s.OutputLimit, Secrets: s.Secrets, OnLine: s.OnLine})
-	errs := outputtail.New(outputtail.Options{Limit: 8 << 10, Secrets: s.Secrets, OnLine: s.OnLine})
-	results := bundle.NewResultStream(s.Bundle.Marker, errs, bundle.MaxResultSize)
-	// The whole result has come: closing stdin tells the script, which waits
-	// for it, so that the exec stream closes with nothing of the result in
-	// flight.
-	execEnded := make(chan struct{})
-	go func() {
-		select {
-		case <-results.Done():
-			s.Timeline.Begin(StepCleanup, time.Now())
-			_ = stdin.Close()
-		case <-execEnded:
-		}
-	}()
-	code, execErr := r.exec(ctx, pod, s.Container, bundle.Command(size), stdin, out, results)
-	close(execEnded)
+	result, err := f.follow(ctx)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // the result of a canceled run: the playbook was ended part way
+	}
 	res.ResultAt = time.Now().UTC()
-	r.log("run exec ended", map[string]any{"pod": pod.Name, "exit": code})
-	writeErr := stdin.Err()
+	r.log("run followed to its end", map[string]any{"pod": pod.Name, "bytes": f.position(), "lost": f.lost})
 	_ = out.Close()
-	result, perr := results.Result()
 	_ = errs.Close()
 	res.Output = out.String()
-	if writeErr != nil {
-		// The bundle could not be written in full (a project file changed
-		// while it was sent): the unpack in the pod failed, nothing ran.
-		return r.finish(ctx, s, res, pod, because(ReasonBundleFailed, writeErr))
+	if err != nil {
+		return r.finish(ctx, s, res, pod, err)
 	}
-	if execErr != nil && perr == nil && ctx.Err() == nil {
-		// The runner's report, its last words, decoded whole: the run ended
-		// and the stream broke while it closed (a slow reader under load
-		// loses the exit status to the server's reset). The report stands.
-		r.log("the exec stream broke after the run reported its result", map[string]any{"pod": pod.Name, "error": execErr.Error()})
-		execErr = nil
-	}
-	if execErr != nil {
-		if ctx.Err() == nil {
-			if gone, why := r.vanished(ctx, pod, s.Container); gone != "" {
-				execErr = because(why, fmt.Errorf("pod %s %s during the run: %w", pod.Name, gone, execErr))
-			} else if lost := r.nodeLost(ctx, pod, s.Container, execErr); lost != nil {
-				execErr = lost
-			} else {
-				execErr = because(ReasonStreamLost, fmt.Errorf("the exec stream to pod %s broke during the run (the API server or the kubelet "+
-					"restarted, or the connection dropped), which ends the run in the pod part way: %w", pod.Name, execErr))
-			}
-		}
-		return r.finish(ctx, s, res, pod, execErr)
-	}
-	switch {
-	case perr != nil && !errors.Is(perr, bundle.ErrNoResult):
-		res.ExitCode = code
-		return r.finish(ctx, s, res, pod, because(ReasonResultUnreadable, fmt.Errorf("the runner in pod %s reported an unreadable result: %w", pod.Name, perr)))
-	case perr != nil && code == 0:
-		// No report at all: the stream was closed under the run, or the pod went.
-		gone, why := r.vanished(ctx, pod, s.Container)
-		if gone == "" {
-			if lost := r.nodeLost(ctx, pod, s.Container, perr); lost != nil {
-				return r.finish(ctx, s, res, pod, lost)
-			}
-			why = ReasonStreamLost
-		}
-		return r.finish(ctx, s, res, pod, because(why, noResult(pod.Name, false, gone, perr, errs.String())))
-	case perr != nil:
-		res.ExitCode = code
-		if gone, why := r.vanished(ctx, pod, s.Container); gone != "" {
-			return r.finish(ctx, s, res, pod, because(why, fmt.Errorf("pod %s %s during the run (exit %d)", pod.Name, gone, code)))
-		}
-		// The runner never started (no tar or sh in the image, unpack failed): stderr says why.
-		return r.finish(ctx, s, res, pod, because(ReasonBundleFailed, fmt.Errorf("the bundle could not run in pod %s (exit %d): %s", pod.Name, code, strings.TrimSpace(errs.String()))))
+	if result.Abandoned {
+		res.ExitCode = result.ExitCode
+		return r.finish(ctx, s, res, pod, because(ReasonStreamLost, fmt.Errorf("pod %s ended the run: it did not hear from the "+
+			"provider for longer than the run's disconnect grace period (%s)", pod.Name, f.grace)))
 	}
 	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
 	res.HostCounts, res.FailedHosts = result.HostCounts, redactHosts(result.FailedHosts, s.Secrets)
@@ -732,32 +678,4 @@ func requestDelete(ctx context.Context, kube kubernetes.Interface, ns, name stri
 		}
 		return err
 	})
-}
-
-// execRetries bound how long a run asks again for an exec that was refused
-// before it started (1+2+4+8+16 s): a kubelet that just restarted answers
-// "container not found" for a running pod until it has listed its
-// containers again.
-var execRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
-
-// exec runs the bundle's command in the pod, asking again while the exec is
-// refused before any of the bundle was read: nothing of the run can have
-// started then.
-func (r *Runner) exec(ctx context.Context, pod *corev1.Pod, container string, command []string, stdin *lifelineReader,
-	stdout, stderr io.Writer) (int, error) {
-	for i := 0; ; i++ {
-		code, err := podexec.Run(ctx, r.Config, r.Kube, pod.Namespace, pod.Name, container, command, stdin, stdout, stderr)
-		// Only "container not found" passes: other refusals (no such binary, forbidden) stay.
-		if err == nil || i == len(execRetries) || stdin.Started() || ctx.Err() != nil || !podexec.Refused(err) ||
-			!strings.Contains(err.Error(), "container not found") {
-			return code, err
-		}
-		r.log("the exec was refused before it started; asking again", map[string]any{
-			"pod": pod.Name, "error": err.Error(), "after": execRetries[i].String()})
-		select {
-		case <-ctx.Done():
-			return code, err
-		case <-time.After(execRetries[i]):
-		}
-	}
 }

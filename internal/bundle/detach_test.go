@@ -1,0 +1,386 @@
+package bundle
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// session is one exec into a run, on this host, as the runner makes it:
+// the bundle (for a delivery) then beats on stdin, the output on stdout,
+// control lines and the result on stderr.
+type session struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	mu     sync.Mutex
+	out    bytes.Buffer
+	before lockedBuffer
+	rs     *ResultStream
+	exited chan error
+	seq    uint64
+	from   int64 // the output's position the session started at
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (s *session) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.Write(p)
+}
+
+// output is what came on stdout so far.
+func (s *session) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// startSession runs command with PATH extended by path; stdin gets first.
+func startSession(t *testing.T, command []string, first []byte, path ...string) *session {
+	t.Helper()
+	s := &session{t: t, exited: make(chan error, 1)}
+	s.cmd = exec.Command(command[0], command[1:]...)
+	s.cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(path, os.Getenv("PATH")), string(filepath.ListSeparator)))
+	s.rs = NewResultStream(testMarker, &s.before, MaxResultSize)
+	s.cmd.Stdout, s.cmd.Stderr = s, s.rs
+	w, err := s.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stdin = w
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.exited <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = s.stdin.Close(); _ = s.cmd.Process.Kill() })
+	if len(first) > 0 {
+		if _, err := w.Write(first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.beat()
+	return s
+}
+
+// deliver starts the run of b in run directory dir.
+func deliver(t *testing.T, dir string, b *Bundle, attempt int, path ...string) *session {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := b.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return startSession(t, DeliverCommand(dir, int64(buf.Len()), attempt), buf.Bytes(), path...)
+}
+
+// follow attaches to the run in dir from pos.
+func follow(t *testing.T, dir string, pos int64) *session {
+	t.Helper()
+	s := startSession(t, FollowCommand(dir, pos), nil)
+	s.from = pos
+	return s
+}
+
+func (s *session) beat() {
+	s.seq++
+	_, _ = io.WriteString(s.stdin, Beat(s.from+int64(len(s.output())), s.seq))
+}
+
+// cut ends the session as a broken stream does: its stdin ends, and it must
+// end at once.
+func (s *session) cut() {
+	s.t.Helper()
+	_ = s.stdin.Close()
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.t.Fatal("the session did not end within 5 s of its stdin")
+	}
+}
+
+// finish waits for the result and the whole output, says done, and waits
+// for the session to end.
+func (s *session) finish() Result {
+	s.t.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case <-s.rs.Done():
+		case err := <-s.exited:
+			s.t.Fatalf("the session ended (%v) before the result; stderr %q", err, s.before.String())
+		case <-tick.C:
+			s.beat()
+			continue
+		case <-deadline:
+			s.t.Fatalf("no result in 60 s; output %q, stderr %q", s.output(), s.before.String())
+		}
+		break
+	}
+	r, err := s.rs.Result()
+	if err != nil {
+		s.t.Fatalf("result: %v", err)
+	}
+	for end := time.Now().Add(10 * time.Second); s.from+int64(len(s.output())) < r.OutputSize; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			s.t.Fatalf("%d bytes of output, the result says %d; stderr %q", len(s.output()), r.OutputSize, s.before.String())
+		}
+	}
+	_, _ = io.WriteString(s.stdin, DoneLine)
+	_ = s.stdin.Close()
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("the session did not end 10 s after done")
+	}
+	return r
+}
+
+// runDir is a fresh run directory path under the test's temp dir.
+func runDir(t *testing.T) string {
+	return filepath.Join(t.TempDir(), "kubeplay.test")
+}
+
+// runOnce delivers and follows a run to its end: the output, stderr before
+// the result, and the result.
+func runOnce(t *testing.T, b *Bundle, path ...string) (string, string, Result) {
+	t.Helper()
+	s := deliver(t, runDir(t), b, 1, path...)
+	r := s.finish()
+	return s.output(), s.before.String(), r
+}
+
+func TestDetachedRunOutputAndLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "container.log")
+	if err := os.WriteFile(log, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := containerLog
+	containerLog = log
+	t.Cleanup(func() { containerLog = old })
+	b := Bundle{Command: []string{"sh", "-c", "echo one; echo two >&2; printf 'no newline'; exit 4"}, Marker: testMarker}
+	out, before, r := runOnce(t, &b)
+	if out != "one\ntwo\nno newline" || r.ExitCode != 4 || r.OutputSize != int64(len(out)) {
+		t.Errorf("output %q, result %+v, stderr %q", out, r, before)
+	}
+	if strings.TrimSpace(before) != "kp-attached" {
+		t.Errorf("stderr before the result %q, want kp-attached", before)
+	}
+	if got, _ := os.ReadFile(log); string(got) != out {
+		t.Errorf("container log %q, want the output", got)
+	}
+}
+
+// A cut stream leaves the run going; a follower from the byte it had gets
+// the rest, and the whole is the output of an uncut run.
+func TestDetachedRunSurvivesCuts(t *testing.T) {
+	b := Bundle{Command: []string{"sh", "-c", `i=0; while [ $i -lt 40 ]; do echo "line $i"; echo "$i" >>ran; i=$((i+1)); sleep 0.05; done`},
+		Marker: testMarker}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	var got strings.Builder
+	for range 4 {
+		time.Sleep(300 * time.Millisecond)
+		s.cut()
+		got.WriteString(s.output())
+		s = follow(t, dir, int64(got.Len()))
+	}
+	r := s.finish()
+	got.WriteString(s.output())
+	var want strings.Builder
+	for i := range 40 {
+		want.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	if got.String() != want.String() || r.ExitCode != 0 || r.OutputSize != int64(want.Len()) {
+		t.Errorf("output after cuts %q, want %q; result %+v", got.String(), want.String(), r)
+	}
+	ran, _ := os.ReadFile(filepath.Join(dir, "b", "ran"))
+	if n := strings.Count(string(ran), "\n"); n != 40 {
+		t.Errorf("the loop ran %d times, want 40", n)
+	}
+}
+
+// A second delivery of the same run (the first's stream broke) does not
+// start it again.
+func TestDeliveryRunsOnce(t *testing.T) {
+	b := Bundle{Command: []string{"sh", "-c", `echo ran >>../once; sleep 1; echo done`}, Marker: testMarker}
+	dir := runDir(t)
+	s1 := deliver(t, dir, &b, 1)
+	s2 := deliver(t, dir, &b, 2)
+	s1.cut()
+	r := s2.finish()
+	if s2.output() != "done\n" || r.ExitCode != 0 {
+		t.Errorf("second delivery: output %q result %+v", s2.output(), r)
+	}
+	if once, _ := os.ReadFile(filepath.Join(dir, "once")); string(once) != "ran\n" {
+		t.Errorf("the command ran %q times", once)
+	}
+	if _, err := os.Stat(dir + ".p2"); !os.IsNotExist(err) {
+		t.Errorf("the second attempt's directory is left: %v", err)
+	}
+}
+
+// A follower of a directory with no run says so.
+func TestFollowNoRun(t *testing.T) {
+	s := follow(t, runDir(t), 0)
+	err := <-s.exited
+	_, _ = s.rs.Result() // flushes stderr
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitNoRun || !strings.Contains(s.before.String(), "kp-none") {
+		t.Errorf("exit %v, stderr %q", err, s.before.String())
+	}
+}
+
+// Without beats for its grace, the pod ends the run: the playbook with all
+// it started, and the worker.
+func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
+	_, worker := fakeWorker(t)
+	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, LeaseGrace: time.Second}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	child := childPID(t, filepath.Join(dir, "b"))
+	start := time.Now()
+	s.cut()
+	select {
+	case werr := <-worker:
+		if ws, ok := exitStatus(werr); !ok || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("the worker ended with %v, want SIGTERM", werr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker was not signalled within 15 s")
+	}
+	took := time.Since(start)
+	if !gone(child) {
+		t.Errorf("the command's child %d outlived the run", child)
+	}
+	if took < 2*time.Second {
+		t.Errorf("the run ended %s after its last beat, before its grace", took)
+	}
+	r := follow(t, dir, 0).finish()
+	if !r.Abandoned || r.ExitCode == 0 {
+		t.Errorf("result %+v, want an abandoned run with the killed command's status", r)
+	}
+}
+
+// Beats keep a silent run alive past its grace.
+func TestBeatsKeepARunAlive(t *testing.T) {
+	_, worker := fakeWorker(t)
+	b := Bundle{Command: []string{"sh", "-c", `sleep 6; echo finished`}, Marker: testMarker, LeaseGrace: 2 * time.Second}
+	r := deliver(t, runDir(t), &b, 1).finish()
+	if r.Abandoned || r.ExitCode != 0 {
+		t.Errorf("result %+v", r)
+	}
+	select {
+	case werr := <-worker:
+		t.Errorf("the worker ended (%v)", werr)
+	default:
+	}
+}
+
+// Cancel ends the playbook at once, and the worker; a held node's worker stays.
+func TestCancelEndsTheRun(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run("held="+strconv.FormatBool(held), func(t *testing.T) {
+			_, worker := fakeWorker(t)
+			b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, Held: held}
+			dir := runDir(t)
+			s := deliver(t, dir, &b, 1)
+			child := childPID(t, filepath.Join(dir, "b"))
+			_, _ = io.WriteString(s.stdin, CancelLine)
+			r := s.finish()
+			if r.ExitCode == 0 {
+				t.Errorf("result %+v, want the killed command's status", r)
+			}
+			if !gone(child) {
+				t.Errorf("the command's child %d outlived the cancel", child)
+			}
+			select {
+			case werr := <-worker:
+				if held {
+					t.Errorf("the held node's worker ended: %v", werr)
+				}
+			case <-time.After(time.Second):
+				if !held {
+					t.Error("the worker was not signalled")
+				}
+			}
+		})
+	}
+}
+
+// fakeWorker starts a process that stands for the pod's worker and writes
+// its pid where the script looks for it. The channel gets its exit.
+func fakeWorker(t *testing.T) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	w := exec.Command("sleep", "60")
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Process.Kill() })
+	if err := os.WriteFile(workerPIDFile, []byte(strconv.Itoa(w.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(workerPIDFile) })
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	return w, done
+}
+
+// childPID waits up to 10 s for the command to write its child's pid to
+// child.pid in dir, and returns it.
+func childPID(t *testing.T, dir string) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		c, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
+		if child, _ := strconv.Atoi(strings.TrimSpace(string(c))); child != 0 {
+			return child
+		}
+	}
+	t.Fatal("the command did not start")
+	return 0
+}
+
+// gone waits up to 5 s for pid to be no more.
+func gone(pid int) bool {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			return true
+		}
+	}
+	return false
+}
+
+func exitStatus(err error) (syscall.WaitStatus, bool) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ws, ok
+}
