@@ -685,6 +685,8 @@ type Result struct {
 	// memory limit during the run (its cgroup's oom_kill counter): a task
 	// killed so shows only as "rc": -9 otherwise.
 	OOMKills int64
+	// Check is what a run in check mode reported (result.go); nil otherwise.
+	Check *Check
 }
 
 // Command returns the exec command that unpacks the bundle, the first size

@@ -44,6 +44,20 @@ type providerData struct {
 	dryRuns, sweeps runengine.Once
 
 	connect *connect.Resolver
+
+	// refreshed holds the ids of the runs this walk read (refreshed): only
+	// their plans may check for drift.
+	refreshed sync.Map
+}
+
+// markRefreshed records that this walk refreshed run id.
+func (d *providerData) markRefreshed(id string) { d.refreshed.Store(id, true) }
+
+// wasRefreshed reports whether this walk refreshed run id: false in a plan
+// with -refresh=false, and in the apply's plan of a change.
+func (d *providerData) wasRefreshed(id string) bool {
+	_, ok := d.refreshed.Load(id)
+	return ok
 }
 
 // plannedSet records, during one plan walk, definitions as the plan leaves

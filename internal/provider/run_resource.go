@@ -138,6 +138,11 @@ type runModel struct {
 	FailedTasks     types.List   `tfsdk:"failed_tasks"`
 	FailedTaskCount types.Int64  `tfsdk:"failed_task_count"`
 	Artifacts       types.String `tfsdk:"artifacts"`
+
+	// The plan-time check: see run_check.go.
+	PlanCheck        types.String `tfsdk:"plan_check"`
+	PlanCheckTimeout types.String `tfsdk:"plan_check_timeout"`
+	PlannedChanges   types.Object `tfsdk:"planned_changes"`
 }
 
 func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -364,6 +369,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 	}
 	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
 	maps.Copy(resp.Schema.Attributes, projectAttributes())
+	maps.Copy(resp.Schema.Attributes, planCheckAttributes())
 }
 
 func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -582,12 +588,19 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		if plan.ContainerGroup.IsUnknown() {
 			plan.ContainerGroup = state.ContainerGroup // where the run was placed
 		}
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		plan.PlannedChanges = state.PlannedChanges
+		if resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...); !resp.Diagnostics.HasError() {
+			r.planDriftCheck(ctx, req, plan, state, resp)
+		}
 		return
 	}
 	if r.planProject(ctx, &plan, nil, resp); resp.Diagnostics.HasError() {
 		return
 	}
+	if r.planCreateCheck(ctx, req, &plan, resp); resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_changes"), plan.PlannedChanges)...)
 	if r.data == nil || plan.ContainerGroup.IsUnknown() && plan.ContainerGroups.IsUnknown() {
 		return
 	}
@@ -786,8 +799,12 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	plan.ContainerGroup = types.StringValue(placed)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
 	r.record(&plan, out.Result, &resp.Diagnostics)
+	if plan.PlannedChanges.IsUnknown() {
+		plan.PlannedChanges = types.ObjectNull(plannedChangesType.AttrTypes) // no check ran at plan
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
+	r.deleteCheck(ctx, req.Config, plan)
 	r.report(plan, out.Result, "Run", &resp.Diagnostics)
 }
 
@@ -1085,6 +1102,11 @@ func lastLines(s string, n int) string {
 func (r *runResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	// A run is a record: what it did does not change afterwards.
 	setReadIdentity(ctx, req, resp)
+	// This walk refreshed the run: its plan may check it for drift.
+	var id types.String
+	if resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("id"), &id)...); r.data != nil && !id.IsNull() {
+		r.data.markRefreshed(id.ValueString())
+	}
 }
 
 func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -1103,6 +1125,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
+	state.PlanCheck, state.PlanCheckTimeout = plan.PlanCheck, plan.PlanCheckTimeout
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
