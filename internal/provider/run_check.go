@@ -7,17 +7,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -40,7 +41,7 @@ const (
 var planCheckModes = []string{planCheckOff, planCheckChanges, planCheckDrift}
 
 const (
-	defaultPlanCheckTimeout = "5m"
+	defaultPlanCheckTimeout = 5 * time.Minute
 	// planCheckPrivateKey holds, in a run's private state, the check that
 	// found its hosts drifted, for the create half of the replacement.
 	planCheckPrivateKey = "plan_check"
@@ -62,13 +63,6 @@ func planCheckAttributes() map[string]schema.Attribute {
 			MarkdownDescription: planCheckDescription,
 			Optional:            true,
 			Validators:          []validator.String{stringvalidator.OneOf(planCheckModes...)},
-		},
-		"plan_check_timeout": schema.StringAttribute{
-			MarkdownDescription: "How long a plan-time check may take, as a duration such as `2m`, from claiming " +
-				"capacity until its pod is gone; a check that does not end in time is a warning, and the plan goes on " +
-				"without it. Defaults to `" + defaultPlanCheckTimeout + "`. A change updates the run in place.",
-			Optional: true, Computed: true, Default: stringdefault.StaticString(defaultPlanCheckTimeout),
-			Validators: []validator.String{groupDuration()},
 		},
 		"planned_changes": schema.SingleNestedAttribute{
 			MarkdownDescription: fmt.Sprintf("What the plan-time check (`plan_check`) found: the tasks that would "+
@@ -164,6 +158,56 @@ func checkResultOf(c *bundle.Check) checkResult {
 		r.TaskCount, r.NotCheckable = c.ChangeCount, c.NotCheckable
 	}
 	return r
+}
+
+// planTimeoutKey is the key of the run's timeouts block that bounds a
+// plan-time check.
+const planTimeoutKey = "plan"
+
+// withPlanTimeout adds the plan key to a run's timeouts block.
+func withPlanTimeout(block schema.Block) schema.Block {
+	b, ok := block.(schema.SingleNestedBlock)
+	if !ok {
+		return block
+	}
+	t, ok := b.CustomType.(timeouts.Type)
+	if !ok {
+		return block
+	}
+	desc := "How long a plan-time check (`plan_check`) may take, from claiming capacity until its pod " +
+			"is gone, as a duration such as `2m`; a check that does not end in time is a warning, and the plan goes " +
+			"on without it. Defaults to `5m`."
+	// The package's duration check, as its own keys have it, then kubeplay's.
+	var vs []validator.String
+	if pkg, ok := timeouts.Block(context.Background(), timeouts.Opts{Read: true}).(schema.SingleNestedBlock); ok {
+		if read, ok := pkg.Attributes["read"].(schema.StringAttribute); ok {
+			vs = append(vs, read.Validators...)
+		}
+	}
+	b.Attributes[planTimeoutKey] = schema.StringAttribute{
+		Description: desc, MarkdownDescription: desc, Optional: true,
+		Validators: append(vs, positiveDuration()),
+	}
+	t.AttrTypes = maps.Clone(t.AttrTypes)
+	t.AttrTypes[planTimeoutKey] = types.StringType
+	b.CustomType = t
+	return b
+}
+
+// planTimeout is the run's timeouts.plan, else defaultPlanCheckTimeout.
+func planTimeout(v timeouts.Value) time.Duration {
+	if v.IsNull() || v.IsUnknown() {
+		return defaultPlanCheckTimeout
+	}
+	s, ok := v.Attributes()[planTimeoutKey].(types.String)
+	if !ok || s.IsNull() || s.IsUnknown() {
+		return defaultPlanCheckTimeout
+	}
+	d, err := time.ParseDuration(s.ValueString())
+	if err != nil || d <= 0 {
+		return defaultPlanCheckTimeout
+	}
+	return d
 }
 
 // planCheckMode is the run's plan_check, else its group's
@@ -307,10 +351,7 @@ func (r *runResource) runCheck(ctx context.Context, config tfsdk.Config, plan ru
 	var cfg runModel
 	var d diag.Diagnostics
 	d.Append(config.Get(ctx, &cfg)...)
-	timeout, err := time.ParseDuration(plan.PlanCheckTimeout.ValueString())
-	if err != nil || timeout <= 0 {
-		timeout, _ = time.ParseDuration(defaultPlanCheckTimeout)
-	}
+	timeout := planTimeout(plan.Timeouts)
 	m := plan
 	m.ID = types.StringValue(runengine.NewID())
 	m.KeepPodOnFailure, m.OutputLimit = types.BoolValue(false), types.Int64Value(planCheckOutputLimit)
@@ -376,7 +417,7 @@ func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, ti
 func warnNotRun(why string, diags *diag.Diagnostics) {
 	diags.AddWarning("Playbook Check Not Run", outputtail.Sanitize("The plan-time check of the run (plan_check) "+
 		"could not run: "+strings.TrimSuffix(why, ".")+". The plan goes on without it: planned_changes is unknown. "+
-		"Fix the cause, or lengthen plan_check_timeout when the group had no room, and plan again."))
+		"Fix the cause, or lengthen timeouts.plan when the group had no room, and plan again."))
 }
 
 func errorsOf(d diag.Diagnostics) string {

@@ -140,9 +140,8 @@ type runModel struct {
 	Artifacts       types.String `tfsdk:"artifacts"`
 
 	// The plan-time check: see run_check.go.
-	PlanCheck        types.String `tfsdk:"plan_check"`
-	PlanCheckTimeout types.String `tfsdk:"plan_check_timeout"`
-	PlannedChanges   types.Object `tfsdk:"planned_changes"`
+	PlanCheck      types.String `tfsdk:"plan_check"`
+	PlannedChanges types.Object `tfsdk:"planned_changes"`
 }
 
 func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -360,11 +359,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
-			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
+			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
 				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
 					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
-			}),
+			})),
 		},
 	}
 	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
@@ -1125,7 +1124,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
-	state.PlanCheck, state.PlanCheckTimeout = plan.PlanCheck, plan.PlanCheckTimeout
+	state.PlanCheck = plan.PlanCheck
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
