@@ -215,6 +215,8 @@ func planTimeout(v timeouts.Value) time.Duration {
 // group is).
 func (r *runResource) planCheckMode(ctx context.Context, m runModel) string {
 	switch {
+	case !m.Command.IsNull():
+		return planCheckOff // a command has no check mode
 	case m.PlanCheck.IsUnknown():
 		return ""
 	case !m.PlanCheck.IsNull():
@@ -357,9 +359,6 @@ func (r *runResource) runCheck(ctx context.Context, config tfsdk.Config, plan ru
 	m.KeepPodOnFailure, m.OutputLimit = types.BoolValue(false), types.Int64Value(planCheckOutputLimit)
 	if !d.HasError() && resolveProject(ctx, &m, false, &d) {
 		b := r.bundle(ctx, m, cfg, m.Playbook.ValueString(), &d)
-		if !d.HasError() && len(b.Command) > 0 {
-			d.AddError("Command", "a command has no check mode")
-		}
 		if !d.HasError() {
 			return r.place(ctx, m, b, timeout, diags)
 		}

@@ -390,7 +390,7 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	if diags.HasError() || m.Command.IsNull() {
 		return
 	}
-	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook"} {
+	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check"} {
 		var v attr.Value
 		diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
 		if v != nil && !v.IsNull() {
