@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"k8s.io/client-go/rest"
@@ -48,6 +49,16 @@ type providerData struct {
 	// refreshed holds the ids of the runs this walk read (refreshed): only
 	// their plans may check for drift.
 	refreshed sync.Map
+	// applying: this walk created, updated or deleted a kubeplay resource,
+	// so it is an apply's, whose plans only reproduce what the plan showed.
+	applying atomic.Bool
+}
+
+// markApplying records that this walk applies a change; d may be nil.
+func (d *providerData) markApplying() {
+	if d != nil {
+		d.applying.Store(true)
+	}
 }
 
 // markRefreshed records that this walk refreshed run id.

@@ -276,7 +276,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	case "":
 		return // known at apply
 	}
-	if raw, d := req.Private.GetKey(ctx, planCheckPrivateKey); !d.HasError() && len(raw) > 0 {
+	if raw := privateCheck(ctx, req); len(raw) > 0 {
 		// The create half of a replacement that a drift check planned.
 		var res checkResult
 		if json.Unmarshal(raw, &res) == nil {
@@ -285,7 +285,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 		}
 	}
 	if r.data == nil || !checksKnown(req.Config, *plan) {
-		return
+		return // checked, if at all, by a plan that knows the inputs
 	}
 	inv := tfinvocation.Current()
 	if why := skipReason(inv); why != "" {
@@ -298,11 +298,24 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 			"catalog key to keep its result for the apply: %v. The plan goes on without it.", err))
 		return
 	}
-	// terraform plan never applies: its check is always a fresh one.
+	// terraform plan never applies: its check is always a fresh one. Other
+	// plans show the check of this configuration not applied yet, if any.
 	if !(inv.Known && inv.Command == "plan") {
 		if res, ok := r.loadCheck(ctx, key); ok {
 			tflog.Info(ctx, "plan-time check reused", map[string]any{"record": key})
 			plan.PlannedChanges = res.value()
+			return
+		}
+	}
+	if r.data.applying.Load() {
+		// The apply's plan of a run its plan did not check: no check now.
+		tflog.Info(ctx, "no plan-time check in an apply", map[string]any{"record": key})
+		return
+	}
+	if names, _ := groupNames(*plan, runengine.OperationCreate); len(names) > 0 {
+		if _, _, _, err := r.groupFor(ctx, names[0], false); err != nil {
+			// Created by this apply, or missing: nothing to check in yet.
+			tflog.Info(ctx, "no plan-time check: the run's group is not in the catalog yet", map[string]any{"reason": err.Error()})
 			return
 		}
 	}
@@ -313,6 +326,18 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	r.storeCheck(ctx, key, res, &resp.Diagnostics)
 	plan.PlannedChanges = res.value()
 	summarizeCheck(res, &resp.Diagnostics)
+}
+
+// privateCheck is the check the run's private state carries, if any.
+func privateCheck(ctx context.Context, req resource.ModifyPlanRequest) []byte {
+	if req.Private == nil {
+		return nil
+	}
+	raw, d := req.Private.GetKey(ctx, planCheckPrivateKey)
+	if d.HasError() {
+		return nil
+	}
+	return raw
 }
 
 // planDriftCheck checks an applied run whose configuration did not change,

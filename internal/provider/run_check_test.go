@@ -85,6 +85,13 @@ resource "kubeplay_run" "test" {
 ` + extra + "}\n"
 }
 
+// groupOnly is config's group alone: a run is checked at plan only once
+// its group exists.
+func (c *checkTarget) groupOnly(group string) string {
+	return c.e.runGroup(group, c.ns) + "variable \"key\" {\n  type = string\n  ephemeral = true\n}\n" +
+		"variable \"token\" {\n  type = string\n  ephemeral = true\n}\n"
+}
+
 func (c *checkTarget) vars() config.Variables {
 	return config.Variables{"key": config.StringVariable(c.key), "token": config.StringVariable(c.token)}
 }
@@ -192,6 +199,7 @@ func TestAccRun_planCheck(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, TerraformVersionChecks: writeOnlyVersions,
 		Steps: []resource.TestStep{
+			{Config: c.groupOnly(group), ConfigVariables: c.vars()},
 			{
 				Config: c.config(group, planCheckChanges, "one", ""), ConfigVariables: c.vars(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -318,8 +326,11 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 		return d
 	}
 
-	// 1. plan -out: one check; the plan JSON shows the host, the task and the diff.
+	// 0. The group first: a run is checked once its group exists.
 	write("one")
+	must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve", "-target=kubeplay_container_group.g"}, vars...)...)
+	expectPods(0, "the group's apply")
+	// 1. plan -out: one check; the plan JSON shows the host, the task and the diff.
 	out := must(0, append([]string{"plan", "-input=false", "-no-color", "-out=tfplan"}, vars...)...)
 	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host") || !strings.Contains(out, "t0: template the config") {
 		t.Fatalf("the plan's output has no check summary:\n%s", out)

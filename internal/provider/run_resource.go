@@ -772,6 +772,7 @@ func clusterProblem(re *runengine.RefusedError, g runengine.Group) (summary, det
 }
 
 func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.data.markApplying()
 	var plan, config runModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
@@ -1109,6 +1110,7 @@ func (r *runResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 }
 
 func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.data.markApplying()
 	// Only attributes that do not change the run (destroy_playbook, keep_pod_on_failure,
 	// ignore_failure, output_limit, record_all_hosts, timeouts) reach here: keep
 	// the record, but for the hosts record_all_hosts turned off drops.
@@ -1131,6 +1133,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	r.data.markApplying()
 	var state runModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || state.DestroyPlaybook.IsNull() {
