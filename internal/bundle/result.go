@@ -59,6 +59,9 @@ const MaxChanges = 100
 // longer ones and says how long they were (Change.DiffSize). Its MAX_DIFF.
 const MaxDiff = 8192
 
+// maxAction bounds a change's module name, in characters.
+const maxAction = 256
+
 // Change is one task that a check (--check) says would change a host.
 type Change struct {
 	Host   string `json:"host"`
@@ -406,7 +409,7 @@ func decodeCheck(dec *json.Decoder, key string, c *Check) error {
 			}
 			if seen++; len(c.Changes) < MaxChanges {
 				ch.Host, ch.Task = cutRunes(ch.Host, MaxTaskMessage), cutRunes(ch.Task, MaxTaskMessage)
-				ch.Action = cutRunes(ch.Action, MaxTaskMessage)
+				ch.Action = cutRunes(ch.Action, maxAction)
 				if n := int64(len([]rune(ch.Diff))); n > MaxDiff {
 					ch.Diff, ch.DiffSize = string([]rune(ch.Diff)[:MaxDiff]), max(ch.DiffSize, n)
 				}

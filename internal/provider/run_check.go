@@ -175,8 +175,8 @@ func withPlanTimeout(block schema.Block) schema.Block {
 		return block
 	}
 	desc := "How long a plan-time check (`plan_check`) may take, from claiming capacity until its pod " +
-			"is gone, as a duration such as `2m`; a check that does not end in time is a warning, and the plan goes " +
-			"on without it. Defaults to `5m`."
+		"is gone, as a duration such as `2m`; a check that does not end in time is a warning, and the plan goes " +
+		"on without it. Defaults to `5m`."
 	// The package's duration check, as its own keys have it, then kubeplay's.
 	var vs []validator.String
 	if pkg, ok := timeouts.Block(context.Background(), timeouts.Opts{Read: true}).(schema.SingleNestedBlock); ok {
@@ -300,7 +300,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	}
 	// terraform plan never applies: its check is always a fresh one. Other
 	// plans show the check of this configuration not applied yet, if any.
-	if !(inv.Known && inv.Command == "plan") {
+	if !inv.Known || inv.Command != "plan" {
 		if res, ok := r.loadCheck(ctx, key); ok {
 			tflog.Info(ctx, "plan-time check reused", map[string]any{"record": key})
 			plan.PlannedChanges = res.value()
@@ -511,7 +511,14 @@ func summarizeCheck(c checkResult, diags *diag.Diagnostics) {
 		}
 		return
 	}
-	diags.AddWarning("Playbook Check: "+titleCount(c), "The playbook's check (ansible-playbook --check --diff) says "+
+	// The hosts in the summary keep Terraform from folding the summaries of
+	// several runs into one ("and N more similar warnings").
+	hosts := c.hosts()
+	named := strings.Join(hosts[:min(3, len(hosts))], ", ")
+	if len(hosts) > 3 {
+		named += ", ..."
+	}
+	diags.AddWarning("Playbook Check: "+titleCount(c)+" ("+named+")", "The playbook's check (ansible-playbook --check --diff) says "+
 		countPhrase(c)+" would change:\n\n"+checkDetail(c))
 }
 

@@ -219,13 +219,11 @@ func (r *runResource) writeCheck(ctx context.Context, name string, res checkResu
 		return err
 	}
 	// Expired records of plans never applied.
-	list, lerr := cms.List(ctx, metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck})
-	if lerr != nil {
-		return nil
-	}
-	for _, o := range list.Items {
-		if t, perr := time.Parse(time.RFC3339, o.Annotations[checkRecordExpires]); perr == nil && now.After(t) {
-			_ = cms.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &o.ResourceVersion}})
+	if list, lerr := cms.List(ctx, metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck}); lerr == nil {
+		for _, o := range list.Items {
+			if t, perr := time.Parse(time.RFC3339, o.Annotations[checkRecordExpires]); perr == nil && now.After(t) {
+				_ = cms.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &o.ResourceVersion}})
+			}
 		}
 	}
 	return nil

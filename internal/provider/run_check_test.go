@@ -193,7 +193,7 @@ func TestAccRun_planCheck(t *testing.T) {
 	planned := task(map[string]knownvalue.Check{
 		"host": knownvalue.StringExact("t0"), "task": knownvalue.StringExact("template the config"),
 		"action": knownvalue.StringRegexp(regexp.MustCompile(`template$`)), "ran": knownvalue.Bool(false),
-		"diff": knownvalue.StringRegexp(regexp.MustCompile(`(?s)\+word=one\n\+token=` + regexp.QuoteMeta(outputtail.Redacted))),
+		"diff":      knownvalue.StringRegexp(regexp.MustCompile(`(?s)\+word=one\n\+token=` + regexp.QuoteMeta(outputtail.Redacted))),
 		"diff_size": knownvalue.Int64Exact(0),
 	})
 	resource.Test(t, resource.TestCase{

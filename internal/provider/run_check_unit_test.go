@@ -73,7 +73,7 @@ func TestCheckSummary(t *testing.T) {
 	if len(d) != 1 || d[0].Severity() != diag.SeverityWarning {
 		t.Fatalf("diagnostics %v", d)
 	}
-	if got := d[0].Summary(); got != "Playbook Check: 3 Tasks Would Change On 2 Hosts" {
+	if got := d[0].Summary(); got != "Playbook Check: 3 Tasks Would Change On 2 Hosts (web1, web2)" {
 		t.Errorf("summary %q", got)
 	}
 	for _, want := range []string{"web2: template the config (template)\n    -a\n    +b\n", "... 10 more lines in planned_changes",
@@ -106,10 +106,10 @@ func TestCheckSummary(t *testing.T) {
 func TestSkipReason(t *testing.T) {
 	for inv, want := range map[tfinvocation.Invocation]string{
 		{}: "", {Known: true, Command: "plan"}: "", {Known: true, Command: "apply", PlanFile: true}: "",
-		{Known: true, Command: "destroy", Destroy: true}: "the plan is a destroy's",
-		{Known: true, Command: "plan", NoRefresh: true}:  "the plan has -refresh=false",
+		{Known: true, Command: "destroy", Destroy: true}:   "the plan is a destroy's",
+		{Known: true, Command: "plan", NoRefresh: true}:    "the plan has -refresh=false",
 		{Known: true, Command: "apply", RefreshOnly: true}: "the plan is refresh-only",
-		{Known: true, Command: "import"}:                  "terraform import runs no check",
+		{Known: true, Command: "import"}:                   "terraform import runs no check",
 	} {
 		if got := skipReason(inv); got != want {
 			t.Errorf("skipReason(%+v) = %q, want %q", inv, got, want)
