@@ -79,7 +79,7 @@ func TestStatsCallbackCheckMode(t *testing.T) {
 	}
 	w := c.Changes[0]
 	if w.Host != "localhost" || w.Task != "write the config" || !strings.HasSuffix(w.Action, "copy") || w.Ran ||
-		!strings.Contains(w.Diff, "-word=old") || !strings.Contains(w.Diff, "+word=new") {
+		!strings.Contains(w.Diff, "-word=old") || !strings.Contains(w.Diff, "+word=new") || strings.Contains(w.Diff, "/.ansible/tmp/") {
 		t.Errorf("first change %+v", w)
 	}
 	if a := c.Changes[1]; a.Task != "always runs" || !a.Ran {
@@ -87,6 +87,9 @@ func TestStatsCallbackCheckMode(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); string(b) != "word=old\n" {
 		t.Errorf("check mode changed the file: %q", b)
+	}
+	if again := run("--check", "--diff"); again.Check == nil || again.Check.Changes[0].Diff != w.Diff {
+		t.Errorf("a second check's diff differs from the first's:\n%s\n%s", w.Diff, again.Check.Changes[0].Diff)
 	}
 	if r := run(); r.Check != nil {
 		t.Errorf("a run without --check reported a check: %+v", r.Check)

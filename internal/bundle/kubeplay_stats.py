@@ -46,6 +46,29 @@ def _check_mode():
         return False
 
 
+def _stable(diffs):
+    # A module's temporary file, or the run's own directory (a template's
+    # source), in a header would make each check's diff differ from the
+    # last: such a header goes, or loses the directory.
+    if isinstance(diffs, dict):
+        diffs = [diffs]
+    cwd = os.getcwd().rstrip('/') + '/'
+    out = []
+    for d in diffs:
+        if isinstance(d, dict):
+            d = dict(d)
+            for key in ('before_header', 'after_header'):
+                h = d.get(key)
+                if not isinstance(h, str):
+                    continue
+                if '/.ansible/tmp/' in h or '/ansible-tmp-' in h or '/ansible-local-' in h:
+                    del d[key]
+                else:
+                    d[key] = h.replace(cwd, '')
+        out.append(d)
+    return out
+
+
 def _cut_diff(text):
     if len(text) <= MAX_DIFF:
         return text, 0
@@ -103,7 +126,7 @@ class CallbackModule(CallbackBase):
         if not diffs:
             return ''
         try:
-            return self._get_diff(diffs) or ''
+            return self._get_diff(_stable(diffs)) or ''
         except Exception:
             return _text(diffs)
 
