@@ -421,8 +421,11 @@ func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, ti
 	cleanupWarnings(out.Warnings, diags)
 	res := out.Result
 	if res.Status != runner.StatusSuccessful {
-		detail := fmt.Sprintf("the check ended %s (exit code %d%s)", res.Status, res.ExitCode, reasonNote(res.Reason))
-		if res.Message != "" {
+		detail := fmt.Sprintf("the check ended with status %s (exit code %d%s)", res.Status, res.ExitCode, reasonNote(res.Reason))
+		switch {
+		case res.Reason == runner.ReasonTimeout:
+			detail += fmt.Sprintf(": it did not end within timeouts.plan (%s)", timeout)
+		case res.Message != "":
 			detail += ": " + res.Message
 		}
 		for _, t := range res.FailedTasks {
