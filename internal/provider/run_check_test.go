@@ -458,3 +458,72 @@ func TestAccRun_planCheckNoCapacity(t *testing.T) {
 		t.Fatalf("destroy: %v\n%s", err, out)
 	}
 }
+
+// TestAccRun_planCheckProject: a check of a run from a project directory,
+// with a vaulted variable (vault_password_wo), tags and limit, sees what the
+// run would do: the tagged task on the limited host, with the vaulted value
+// decrypted, and not the other tasks.
+func TestAccRun_planCheckProject(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-checkproj")
+	group := randName("grp")
+	vaultPW := "vault-pw-" + randName("v")
+	dir := filepath.Join(t.TempDir(), "project")
+	if err := os.MkdirAll(filepath.Join(dir, "group_vars"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"site.yml": "- hosts: all\n  gather_facts: false\n  tasks:\n" +
+			"    - name: tagged config\n      ansible.builtin.copy: {dest: /tmp/proof, content: \"{{ word }} {{ inventory_hostname }}\\n\"}\n      tags: [cfg]\n" +
+			"    - name: untagged config\n      ansible.builtin.copy: {dest: /tmp/other, content: \"x\\n\"}\n",
+		"inventory.ini":       "one ansible_connection=local ansible_python_interpreter=/usr/bin/python3\ntwo ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n",
+		"group_vars/all.yml": "word: !vault |\n" + indent(acctest.VaultEncrypt(t, "vaulted-word-5e1f", vaultPW, ""), 2),
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.runGroup(group, ns) + `
+variable "vault_pw" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+resource "kubeplay_run" "test" {
+  container_group   = kubeplay_container_group.g.name
+  project_dir       = ` + fmt.Sprintf("%q", dir) + `
+  playbook_path     = "site.yml"
+  inventories       = ["inventory.ini"]
+  vault_password_wo = var.vault_pw
+  tags              = ["cfg"]
+  limit             = ["two"]
+  plan_check        = "changes"
+}
+`
+	vars := config.Variables{"vault_pw": config.StringVariable(vaultPW)}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, TerraformVersionChecks: writeOnlyVersions,
+		Steps: []resource.TestStep{
+			{Config: e.runGroup(group, ns) + "variable \"vault_pw\" {\n  type = string\n  ephemeral = true\n}\n", ConfigVariables: vars},
+			{
+				Config: cfg, ConfigVariables: vars,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("planned_changes"), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"hosts": knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("two")}),
+						"tasks": knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectPartial(map[string]knownvalue.Check{
+							"host": knownvalue.StringExact("two"), "task": knownvalue.StringExact("tagged config"),
+							"diff": knownvalue.StringRegexp(regexp.MustCompile(`\+vaulted-word-5e1f two`)),
+						})}),
+						"task_count": knownvalue.Int64Exact(1),
+					})),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(e.checkNoRunPods(ns), func(*terraform.State) error { return e.noCheckRecords() }),
+			},
+		},
+	})
+}
