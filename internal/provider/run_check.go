@@ -443,8 +443,9 @@ func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, ti
 
 func warnNotRun(why string, diags *diag.Diagnostics) {
 	diags.AddWarning("Playbook Check Not Run", outputtail.Sanitize("The plan-time check of the run (plan_check) "+
-		"could not run: "+strings.TrimSuffix(why, ".")+". The plan goes on without it: planned_changes is unknown. "+
-		"Fix the cause, or lengthen timeouts.plan when the group had no room, and plan again."))
+		"could not run: "+strings.TrimSuffix(why, ".")+". The plan goes on without it: a run to be created has "+
+		"planned_changes unknown, and an applied run is not checked for drift. Fix the cause, or lengthen "+
+		"timeouts.plan when the group had no room, and plan again."))
 }
 
 func errorsOf(d diag.Diagnostics) string {
