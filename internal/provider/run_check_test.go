@@ -382,6 +382,22 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 	// 8. destroy: no check.
 	must(0, append([]string{"destroy", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
 	expectPods(7, "destroy")
+	// 9. plan, then apply without a saved plan: the plan checks; the apply's
+	// own plan shows that check again (the same configuration, not applied
+	// yet), and its apply runs the run; then destroy. The group first again.
+	must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve", "-target=kubeplay_container_group.g"}, vars...)...)
+	out = must(2, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode"}, vars...)...)
+	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host (t0)") {
+		t.Fatalf("the plan's output has no check summary:\n%s", out)
+	}
+	expectPods(8, "plan")
+	out = must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host (t0)") && !strings.Contains(out, "planned_changes") {
+		t.Fatalf("the apply's plan does not show the check:\n%s", out)
+	}
+	expectPods(9, "apply after plan")
+	must(0, append([]string{"destroy", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	expectPods(9, "destroy")
 
 	if err := e.checkNoRunPods(c.ns)(nil); err != nil {
 		t.Fatal(err)
