@@ -492,7 +492,7 @@ func TestAccRun_planCheckProject(t *testing.T) {
 		"site.yml": "- hosts: all\n  gather_facts: false\n  tasks:\n" +
 			"    - name: tagged config\n      ansible.builtin.copy: {dest: /tmp/proof, content: \"{{ word }} {{ inventory_hostname }}\\n\"}\n      tags: [cfg]\n" +
 			"    - name: untagged config\n      ansible.builtin.copy: {dest: /tmp/other, content: \"x\\n\"}\n",
-		"inventory.ini":       "one ansible_connection=local ansible_python_interpreter=/usr/bin/python3\ntwo ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n",
+		"inventory.ini":      "one ansible_connection=local ansible_python_interpreter=/usr/bin/python3\ntwo ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n",
 		"group_vars/all.yml": "word: !vault |\n" + indent(acctest.VaultEncrypt(t, "vaulted-word-5e1f", vaultPW, ""), 2),
 	}
 	for p, c := range files {
