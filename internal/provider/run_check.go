@@ -301,7 +301,14 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	// terraform plan never applies: its check is always a fresh one. Other
 	// plans show the check of this configuration not applied yet, if any.
 	if !inv.Known || inv.Command != "plan" {
-		if res, ok := r.loadCheck(ctx, key); ok {
+		res, ok := r.loadCheck(ctx, key)
+		// A drift check's record is for the apply of the replacement it
+		// planned (whose walk deleted the drifted run first, or a saved plan):
+		// another plan of a create checks afresh.
+		if ok && res.DriftedRun != "" && !r.data.applying.Load() && !inv.PlanFile {
+			ok = false
+		}
+		if ok {
 			tflog.Info(ctx, "plan-time check reused", map[string]any{"record": key})
 			plan.PlannedChanges = res.value()
 			return
