@@ -81,8 +81,20 @@ resource "kubeplay_run" "test" {
   ssh_private_keys_wo = [var.key]
   extra_vars          = { word = "` + word + `" }
   extra_vars_wo       = jsonencode({ token = var.token })
-  plan_check          = "` + mode + `"
-` + extra + "}\n"
+` + planCheckLine(mode) + extra + "}\n"
+}
+
+// planCheckLine sets plan_check, unless mode is "" (the group's default).
+func planCheckLine(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return "  plan_check          = \"" + mode + "\"\n"
+}
+
+// withGroupDefault gives config's group a default_plan_check.
+func withGroupDefault(config, mode string) string {
+	return strings.Replace(config, "  image     =", "  default_plan_check = \""+mode+"\"\n  image     =", 1)
 }
 
 // groupOnly is config's group alone: a run is checked at plan only once
@@ -219,6 +231,19 @@ func TestAccRun_planCheck(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionUpdate),
 				}},
+			},
+			{
+				// No plan_check: the group's default_plan_check ("changes", set in the same apply)
+				// checks the replacement that a new word plans, whose diff starts from the file
+				// the run wrote.
+				Config: withGroupDefault(c.config(group, "", "two", ""), planCheckChanges), ConfigVariables: c.vars(),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionReplace),
+					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("planned_changes").AtMapKey("tasks").AtSliceIndex(0).AtMapKey("diff"),
+						knownvalue.StringRegexp(regexp.MustCompile(`(?s)-word=one\n\+word=two\n`))),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(c.checkFileIs("two"), e.checkNoRunPods(c.ns),
+					func(*terraform.State) error { return e.noCheckRecords() }),
 			},
 		},
 	})
