@@ -314,7 +314,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 			return
 		}
 	}
-	if r.data.applying.Load() {
+	if r.data.applying.Load() || inv.PlanFile {
 		// The apply's plan of a run its plan did not check: no check now.
 		tflog.Info(ctx, "no plan-time check in an apply", map[string]any{"record": key})
 		return
