@@ -692,4 +692,6 @@ type Result struct {
 	// Abandoned is set when the pod ended the run because the provider was
 	// not heard from for the run's lease grace.
 	Abandoned bool
+	// Check is what a run in check mode reported (result.go); nil otherwise.
+	Check *Check
 }

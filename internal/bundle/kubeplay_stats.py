@@ -11,6 +11,11 @@ import os
 from ansible.plugins.callback import CallbackBase
 
 try:
+    from ansible import context as ansible_context
+except ImportError:  # older Ansible
+    ansible_context = None
+
+try:
     from ansible.module_utils.common.json import AnsibleJSONEncoder
 except ImportError:  # older Ansible
     from ansible.parsing.ajson import AnsibleJSONEncoder
@@ -28,6 +33,46 @@ KEYS = ('ok', 'changed', 'unreachable', 'failures', 'skipped', 'rescued', 'ignor
 # bundle.MaxFailedTasks and bundle.MaxTaskMessage.
 MAX_FAILED_TASKS = 100
 MAX_MESSAGE = 2048
+# bundle.MaxChanges and bundle.MaxDiff: the changed tasks a check keeps,
+# and the characters of each one's diff.
+MAX_CHANGES = 100
+MAX_DIFF = 8192
+
+
+def _check_mode():
+    try:
+        return bool(ansible_context.CLIARGS.get('check'))
+    except Exception:
+        return False
+
+
+def _stable(diffs):
+    # A module's temporary file, or the run's own directory (a template's
+    # source), in a header would make each check's diff differ from the
+    # last: such a header goes, or loses the directory.
+    if isinstance(diffs, dict):
+        diffs = [diffs]
+    cwd = os.getcwd().rstrip('/') + '/'
+    out = []
+    for d in diffs:
+        if isinstance(d, dict):
+            d = dict(d)
+            for key in ('before_header', 'after_header'):
+                h = d.get(key)
+                if not isinstance(h, str):
+                    continue
+                if '/.ansible/tmp/' in h or '/ansible-tmp-' in h or '/ansible-local-' in h:
+                    del d[key]
+                else:
+                    d[key] = h.replace(cwd, '')
+        out.append(d)
+    return out
+
+
+def _cut_diff(text):
+    if len(text) <= MAX_DIFF:
+        return text, 0
+    return text[:MAX_DIFF], len(text)
 
 
 def _text(value):
@@ -65,6 +110,53 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(*args, **kwargs)
         self.failed_tasks = []
         self.failed_task_count = 0
+        # In check mode (--check): the tasks that would change a host, with
+        # their diffs (--diff), and the tasks skipped as not checkable.
+        self.check = _check_mode()
+        self.changes = []
+        self.change_count = 0
+        self.not_checkable = 0
+
+    def _diff_text(self, res):
+        diffs = res.get('diff')
+        if not diffs:
+            results = res.get('results')
+            if isinstance(results, list):
+                diffs = [r.get('diff') for r in results if isinstance(r, dict) and r.get('changed') and r.get('diff')]
+        if not diffs:
+            return ''
+        try:
+            return self._get_diff(_stable(diffs)) or ''
+        except Exception:
+            return _text(diffs)
+
+    def v2_runner_on_ok(self, result):
+        if not self.check:
+            return
+        res = result._result if isinstance(result._result, dict) else {}
+        if not res.get('changed'):
+            return
+        self.change_count += 1
+        if len(self.changes) >= MAX_CHANGES:
+            return
+        diff, full = _cut_diff(self._diff_text(res))
+        self.changes.append({
+            'host': _text(result._host.get_name()),
+            'task': _text(result._task.get_name()),
+            'action': _text(getattr(result._task, 'action', '') or ''),
+            'diff': diff,
+            'diff_size': full,
+            # check_mode: false on the task: it ran for real.
+            'ran': getattr(result._task, 'check_mode', None) is False,
+        })
+
+    def v2_runner_on_skipped(self, result):
+        if not self.check:
+            return
+        res = result._result if isinstance(result._result, dict) else {}
+        if 'check mode' in str(res.get('msg', '')):
+            # "remote module (x) does not support check mode", and the like.
+            self.not_checkable += 1
 
     def _failed(self, result, unreachable):
         self.failed_task_count += 1
@@ -100,6 +192,9 @@ class CallbackModule(CallbackBase):
             return
         doc = {'hosts': hosts, 'failed_tasks': self.failed_tasks,
                'failed_task_count': self.failed_task_count, 'artifacts': artifacts}
+        if self.check:
+            doc['check'] = {'changes': self.changes, 'change_count': self.change_count,
+                            'not_checkable': self.not_checkable}
         tmp = path + '.tmp'
         with open(tmp, 'w') as f:
             json.dump(doc, f, sort_keys=True, cls=AnsibleJSONEncoder)

@@ -51,6 +51,42 @@ const MaxFailedTasks = 100
 // MAX_MESSAGE.
 const MaxTaskMessage = 2048
 
+// MaxChanges is how many changed tasks a check keeps (the first ones);
+// Check.ChangeCount counts them all. The callback's MAX_CHANGES.
+const MaxChanges = 100
+
+// MaxDiff bounds a changed task's diff, in characters; the callback cuts
+// longer ones and says how long they were (Change.DiffSize). Its MAX_DIFF.
+const MaxDiff = 8192
+
+// maxAction bounds a change's module name, in characters.
+const maxAction = 256
+
+// Change is one task that a check (--check) says would change a host.
+type Change struct {
+	Host   string `json:"host"`
+	Task   string `json:"task"`
+	Action string `json:"action"`
+	// Diff is the task's diff (--diff), at most MaxDiff characters; "" for
+	// a module that reports none.
+	Diff string `json:"diff"`
+	// DiffSize is the whole diff's length when Diff was cut, else 0.
+	DiffSize int64 `json:"diff_size"`
+	// Ran marks a task with check_mode: false, which ran for real.
+	Ran bool `json:"ran"`
+}
+
+// Check is what a run in check mode reports beside its recap.
+type Check struct {
+	// Changes are the first MaxChanges changed tasks, in order;
+	// ChangeCount counts them all.
+	Changes     []Change
+	ChangeCount int64
+	// NotCheckable counts the tasks skipped because their module does not
+	// support check mode.
+	NotCheckable int64
+}
+
 // ErrNoResult means the stream ended without the runner's separator: the
 // script never got to report (the bundle did not unpack, the pod died).
 var ErrNoResult = errors.New("the runner reported no result")
@@ -348,6 +384,57 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 				"kubeplay keeps in the state: it was not read; keep large data out of set_stats", MaxArtifacts>>20)}
 		}
 		res.Artifacts = buf.String()
+		return nil
+	case "check":
+		res.Check = nil
+		if null, err := openOrNull(dec, '{'); null || err != nil {
+			return err
+		}
+		res.Check = &Check{}
+		return keysOf(dec, func(key string) error { return decodeCheck(dec, key, res.Check) })
+	}
+	return skip(dec)
+}
+
+// decodeCheck reads a key of the check's object: the first MaxChanges
+// changes, their text cut as failed tasks' is and their diffs to MaxDiff
+// characters, and the counts (never below what was seen).
+func decodeCheck(dec *json.Decoder, key string, c *Check) error {
+	switch key {
+	case "changes":
+		var seen int64
+		c.Changes = nil
+		if null, err := openOrNull(dec, '['); null || err != nil {
+			return err
+		}
+		err := elemsOf(dec, func() error {
+			var ch Change
+			if err := dec.Decode(&ch); err != nil {
+				return err
+			}
+			if seen++; len(c.Changes) < MaxChanges {
+				ch.Host, ch.Task = cutRunes(ch.Host, MaxTaskMessage), cutRunes(ch.Task, MaxTaskMessage)
+				ch.Action = cutRunes(ch.Action, maxAction)
+				if n := int64(len([]rune(ch.Diff))); n > MaxDiff {
+					ch.Diff, ch.DiffSize = string([]rune(ch.Diff)[:MaxDiff]), max(ch.DiffSize, n)
+				}
+				ch.DiffSize = max(ch.DiffSize, 0)
+				c.Changes = append(c.Changes, ch)
+			}
+			return nil
+		})
+		c.ChangeCount = max(c.ChangeCount, seen)
+		return err
+	case "change_count", "not_checkable":
+		var n int64
+		if err := dec.Decode(&n); err != nil {
+			return err
+		}
+		if key == "change_count" {
+			c.ChangeCount = max(c.ChangeCount, n, int64(len(c.Changes)))
+		} else {
+			c.NotCheckable = max(0, n)
+		}
 		return nil
 	}
 	return skip(dec)

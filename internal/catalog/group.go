@@ -60,6 +60,9 @@ type Group struct {
 	// on everything the group provisions; "" for a group stored before
 	// owner ids.
 	OwnerID string `json:"owner_id,omitempty"`
+	// DefaultPlanCheck is the plan_check of the group's runs that set none:
+	// off, changes or drift; "" (groups stored before it existed) is off.
+	DefaultPlanCheck string `json:"default_plan_check,omitempty"`
 }
 
 // Warm maps a node label ("" for the group's own pod) to its warm pods.

@@ -53,6 +53,7 @@ var containerGroupReadDescriptions = map[string]string{
 	"annotations": "The annotations the group puts on every run pod; null when it sets none.",
 	"credential": "The name of the `kubeplay_credential` the group's runs reach their cluster with; null when the " +
 		"group uses the provider's own connection.",
+	"default_plan_check": "The `plan_check` of the group's runs that set none: `off`, `changes` or `drift`.",
 	"default_label_cpu": "The CPU request, a quantity, that the group gives runs whose node label sets no `cpu` " +
 		"(Nodepool's `default-label-cpu`); null when the group has none.",
 	"default_label_cpu_limit": "The CPU limit that the group gives runs whose node label sets no `cpu_limit`; null " +

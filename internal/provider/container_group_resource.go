@@ -95,6 +95,7 @@ type containerGroupModel struct {
 	WarmPodsReady              types.Int64  `tfsdk:"warm_pods_ready"`
 	WarmPodsStarting           types.Int64  `tfsdk:"warm_pods_starting"`
 	OwnerID                    types.String `tfsdk:"owner_id"`
+	DefaultPlanCheck           types.String `tfsdk:"default_plan_check"`
 }
 
 func (r *containerGroupResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -448,6 +449,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				MarkdownDescription: "How many of the group's warm pods were still starting when the state was last refreshed.",
 				Computed:            true,
 			},
+			"default_plan_check": schema.StringAttribute{
+				MarkdownDescription: "The `plan_check` of the group's runs that set none: `off`, `changes` (`terraform " +
+					"plan` runs a run's playbook in check mode before it is created or replaced, and shows what it would " +
+					"change) or `drift` (also at each refreshing plan of an applied run, which is replaced when a host " +
+					"drifted). See [Checking At Plan](run.md#checking-at-plan). Defaults to `off`.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(planCheckOff),
+				Validators: []validator.String{stringvalidator.OneOf(planCheckModes...)},
+			},
 		},
 	}
 }
@@ -562,7 +573,8 @@ func specFromGroupModel(ctx context.Context, m containerGroupModel, diags *diag.
 		WarmPods:              m.WarmPods.ValueInt64(),
 		WarmLabels:            goInt64Map(ctx, m.WarmLabels, diags),
 		OwnerID:               m.OwnerID.ValueString(),
-	}, known && !m.WarmPods.IsUnknown() && !m.WarmLabels.IsUnknown()
+		DefaultPlanCheck:      m.DefaultPlanCheck.ValueString(),
+	}, known && !m.DefaultPlanCheck.IsUnknown() && !m.WarmPods.IsUnknown() && !m.WarmLabels.IsUnknown()
 }
 
 // fillGroup sets the model from a stored group and its rendered pod.
@@ -599,6 +611,7 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 	m.OwnerID = stringOrNull(g.OwnerID)
 	m.WarmPods = types.Int64Value(g.WarmPods)
 	m.WarmLabels = nullableInt64Map(ctx, g.WarmLabels, diags)
+	m.DefaultPlanCheck = types.StringValue(cmp.Or(g.DefaultPlanCheck, planCheckOff))
 	if m.WarmPodsReady.IsUnknown() || m.WarmPodsReady.IsNull() {
 		m.WarmPodsReady, m.WarmPodsStarting = types.Int64Value(0), types.Int64Value(0)
 	}
@@ -787,11 +800,13 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group
 }
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.data.markApplying()
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.data.markApplying()
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
@@ -957,6 +972,7 @@ func (r *containerGroupResource) runSideDrift(ctx context.Context, g catalog.Gro
 }
 
 func (r *containerGroupResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	r.data.markApplying()
 	var state containerGroupModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

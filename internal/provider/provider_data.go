@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"k8s.io/client-go/rest"
@@ -44,6 +45,30 @@ type providerData struct {
 	dryRuns, sweeps runengine.Once
 
 	connect *connect.Resolver
+
+	// refreshed holds the ids of the runs this walk read (refreshed): only
+	// their plans may check for drift.
+	refreshed sync.Map
+	// applying: this walk created, updated or deleted a kubeplay resource,
+	// so it is an apply's, whose plans only reproduce what the plan showed.
+	applying atomic.Bool
+}
+
+// markApplying records that this walk applies a change; d may be nil.
+func (d *providerData) markApplying() {
+	if d != nil {
+		d.applying.Store(true)
+	}
+}
+
+// markRefreshed records that this walk refreshed run id.
+func (d *providerData) markRefreshed(id string) { d.refreshed.Store(id, true) }
+
+// wasRefreshed reports whether this walk refreshed run id: false in a plan
+// with -refresh=false, and in the apply's plan of a change.
+func (d *providerData) wasRefreshed(id string) bool {
+	_, ok := d.refreshed.Load(id)
+	return ok
 }
 
 // plannedSet records, during one plan walk, definitions as the plan leaves

@@ -138,6 +138,10 @@ type runModel struct {
 	FailedTasks     types.List   `tfsdk:"failed_tasks"`
 	FailedTaskCount types.Int64  `tfsdk:"failed_task_count"`
 	Artifacts       types.String `tfsdk:"artifacts"`
+
+	// The plan-time check: see run_check.go.
+	PlanCheck      types.String `tfsdk:"plan_check"`
+	PlannedChanges types.Object `tfsdk:"planned_changes"`
 }
 
 func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -355,15 +359,16 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
-			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
+			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
 				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
 					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
-			}),
+			})),
 		},
 	}
 	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
 	maps.Copy(resp.Schema.Attributes, projectAttributes())
+	maps.Copy(resp.Schema.Attributes, planCheckAttributes())
 }
 
 func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -385,7 +390,7 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	if diags.HasError() || m.Command.IsNull() {
 		return
 	}
-	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook"} {
+	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check"} {
 		var v attr.Value
 		diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
 		if v != nil && !v.IsNull() {
@@ -583,12 +588,19 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		if plan.ContainerGroup.IsUnknown() {
 			plan.ContainerGroup = state.ContainerGroup // where the run was placed
 		}
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		plan.PlannedChanges = state.PlannedChanges
+		if resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...); !resp.Diagnostics.HasError() {
+			r.planDriftCheck(ctx, req, plan, state, resp)
+		}
 		return
 	}
 	if r.planProject(ctx, &plan, nil, resp); resp.Diagnostics.HasError() {
 		return
 	}
+	if r.planCreateCheck(ctx, req, &plan, resp); resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_changes"), plan.PlannedChanges)...)
 	if r.data == nil || plan.ContainerGroup.IsUnknown() && plan.ContainerGroups.IsUnknown() {
 		return
 	}
@@ -761,6 +773,7 @@ func clusterProblem(re *runengine.RefusedError, g runengine.Group) (summary, det
 }
 
 func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.data.markApplying()
 	var plan, config runModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
@@ -787,8 +800,12 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	plan.ContainerGroup = types.StringValue(placed)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
 	r.record(&plan, out.Result, &resp.Diagnostics)
+	if plan.PlannedChanges.IsUnknown() {
+		plan.PlannedChanges = types.ObjectNull(plannedChangesType.AttrTypes) // no check ran at plan
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
+	r.deleteCheck(ctx, req.Config, plan)
 	r.report(plan, out.Result, "Run", &resp.Diagnostics)
 }
 
@@ -1086,9 +1103,15 @@ func lastLines(s string, n int) string {
 func (r *runResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	// A run is a record: what it did does not change afterwards.
 	setReadIdentity(ctx, req, resp)
+	// This walk refreshed the run: its plan may check it for drift.
+	var id types.String
+	if resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("id"), &id)...); r.data != nil && !id.IsNull() {
+		r.data.markRefreshed(id.ValueString())
+	}
 }
 
 func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.data.markApplying()
 	// Only attributes that do not change the run (destroy_playbook, keep_pod_on_failure,
 	// ignore_failure, output_limit, record_all_hosts, timeouts) reach here: keep
 	// the record, but for the hosts record_all_hosts turned off drops.
@@ -1104,12 +1127,14 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
+	state.PlanCheck = plan.PlanCheck
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	r.data.markApplying()
 	var state runModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || state.DestroyPlaybook.IsNull() {

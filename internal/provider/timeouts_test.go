@@ -30,7 +30,7 @@ import (
 func TestTimeoutsBlocks(t *testing.T) {
 	ctx := context.Background()
 	want := map[string][]string{
-		"kubeplay_run":        {"create", "delete"},
+		"kubeplay_run":        {"create", "delete", "plan"},
 		"kubeplay_phase":      {"create", "delete", "update"},
 		"kubeplay_clusterctl": {"create", "delete"},
 	}

@@ -27,6 +27,29 @@ func redactResult(r bundle.Result, secrets []string) ([]bundle.FailedTask, int64
 	return tasks, r.FailedTaskCount, redactJSON(r.Artifacts, secrets)
 }
 
+// redactCheck returns c with its text redacted and sanitized as the output
+// is: a secret a template renders shows in its diff.
+func redactCheck(c *bundle.Check, secrets []string) *bundle.Check {
+	if c == nil {
+		return nil
+	}
+	out := &bundle.Check{ChangeCount: c.ChangeCount, NotCheckable: c.NotCheckable, Changes: slices.Clone(c.Changes)}
+	for i, ch := range out.Changes {
+		ch.Host, ch.Task, ch.Action = clean(ch.Host, secrets), clean(ch.Task, secrets), clean(ch.Action, secrets)
+		if ch.DiffSize > 0 {
+			// The cut may fall inside a secret: drop the cut line whole.
+			if i := strings.LastIndexByte(ch.Diff, '\n'); i >= 0 {
+				ch.Diff = ch.Diff[:i+1]
+			} else {
+				ch.Diff = ""
+			}
+		}
+		ch.Diff = clean(ch.Diff, secrets)
+		out.Changes[i] = ch
+	}
+	return out
+}
+
 // clean redacts, then sanitizes, text from the pod.
 func clean(s string, secrets []string) string {
 	return outputtail.Sanitize(outputtail.Redact(s, secrets))

@@ -70,3 +70,29 @@ func TestRedactHostsAndSanitize(t *testing.T) {
 		t.Fatalf("task %+v, want %+v", tasks[0], w)
 	}
 }
+
+func TestRedactCheck(t *testing.T) {
+	const secret = "s3cr3t-value"
+	secrets := outputtail.SecretValues(`{"token":"` + secret + `"}`)
+	if redactCheck(nil, secrets) != nil {
+		t.Fatal("no check became one")
+	}
+	c := &bundle.Check{ChangeCount: 3, NotCheckable: 1, Changes: []bundle.Change{
+		{Host: "web1", Task: "Template " + secret, Action: "template", Diff: "-old\n+token=" + secret + "\n"},
+		// A diff cut inside the secret: the cut line goes whole.
+		{Host: "web1", Task: "Big", Diff: "+a\n+token=" + secret[:5], DiffSize: 9000},
+	}}
+	got := redactCheck(c, secrets)
+	if got.ChangeCount != 3 || got.NotCheckable != 1 || len(got.Changes) != 2 {
+		t.Fatalf("counts: %+v", got)
+	}
+	if got.Changes[0].Task != "Template "+outputtail.Redacted || got.Changes[0].Diff != "-old\n+token="+outputtail.Redacted+"\n" {
+		t.Errorf("first change: %+v", got.Changes[0])
+	}
+	if got.Changes[1].Diff != "+a\n" || got.Changes[1].DiffSize != 9000 {
+		t.Errorf("cut change: %+v", got.Changes[1])
+	}
+	if c.Changes[0].Diff == got.Changes[0].Diff {
+		t.Fatal("redaction changed the bundle's check in place")
+	}
+}

@@ -149,6 +149,9 @@ type Result struct {
 	FailedTasks     []bundle.FailedTask
 	FailedTaskCount int64
 	Artifacts       string
+	// Check is the bundle.Result's, redacted as Output is; nil but for a
+	// run in check mode.
+	Check *bundle.Check
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
@@ -214,6 +217,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
 	res.HostCounts, res.FailedHosts = result.HostCounts, redactHosts(result.FailedHosts, s.Secrets)
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
+	res.Check = redactCheck(result.Check, s.Secrets)
 	if res.ExitCode == 0 {
 		res.Status = StatusSuccessful
 	} else {

@@ -1,0 +1,146 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	fwresource "github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
+)
+
+// TestCanonicalConfig: the record's key does not depend on the order
+// Terraform sends a map's or a set's elements in, and tells values apart.
+func TestCanonicalConfig(t *testing.T) {
+	mapT := tftypes.Map{ElementType: tftypes.String}
+	setT := tftypes.Set{ElementType: tftypes.String}
+	objT := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"m": mapT, "s": setT, "n": tftypes.Number, "b": tftypes.Bool, "x": tftypes.String}}
+	obj := func(a, b string, n float64) tftypes.Value {
+		return tftypes.NewValue(objT, map[string]tftypes.Value{
+			"m": tftypes.NewValue(mapT, map[string]tftypes.Value{a: tftypes.NewValue(tftypes.String, "1"), b: tftypes.NewValue(tftypes.String, "2")}),
+			"s": tftypes.NewValue(setT, []tftypes.Value{tftypes.NewValue(tftypes.String, a), tftypes.NewValue(tftypes.String, b)}),
+			"n": tftypes.NewValue(tftypes.Number, n), "b": tftypes.NewValue(tftypes.Bool, true),
+			"x": tftypes.NewValue(tftypes.String, nil),
+		})
+	}
+	enc := func(v tftypes.Value) string {
+		c, err := canonical(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(c)
+		return string(b)
+	}
+	first := enc(obj("a", "b", 3))
+	for range 20 {
+		if got := enc(obj("a", "b", 3)); got != first {
+			t.Fatalf("canonical form changed: %s, then %s", first, got)
+		}
+	}
+	if enc(obj("b", "a", 3)) == first || enc(obj("a", "b", 4)) == first {
+		t.Fatal("different configurations share a canonical form")
+	}
+	if _, err := canonical(tftypes.NewValue(tftypes.String, tftypes.UnknownValue)); err == nil {
+		t.Fatal("an unknown value has a canonical form")
+	}
+}
+
+// TestCheckSummary: the plan's warning names the hosts and tasks, quotes
+// the start of each diff and says where a diff was cut and how many tasks
+// were not checkable.
+func TestCheckSummary(t *testing.T) {
+	long := strings.Repeat("+line\n", 30)
+	res := checkResult{TaskCount: 3, NotCheckable: 2, Tasks: []bundle.Change{
+		{Host: "web2", Task: "template the config", Action: "template", Diff: "-a\n+b\n"},
+		{Host: "web1", Task: "big file", Action: "copy", Diff: long, DiffSize: 90000},
+		{Host: "web1", Task: "gather", Action: "command", Ran: true},
+	}}
+	var d diag.Diagnostics
+	summarizeCheck(res, &d)
+	if len(d) != 1 || d[0].Severity() != diag.SeverityWarning {
+		t.Fatalf("diagnostics %v", d)
+	}
+	if got := d[0].Summary(); got != "Playbook Check: 3 Tasks Would Change On 2 Hosts (web1, web2)" {
+		t.Errorf("summary %q", got)
+	}
+	for _, want := range []string{"web2: template the config (template)\n    -a\n    +b\n", "... 10 more lines in planned_changes",
+		"[diff cut at 8192 of its 90000 characters]", "web1: gather (command) [check_mode: false, ran for real]", "2 tasks skipped as not checkable"} {
+		if !strings.Contains(d[0].Detail(), want) {
+			t.Errorf("detail lacks %q:\n%s", want, d[0].Detail())
+		}
+	}
+	if hs := res.hosts(); strings.Join(hs, ",") != "web1,web2" {
+		t.Errorf("hosts %v", hs)
+	}
+	v := res.value()
+	if v.IsNull() || v.IsUnknown() || len(v.Attributes()) != len(plannedChangesType.AttrTypes) {
+		t.Errorf("value %v", v)
+	}
+	// No change and nothing skipped: nothing to say.
+	d = nil
+	summarizeCheck(checkResult{Tasks: []bundle.Change{}}, &d)
+	if len(d) != 0 {
+		t.Errorf("a check without changes warned: %v", d)
+	}
+	// The record's document decodes to the same value.
+	raw, _ := json.Marshal(res)
+	var back checkResult
+	if err := json.Unmarshal(raw, &back); err != nil || !back.value().Equal(v) {
+		t.Errorf("record round trip: %v, %v", err, back.value())
+	}
+}
+
+func TestSkipReason(t *testing.T) {
+	for inv, want := range map[tfinvocation.Invocation]string{
+		{}: "", {Known: true, Command: "plan"}: "", {Known: true, Command: "apply", PlanFile: true}: "",
+		{Known: true, Command: "destroy", Destroy: true}:   "the plan is a destroy's",
+		{Known: true, Command: "plan", NoRefresh: true}:    "the plan has -refresh=false",
+		{Known: true, Command: "apply", RefreshOnly: true}: "the plan is refresh-only",
+		{Known: true, Command: "import"}:                   "terraform import runs no check",
+	} {
+		if got := skipReason(inv); got != want {
+			t.Errorf("skipReason(%+v) = %q, want %q", inv, got, want)
+		}
+	}
+}
+
+func TestPlanTimeoutKey(t *testing.T) {
+	ctx := context.Background()
+	var resp fwresource.SchemaResponse
+	newRunResource().Schema(ctx, fwresource.SchemaRequest{}, &resp)
+	b, ok := resp.Schema.Blocks["timeouts"].(schema.SingleNestedBlock)
+	if !ok {
+		t.Fatal("no timeouts block")
+	}
+	ty, ok := b.CustomType.(timeouts.Type)
+	if !ok || ty.AttrTypes[planTimeoutKey] == nil || b.Attributes[planTimeoutKey] == nil {
+		t.Fatalf("the timeouts block has no %s key: %v", planTimeoutKey, b.CustomType)
+	}
+	var m runModel
+	if d := planTimeout(m.Timeouts); d != defaultPlanCheckTimeout {
+		t.Errorf("null timeouts: %s", d)
+	}
+	obj := func(plan attr.Value) timeouts.Value {
+		return timeouts.Value{Object: types.ObjectValueMust(ty.AttrTypes, map[string]attr.Value{
+			"create": types.StringNull(), "delete": types.StringNull(), planTimeoutKey: plan})}
+	}
+	if d := planTimeout(obj(types.StringValue("90s"))); d != 90*time.Second {
+		t.Errorf("plan = 90s: %s", d)
+	}
+	if d := planTimeout(obj(types.StringNull())); d != defaultPlanCheckTimeout {
+		t.Errorf("plan unset: %s", d)
+	}
+}
