@@ -25,9 +25,6 @@ const (
 	// oldest segments go even when the provider has not read them, and a
 	// follower that reaches the gap says how many bytes it lost.
 	OutputCap = 64 << 20
-	// TmpSizeLimit is the size limit of the run pod's /tmp emptyDir, where
-	// the bundle, the output and Ansible's temporary files live.
-	TmpSizeLimit = "1Gi"
 )
 
 // Liveness of a detached run.
@@ -113,7 +110,9 @@ func ParseControl(line string) (c Control, ok bool) {
 	case f[0] == "kp-lost" && len(f) == 3:
 		from, err1 := strconv.ParseInt(f[1], 10, 64)
 		to, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || from < 0 || to <= from {
+		// Canonical decimals only, as the script prints them.
+		if err1 != nil || err2 != nil || from < 0 || to <= from ||
+			strconv.FormatInt(from, 10) != f[1] || strconv.FormatInt(to, 10) != f[2] {
 			return Control{}, false
 		}
 		return Control{Kind: "lost", From: from, To: to}, true

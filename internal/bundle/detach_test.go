@@ -384,3 +384,98 @@ func exitStatus(err error) (syscall.WaitStatus, bool) {
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ws, ok
 }
+
+// Output the provider does not read is kept up to OutputCap: past it the
+// oldest segments go, and a follower from before the gap says how many
+// bytes it lost, then the rest comes whole.
+func TestOutputRotatesPastTheCap(t *testing.T) {
+	const total = OutputCap + 16<<20
+	b := Bundle{Command: []string{"sh", "-c", "head -c " + strconv.Itoa(total) + " /dev/zero | tr '\\0' x"}, Marker: testMarker}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	s.cut() // nothing read, nothing acknowledged
+	var r Result
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "size")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the run did not end within 60 s")
+		}
+	}
+	var kept int64
+	segs, _ := os.ReadDir(filepath.Join(dir, "out"))
+	for _, e := range segs {
+		i, _ := e.Info()
+		kept += i.Size()
+	}
+	if kept > OutputCap+SegmentSize {
+		t.Errorf("the pod keeps %d bytes of output, more than the cap %d and a segment", kept, OutputCap)
+	}
+	f := follow(t, dir, 0)
+	err := <-f.exited
+	_, _ = f.rs.Result()
+	lost, ok := ParseControl(strings.Split(strings.TrimSpace(f.before.String()), "\n")[1])
+	if err != nil || !ok || lost.Kind != "lost" || lost.From != 0 || lost.To < total-OutputCap-SegmentSize {
+		t.Fatalf("follower from 0: exit %v, stderr %q; want kp-lost 0 and the start of what is kept", err, f.before.String())
+	}
+	rest := follow(t, dir, lost.To)
+	r = rest.finish()
+	if got := lost.To + int64(len(rest.output())); got != total || r.OutputSize != total || strings.Trim(rest.output(), "x") != "" {
+		t.Errorf("after the gap: %d bytes, result says %d, want %d of x", got, r.OutputSize, total)
+	}
+	t.Logf("kept %d bytes of %d; lost the first %d", kept, total, lost.To)
+}
+
+// A dd without iflag=skip_bytes (an older busybox) follows with tail and head.
+func TestFollowWithoutSkipBytes(t *testing.T) {
+	bin := t.TempDir()
+	realDD, err := exec.LookPath("dd")
+	if err != nil {
+		t.Skip("no dd")
+	}
+	fake := "#!/bin/sh\nfor a in \"$@\"; do case $a in *skip_bytes*) echo 'dd: invalid input flag' >&2; exit 1 ;; esac; done\nexec " + realDD + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "dd"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := Bundle{Command: []string{"sh", "-c", `i=0; while [ $i -lt 30 ]; do echo "line $i"; i=$((i+1)); sleep 0.02; done`}, Marker: testMarker}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1, bin)
+	time.Sleep(200 * time.Millisecond)
+	s.cut()
+	got := s.output()
+	f := startSession(t, FollowCommand(dir, int64(len(got))), nil, bin)
+	f.from = int64(len(got))
+	r := f.finish()
+	var want strings.Builder
+	for i := range 30 {
+		want.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	if got+f.output() != want.String() || r.OutputSize != int64(want.Len()) {
+		t.Errorf("output %q, want %q", got+f.output(), want.String())
+	}
+}
+
+func FuzzParseControl(f *testing.F) {
+	for _, s := range []string{"kp-attached", "kp-none", "kp-lost 0 1048576", "kp-lost 5 3", "kp-lost -1 2", "kp-x", " kp-attached", "kp-lost 1 2 3", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		c, ok := ParseControl(line)
+		if !ok {
+			return
+		}
+		switch c.Kind {
+		case "attached", "none":
+			if line != "kp-"+c.Kind {
+				t.Errorf("%q parsed as %+v", line, c)
+			}
+		case "lost":
+			if c.From < 0 || c.To <= c.From || line != "kp-lost "+strconv.FormatInt(c.From, 10)+" "+strconv.FormatInt(c.To, 10) {
+				t.Errorf("%q parsed as %+v", line, c)
+			}
+		default:
+			t.Errorf("%q parsed as %+v", line, c)
+		}
+	})
+}

@@ -183,8 +183,14 @@ func keepTmpVolume(pod *corev1.Pod) {
 	}
 }
 
+// TmpSizeLimit bounds the run pod's /tmp: the bundle, Ansible's temporary
+// files and the run's output, which the run itself keeps to at most
+// bundle.OutputCap. A pod past it is evicted.
+const TmpSizeLimit = "1Gi"
+
 func tmpVolume() corev1.Volume {
-	return corev1.Volume{Name: TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	limit := resource.MustParse(TmpSizeLimit)
+	return corev1.Volume{Name: TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}
 }
 
 // ValidateOverride reports what RenderGroup would say of an override on its

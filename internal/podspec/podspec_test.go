@@ -189,7 +189,8 @@ spec:
       name: kubeplay-tmp
   restartPolicy: Never
   volumes:
-  - emptyDir: {}
+  - emptyDir:
+      sizeLimit: 1Gi
     name: kubeplay-tmp
 `
 	if y != want {

@@ -107,10 +107,13 @@ const containerGroupDescription = "A container group says where runs execute and
 	"`catalog_namespace`, so other workspaces can use it by name.\n\n" +
 	"**Run pod.** Every run starts from a default pod: one container named `worker` running `image` with args " +
 	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, " +
-	"requests of 250m CPU and 100Mi memory, and an `emptyDir` volume `kubeplay-tmp` at `/tmp`, where runs unpack. `pod_spec_override` is merged over it with a strategic merge patch, so " +
+	"requests of 250m CPU and 100Mi memory, and an `emptyDir` volume `kubeplay-tmp` at `/tmp` with a `sizeLimit` of 1Gi, where runs unpack " +
+	"and keep their output (at most 64 MiB of it, past what the provider has read). `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
-	"`rendered_pod` shows the result at plan time. The worker ends its pod (which turns `Succeeded` and leaves the " +
-	"quota) when the run's exec session ends before the run, as when the provider is killed, and when no run has " +
+	"`rendered_pod` shows the result at plan time. A run's playbook runs detached from any one connection: its output " +
+	"also goes to the container's log (`kubectl logs`), and the provider follows it, re-attaching from the last byte it " +
+	"received when a stream breaks. The worker ends its pod (which turns `Succeeded` and leaves the " +
+	"quota) when the run has not heard from its provider for `disconnect_grace_period`, as when the provider is killed, and when no run has " +
 	"started in it within 45 seconds.\n\n" +
 	"**Capacity** is enforced on the cluster, so every Terraform process and workspace shares one limit. " +
 	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +

@@ -329,7 +329,8 @@ spec:
       name: kubeplay-tmp
   restartPolicy: Never
   volumes:
-  - emptyDir: {}
+  - emptyDir:
+      sizeLimit: 1Gi
     name: kubeplay-tmp
 `, name)
 	cfg := groupConfig(e, fmt.Sprintf("  name              = %q\n  pod_spec_override = <<-EOT\n%s\n  EOT\n", name, seed000Override))
