@@ -214,7 +214,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"command": schema.ListAttribute{
 				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible " +
-					"(but with `sh`, `head` and `tar`).",
+					"(but with `sh`, `head`, `tar`, `dd`, `tail` and `mkfifo`, as busybox has them).",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},

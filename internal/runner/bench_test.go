@@ -1,9 +1,11 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -160,8 +162,10 @@ func BenchmarkRun100Node(b *testing.B) {
 }
 
 // BenchmarkRunLargeOutput runs a command that prints 200 MB and reports the
-// peak of the Go heap above its level before the run (sampled every 10 ms)
-// and the size of the kept tail: output memory must stay bounded.
+// peak of the Go heap above its level before the run (sampled every 10 ms),
+// the size of the kept tail, and the peak of the output kept on the pod's
+// disk (du of the run's segments, every 500 ms): output memory and disk
+// must stay bounded.
 //
 //	TF_ACC=1 go test ./internal/runner -run '^$' -bench 'LargeOutput' -benchtime 1x
 func BenchmarkRunLargeOutput(b *testing.B) {
@@ -173,7 +177,30 @@ func BenchmarkRunLargeOutput(b *testing.B) {
 		var lines atomic.Int64
 		s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x | fold -w 99", size)}})
 		s.OnLine = func(string) { lines.Add(1) }
+		var disk atomic.Int64
+		done := make(chan struct{})
+		s.OnCreated = func(ctx context.Context, pod *corev1.Pod) error {
+			go func() {
+				tick := time.NewTicker(500 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+					}
+					var out bytes.Buffer
+					_, _ = podexec.Run(context.Background(), cfg, kube, pod.Namespace, pod.Name, "worker",
+						[]string{"sh", "-c", "du -sk /tmp/kubeplay.*/out 2>/dev/null | awk '{s+=$1} END {print s+0}'"}, nil, &out, io.Discard)
+					if kib, err := strconv.ParseInt(strings.TrimSpace(out.String()), 10, 64); err == nil && kib<<10 > disk.Load() {
+						disk.Store(kib << 10)
+					}
+				}
+			}()
+			return nil
+		}
 		res := e.r.Run(context.Background(), s)
+		close(done)
 		above := stop()
 		if res.Status != runner.StatusSuccessful || len(res.Output) > 64<<10 {
 			b.Fatalf("status %s (%s), tail %d bytes", res.Status, res.Message, len(res.Output))
@@ -187,5 +214,9 @@ func BenchmarkRunLargeOutput(b *testing.B) {
 		}
 		b.ReportMetric(above, "peak-heap-MiB-above-idle")
 		b.ReportMetric(float64(len(res.Output)), "tail-bytes")
+		b.ReportMetric(float64(disk.Load())/(1<<20), "peak-pod-output-MiB")
+		if disk.Load() > bundle.OutputCap+bundle.SegmentSize {
+			b.Fatalf("the pod kept %d bytes of output, past the cap %d", disk.Load(), bundle.OutputCap)
+		}
 	}
 }
