@@ -3,7 +3,6 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -31,34 +29,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// heldStdin is a command's stdin that stays open, as the exec's does while
-// its client lives, until the returned function closes it.
-func heldStdin(t *testing.T, cmd *exec.Cmd, content []byte) (closeIt func()) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin = r
-	go func() { _, _ = w.Write(content) }()
-	var once sync.Once
-	closeIt = func() { once.Do(func() { _ = w.Close(); _ = r.Close() }) }
-	t.Cleanup(closeIt)
-	return closeIt
-}
-
-// ackResult does what the runner does: it reads the script's stderr (set
-// before) for the result, and once the whole result has come, closes stdin
-// (closeStdin), which the script waits for before it ends.
-func ackResult(cmd *exec.Cmd, closeStdin func()) {
-	rs := NewResultStream(testMarker, io.Discard, MaxResultSize)
-	cmd.Stderr = io.MultiWriter(cmd.Stderr, rs)
-	go func() {
-		<-rs.Done()
-		closeStdin()
-	}()
 }
 
 // hostile are values that break naive shell quoting.
@@ -129,14 +99,6 @@ func extract(t *testing.T, b *Bundle) string {
 		}
 	}
 	return dir
-}
-
-// scriptCommand runs the script of the bundle extracted in dir through sh,
-// not as an executable: a fork by another test between the script's write
-// and its exec holds the file open for writing, and exec then fails with
-// "text file busy" (golang/go#22315).
-func scriptCommand(ctx context.Context, dir string) *exec.Cmd {
-	return exec.CommandContext(ctx, "sh", filepath.Join(dir, ScriptName))
 }
 
 // runScript runs the bundle extracted in dir as a run does, with extra

@@ -117,7 +117,8 @@ func (s *session) cut() {
 	s.t.Helper()
 	_ = s.stdin.Close()
 	select {
-	case <-s.exited:
+	case err := <-s.exited:
+		s.t.Logf("session ended: %v", err)
 	case <-time.After(5 * time.Second):
 		s.t.Fatal("the session did not end within 5 s of its stdin")
 	}
@@ -155,7 +156,10 @@ func (s *session) finish() Result {
 	_, _ = io.WriteString(s.stdin, DoneLine)
 	_ = s.stdin.Close()
 	select {
-	case <-s.exited:
+	case err := <-s.exited:
+		if err != nil {
+			s.t.Errorf("the session ended with %v after done, want exit 0", err)
+		}
 	case <-time.After(10 * time.Second):
 		s.t.Fatal("the session did not end 10 s after done")
 	}
@@ -260,7 +264,7 @@ func TestFollowNoRun(t *testing.T) {
 // Without beats for its grace, the pod ends the run: the playbook with all
 // it started, and the worker.
 func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
-	_, worker := fakeWorker(t)
+	worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, LeaseGrace: time.Second}
 	dir := runDir(t)
 	s := deliver(t, dir, &b, 1)
@@ -290,7 +294,7 @@ func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
 
 // Beats keep a silent run alive past its grace.
 func TestBeatsKeepARunAlive(t *testing.T) {
-	_, worker := fakeWorker(t)
+	worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", `sleep 6; echo finished`}, Marker: testMarker, LeaseGrace: 2 * time.Second}
 	r := deliver(t, runDir(t), &b, 1).finish()
 	if r.Abandoned || r.ExitCode != 0 {
@@ -307,7 +311,7 @@ func TestBeatsKeepARunAlive(t *testing.T) {
 func TestCancelEndsTheRun(t *testing.T) {
 	for _, held := range []bool{false, true} {
 		t.Run("held="+strconv.FormatBool(held), func(t *testing.T) {
-			_, worker := fakeWorker(t)
+			worker := fakeWorker(t)
 			b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, Held: held}
 			dir := runDir(t)
 			s := deliver(t, dir, &b, 1)
@@ -336,7 +340,7 @@ func TestCancelEndsTheRun(t *testing.T) {
 
 // fakeWorker starts a process that stands for the pod's worker and writes
 // its pid where the script looks for it. The channel gets its exit.
-func fakeWorker(t *testing.T) (*exec.Cmd, <-chan error) {
+func fakeWorker(t *testing.T) <-chan error {
 	t.Helper()
 	w := exec.Command("sleep", "60")
 	if err := w.Start(); err != nil {
@@ -349,7 +353,7 @@ func fakeWorker(t *testing.T) (*exec.Cmd, <-chan error) {
 	t.Cleanup(func() { _ = os.Remove(workerPIDFile) })
 	done := make(chan error, 1)
 	go func() { done <- w.Wait() }()
-	return w, done
+	return done
 }
 
 // childPID waits up to 10 s for the command to write its child's pid to

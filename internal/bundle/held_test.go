@@ -68,7 +68,7 @@ func TestHeldRunSparesTheWorker(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	_, worker := fakeWorker(t)
+	worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, Held: true, LeaseGrace: time.Second}
 	dir := runDir(t)
 	s := deliver(t, dir, &b, 1)

@@ -32,9 +32,6 @@ const (
 	// ackEvery is how many output bytes the provider receives between the
 	// beats that tell the pod so, which it may then rotate away.
 	ackEvery = bundle.SegmentSize
-	// restAfterResult bounds the wait, once the result has come, for the
-	// output bytes still in flight on the session, before it re-attaches.
-	restAfterResult = 30 * time.Second
 	// cancelGrace is how long a canceled session may take to pass the
 	// cancel on to the pod before it is cut.
 	cancelGrace = 5 * time.Second
@@ -252,8 +249,9 @@ func (f *follower) session(ctx context.Context, attempt int) sessionEnd {
 	close(stopWatch)
 	closing.Store(true)
 	close(ss.ended)
-	_ = pw.CloseWithError(io.ErrClosedPipe)
-	_ = pr.Close()
+	// EOF for client-go's stdin copy, which may still read: it then ends
+	// quietly, where an error is logged ("Copying stdin failed").
+	_ = pw.Close()
 	<-writerDone
 	ss.flushLine()
 	end := sessionEnd{err: err, code: code, noRun: ss.noRun, got: ss.got}
@@ -292,7 +290,6 @@ type followSession struct {
 	noRun    bool
 	got      bool
 	sinceAck int64
-	lost     *bundle.Control
 }
 
 // Write takes output from stdout.
