@@ -131,7 +131,7 @@ resource "kubeplay_run" "test" {
 				Config: inline, ConfigVariables: inlineVars,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("rendered_pod"),
-						knownvalue.StringRegexp(regexp.MustCompile(`(?s)readOnlyRootFilesystem: true.*mountPath: /tmp\s+name: kubeplay-tmp.*emptyDir: \{\}\s+name: kubeplay-tmp`))),
+						knownvalue.StringRegexp(regexp.MustCompile(`(?s)readOnlyRootFilesystem: true.*mountPath: /tmp\s+name: kubeplay-tmp.*emptyDir:\s+sizeLimit: 1Gi\s+name: kubeplay-tmp`))),
 				}},
 				ConfigStateChecks: successful(2),
 				Check:             resource.ComposeAggregateTestCheckFunc(e.checkProofs(ns, targets, ""), e.checkNoRunPods(ns)),
