@@ -251,14 +251,16 @@ kp_wake() {
   done
 }
 # kp_write cuts the output into segments as it comes: dd copies what one
-# read gives, up to the segment's end, and says how much that was.
+# read gives, up to the segment's end, and says how much that was (the
+# number before "bytes" on its last line, as in kp_copy).
 kp_write() {
   exec 3<&0 </dev/null
   i=0 first=0 w=0
   true >"$R/out/0"
   while :; do
     set -- $(LC_ALL=C dd bs=$((@S@ - w < 65536 ? @S@ - w : 65536)) count=1 2>&1 >>"$R/out/$i" <&3)
-    n=${7:-0}
+    n=
+    while [ $# -gt 1 ]; do case $2 in byte|bytes) n=$1 ;; esac; shift; done
     case $n in ''|*[!0-9]*|0) break ;; esac
     w=$((w + n))
     if [ "$w" -ge @S@ ]; then
