@@ -186,7 +186,8 @@ func livenessRun(group, command string) string {
 
 // TestAccRun_killedProviderFreesCapacity: after kill -9 of the provider
 // mid-run, the run's pod ends within a minute with no kubeplay process
-// running (its exec session is gone), and the next run in the group gets
+// running (its watchdog heard no beat for the group's 30 s disconnect
+// grace), and the next run in the group gets
 // the quota and ledger slots within a minute (the killed run's claims
 // expire unrenewed), not at the killed run's 30 minute deadline.
 func TestAccRun_killedProviderFreesCapacity(t *testing.T) {

@@ -174,7 +174,7 @@ func TestAccRun_interrupt(t *testing.T) {
 }
 
 // TestAccRun_killedReaped: a terraform process killed with its provider
-// leaves its pod; the pod ends itself (its exec session is gone) or the
+// leaves its pod; the pod ends itself (no beat for the disconnect grace) or the
 // cluster ends it at its deadline, and the next apply in the group removes
 // it.
 func TestAccRun_killedReaped(t *testing.T) {
@@ -189,7 +189,7 @@ func TestAccRun_killedReaped(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	killed := time.Now()
-	// The worker ends it (Succeeded) when the run's exec session ends;
+	// The worker ends it (Succeeded) when no beat came for the grace;
 	// activeDeadlineSeconds (the create timeout) would let the kubelet end
 	// it (Failed) otherwise.
 	var ended corev1.PodPhase
