@@ -192,7 +192,30 @@ func (f *faultEnv) runDir(t *testing.T, attrs string) *signalEnv {
   %s
 }
 `, f.group, attrs))
-	return &signalEnv{e: f.e, ns: f.ns, dir: dir, terraformBin: f.terraformBin, cliConfig: f.cliConfig}
+	return &signalEnv{e: f.e, ns: f.ns, dir: dir, terraformBin: f.terraformBin, cliConfig: f.cliConfig,
+		providerLog: filepath.Join(t.TempDir(), "provider.log")}
+}
+
+// reattachments is how many times the provider followed the run again
+// after a stream broke, by its log.
+func (s *signalEnv) reattachments(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(s.providerLog)
+	if err != nil {
+		t.Fatalf("the provider's log: %v", err)
+	}
+	return bytes.Count(b, []byte("the run's stream broke; following it again"))
+}
+
+// expectReattached fails unless the provider followed the run again at
+// least once: the fault reached the run's stream.
+func (s *signalEnv) expectReattached(t *testing.T) {
+	t.Helper()
+	n := s.reattachments(t)
+	t.Logf("the provider followed the run again %d times", n)
+	if n == 0 {
+		t.Error("the provider never followed the run again: the fault did not break its stream")
+	}
 }
 
 func commandRun(command, timeout string) string {
@@ -401,6 +424,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(lines))
+	s.expectReattached(t)
 	f.checkNoLeaks(t)
 }
 
@@ -424,6 +448,7 @@ func TestAccRunFault_cutEvery5s(t *testing.T) {
 	}
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(lines))
+	s.expectReattached(t)
 	f.checkNoLeaks(t)
 }
 
@@ -456,6 +481,7 @@ func TestAccRunFault_idleProxy(t *testing.T) {
 	t.Logf("the proxy closed %d idle connections, the test's silent one among them", proxy.idleClosed.Load())
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(3))
+	t.Logf("the provider followed the run again %d times", s.reattachments(t))
 	f.checkNoLeaks(t)
 }
 
@@ -1047,6 +1073,7 @@ func TestAccRunFault_apiServerRestart(t *testing.T) {
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(lines))
+	s.expectReattached(t)
 	f.checkNoLeaks(t)
 }
 
@@ -1073,6 +1100,7 @@ func TestAccRunFault_kubeletRestart(t *testing.T) {
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(lines))
+	s.expectReattached(t)
 	t.Logf("pod %s: its container lived through the kubelet's restart", pod)
 	f.checkNoLeaks(t)
 }

@@ -33,6 +33,8 @@ type signalEnv struct {
 	e                       *testEnv
 	ns, dir                 string
 	terraformBin, cliConfig string
+	// providerLog, when set, is where start has the provider log at INFO.
+	providerLog string
 }
 
 func newSignalEnv(t *testing.T, timeout string) *signalEnv {
@@ -72,6 +74,9 @@ func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *syncBuffer) {
 	cmd := exec.Command(s.terraformBin, "apply", "-auto-approve", "-input=false", "-no-color")
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	if s.providerLog != "" {
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+s.providerLog)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
