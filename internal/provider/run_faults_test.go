@@ -25,9 +25,9 @@ package provider
 //	idle_proxy           TestAccRunFault_idleProxy                 successful: a 90 s silence behind a proxy with a 20 s idle timeout
 //	kubelet_restart      TestAccRunFault_kubeletRestart            successful, the whole output once: the container lives on
 //	ctrl_c               TestAccRun_interrupt                      canceled
-//	provider_sigkill     TestAccRunFault_providerKilled            plugin error; the pod ends itself
+//	provider_sigkill     TestAccRunFault_providerKilled            plugin error; the pod ends itself after the disconnect grace
 //	terraform_sigkill    TestAccRunFault_terraformKilled           the provider cancels the run and cleans up
-//	both_killed          TestAccRun_killedProviderFreesCapacity    the pod ends itself, claims expire
+//	both_killed          TestAccRun_killedProviderFreesCapacity    the pod ends itself after the disconnect grace, claims expire
 //	full_group_waits     TestAccRunFault_fullGroup                 successful once the slot frees (the wait is queued time)
 //	full_group_timeout   TestAccRunFault_fullGroup                 Container Group Capacity Unavailable
 //	quota_lowered        TestAccRunFault_quotaLowered              error (quota_exceeded), exceeded quota past the pending timeout
