@@ -185,12 +185,16 @@ kp_stop() {
   exit 0
 }
 # kp_copy FILE FROM: what FILE holds from byte FROM on, to fd 4; n is how
-# many bytes that was. dd says how many it copied; a dd without skip_bytes
-# (older busybox) copies a counted range through tail and head.
+# many bytes that was. dd says how many it copied, as the number before
+# "bytes" (or "byte") on its last line: GNU dd may warn before it ("partial
+# read (4096 bytes); suggest iflag=fullblock" when FILE grows between its
+# reads). A dd without skip_bytes (older busybox) copies a counted range
+# through tail and head.
 kp_copy() {
   if [ -n "$kp_skip" ]; then
     set -- $(LC_ALL=C dd if="$1" bs=65536 iflag=skip_bytes skip="$2" 2>&1 >&4)
-    n=${7:-0}
+    n=
+    while [ $# -gt 1 ]; do case $2 in byte|bytes) n=$1 ;; esac; shift; done
   else
     n=$(($(wc -c <"$1") - $2))
     [ "$n" -gt 0 ] && tail -c +$(($2 + 1)) "$1" | head -c "$n" >&4
