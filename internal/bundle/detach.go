@@ -61,8 +61,9 @@ func RunDir(id string) string { return RunDirPrefix + id }
 // size bytes of stdin, and starts the run in dir unless an earlier attempt
 // did: each attempt unpacks into a directory of its own, and only the
 // first to create dir starts the script, so a run never starts twice. A
-// later attempt reads and drops the bundle. It then follows the output
-// from its start (FollowCommand). head stops at the bundle's end where tar
+// later attempt reads and drops the bundle, and waits (up to 10 s) for the
+// attempt that created dir to have started the run. It then follows the
+// output from its start (FollowCommand). head stops at the bundle's end where tar
 // would not: GNU tar reads on to the end of its 10 KiB record, busybox tar
 // to the end of the stream.
 func DeliverCommand(dir string, size int64, attempt int) []string {
@@ -74,6 +75,7 @@ else
     mv "$p" "$R/b" && sh "$R/b/` + ScriptName + `" start || exit ` + strconv.Itoa(ExitUnpack) + `
   else rm -rf "$p"; fi
 fi
+n=0; while [ ! -d "$R/out" ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 exec sh "$R/b/` + ScriptName + `" follow 0`, "kubeplay", dir, strconv.FormatInt(size, 10), strconv.Itoa(attempt)}
 }
 
