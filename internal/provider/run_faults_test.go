@@ -22,6 +22,7 @@ package provider
 //	apiserver_restart    TestAccRunFault_apiServerRestart          successful, the whole output once: the provider re-attaches
 //	exec_stream_cut      TestAccRunFault_execStreamCut             successful, the whole output once: the provider re-attaches
 //	cut_every_5s         TestAccRunFault_cutEvery5s                successful, the whole output once, every connection cut every 5 s
+//	cut_every_5s_bursts  TestAccRunFault_cutEvery5sBursts          successful, the whole 2 MB output once, in 70 kB bursts
 //	idle_proxy           TestAccRunFault_idleProxy                 successful: a 90 s silence behind a proxy with a 20 s idle timeout
 //	kubelet_restart      TestAccRunFault_kubeletRestart            successful, the whole output once: the container lives on
 //	ctrl_c               TestAccRun_interrupt                      canceled
@@ -448,6 +449,34 @@ func TestAccRunFault_cutEvery5s(t *testing.T) {
 	}
 	s.expectRecord(t, "successful", nil)
 	s.expectOutput(t, countedOutput(lines))
+	s.expectReattached(t)
+	f.checkNoLeaks(t)
+}
+
+// TestAccRunFault_cutEvery5sBursts: cut_every_5s with output in bursts:
+// 10000 numbers (about 70 kB, more than a pipe holds) every second for
+// 30 s, 2 MB in all across segment boundaries, kept whole by output_limit.
+// The run succeeds with its whole output once: neither a cut nor a segment
+// growing while the pod copies it sends a byte twice or skips one.
+func TestAccRunFault_cutEvery5sBursts(t *testing.T) {
+	e := newTestEnv(t)
+	proxy := startCutProxy(t, e.kubeconfig)
+	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
+	const per, bursts = 10000, 30
+	command := startedThen(fmt.Sprintf(`i=0; while [ $i -lt %d ]; do seq $((i*%d)) $((i*%d+%d)); i=$((i+1)); sleep 1; done`,
+		bursts, per, per, per-1))
+	var stop func() (cuts, conns int)
+	s, out, clock, err := f.runFault(t, "cut_every_5s_bursts", commandRun(command, "10m")+"\n  output_limit = 16777216",
+		func(string) { stop = proxy.cutEvery(5 * time.Second) })
+	cuts, conns := stop()
+	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
+	t.Logf("the proxy cut %d times, %d connections in all", cuts, conns)
+	var want strings.Builder
+	for i := range per * bursts {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	s.expectRecord(t, "successful", nil)
+	s.expectOutput(t, want.String())
 	s.expectReattached(t)
 	f.checkNoLeaks(t)
 }
