@@ -61,8 +61,9 @@ func RunDir(id string) string { return RunDirPrefix + id }
 // size bytes of stdin, and starts the run in dir unless an earlier attempt
 // did: each attempt unpacks into a directory of its own, and only the
 // first to create dir starts the script, so a run never starts twice. A
-// later attempt reads and drops the bundle. It then follows the output
-// from its start (FollowCommand). head stops at the bundle's end where tar
+// later attempt reads and drops the bundle, and waits (up to 10 s) for the
+// attempt that created dir to have started the run. It then follows the
+// output from its start (FollowCommand). head stops at the bundle's end where tar
 // would not: GNU tar reads on to the end of its 10 KiB record, busybox tar
 // to the end of the stream.
 func DeliverCommand(dir string, size int64, attempt int) []string {
@@ -74,6 +75,7 @@ else
     mv "$p" "$R/b" && sh "$R/b/` + ScriptName + `" start || exit ` + strconv.Itoa(ExitUnpack) + `
   else rm -rf "$p"; fi
 fi
+n=0; while [ ! -d "$R/out" ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 exec sh "$R/b/` + ScriptName + `" follow 0`, "kubeplay", dir, strconv.FormatInt(size, 10), strconv.Itoa(attempt)}
 }
 
@@ -185,12 +187,16 @@ kp_stop() {
   exit 0
 }
 # kp_copy FILE FROM: what FILE holds from byte FROM on, to fd 4; n is how
-# many bytes that was. dd says how many it copied; a dd without skip_bytes
-# (older busybox) copies a counted range through tail and head.
+# many bytes that was. dd says how many it copied, as the number before
+# "bytes" (or "byte") on its last line: GNU dd may warn before it ("partial
+# read (4096 bytes); suggest iflag=fullblock" when FILE grows between its
+# reads). A dd without skip_bytes (older busybox) copies a counted range
+# through tail and head.
 kp_copy() {
   if [ -n "$kp_skip" ]; then
     set -- $(LC_ALL=C dd if="$1" bs=65536 iflag=skip_bytes skip="$2" 2>&1 >&4)
-    n=${7:-0}
+    n=
+    while [ $# -gt 1 ]; do case $2 in byte|bytes) n=$1 ;; esac; shift; done
   else
     n=$(($(wc -c <"$1") - $2))
     [ "$n" -gt 0 ] && tail -c +$(($2 + 1)) "$1" | head -c "$n" >&4

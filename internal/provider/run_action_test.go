@@ -489,3 +489,72 @@ func TestAccRunAction_waitsForCapacity(t *testing.T) {
 	}
 	f.checkNoLeaks(t)
 }
+
+// TestAccRunAction_cutProxy invokes the action through a proxy between the
+// provider and the API server that cuts every connection every 5 s from
+// the run's first output line on, on a command that prints a line every
+// 100 ms for about 40 s: Terraform's terminal shows every line once, in
+// order, then the count that says each iteration ran once, and the run
+// succeeds.
+func TestAccRunAction_cutProxy(t *testing.T) {
+	requireActions(t)
+	e := newTestEnv(t)
+	proxy := startCutProxy(t, e.kubeconfig)
+	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
+	const n = 400
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    command         = ["sh", "-c", %q]
+    timeouts {
+      invoke = "10m"
+    }
+  }
+}
+`, f.group, countedCommand(n, 0)))
+	var (
+		once sync.Once
+		stop = func() (int, int) { return 0, 0 }
+	)
+	first := regexp.MustCompile(`: line 0$`)
+	lines, stderr, err := terraformLinesFunc(t, f.terraformBin, f.cliConfig, dir, func(l string) {
+		if first.MatchString(l) {
+			once.Do(func() { stop = proxy.cutEvery(5 * time.Second) })
+		}
+	}, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	cuts, conns := stop()
+	t.Logf("the proxy cut %d times, %d connections in all", cuts, conns)
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	if cuts < 5 {
+		t.Errorf("the proxy cut only %d times during the run's output", cuts)
+	}
+	// The run's output, as the terminal shows it: the action's prefix off.
+	prefix := regexp.MustCompile(`^Action action\.kubeplay_run\.x \(triggered by CLI\): ?`)
+	// The progress after the output: the run's summary, the recap, the status.
+	end := regexp.MustCompile(`^(run \S+ ran in container group |recap: |status: )`)
+	var got []string
+	in := false
+	for _, l := range lines {
+		text := prefix.ReplaceAllString(l.line, "")
+		switch {
+		case text == "line 0":
+			in = true
+		case end.MatchString(text):
+			in = false
+		}
+		if in && text != "" {
+			got = append(got, text)
+		}
+	}
+	want := strings.Split(strings.TrimSuffix(countedOutput(n), "\n"), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the terminal does not show the run's %d lines once, in order: %s\n%s", len(want),
+			outputDiff(strings.Join(got, "\n")+"\n", countedOutput(n)), dump(lines))
+	}
+	if firstLine(lines, `status: successful \(exit code 0\)`) < 0 {
+		t.Errorf("the run did not end successful:\n%s", dump(lines))
+	}
+	f.checkNoLeaks(t)
+}

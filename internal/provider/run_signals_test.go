@@ -33,6 +33,8 @@ type signalEnv struct {
 	e                       *testEnv
 	ns, dir                 string
 	terraformBin, cliConfig string
+	// providerLog, when set, is where start has the provider log at INFO.
+	providerLog string
 }
 
 func newSignalEnv(t *testing.T, timeout string) *signalEnv {
@@ -72,6 +74,9 @@ func (s *signalEnv) start(t testing.TB) (*exec.Cmd, *syncBuffer) {
 	cmd := exec.Command(s.terraformBin, "apply", "-auto-approve", "-input=false", "-no-color")
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+s.cliConfig, "TF_IN_AUTOMATION=1", "TF_LOG=", "CHECKPOINT_DISABLE=1")
+	if s.providerLog != "" {
+		cmd.Env = append(cmd.Env, "TF_LOG_PROVIDER=INFO", "TF_LOG_PATH="+s.providerLog)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -174,7 +179,7 @@ func TestAccRun_interrupt(t *testing.T) {
 }
 
 // TestAccRun_killedReaped: a terraform process killed with its provider
-// leaves its pod; the pod ends itself (its exec session is gone) or the
+// leaves its pod; the pod ends itself (no beat for the disconnect grace) or the
 // cluster ends it at its deadline, and the next apply in the group removes
 // it.
 func TestAccRun_killedReaped(t *testing.T) {
@@ -189,7 +194,7 @@ func TestAccRun_killedReaped(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	killed := time.Now()
-	// The worker ends it (Succeeded) when the run's exec session ends;
+	// The worker ends it (Succeeded) when no beat came for the grace;
 	// activeDeadlineSeconds (the create timeout) would let the kubelet end
 	// it (Failed) otherwise.
 	var ended corev1.PodPhase
