@@ -63,7 +63,7 @@ func (e *testEnv) probeRunNamespace(ctx context.Context, groupNS string) *namesp
 		for ctx.Err() == nil {
 			out.Reset()
 			code, err := podexec.Run(ctx, cfg, e.kube, groupNS, pod.Name, "worker",
-				[]string{"sh", "-c", "cat /tmp/kubeplay.*/kubeconfig"}, nil, &out, &out)
+				[]string{"sh", "-c", "cat /tmp/kubeplay.*/b/kubeconfig"}, nil, &out, &out)
 			if err == nil && code == 0 {
 				if kc, err = clientcmd.Load(out.Bytes()); err == nil && kc.Contexts[kc.CurrentContext] != nil {
 					break
