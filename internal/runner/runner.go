@@ -229,21 +229,6 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	return r.finish(ctx, s, res, pod, nil)
 }
 
-// noResult explains an exec that ended with exit code 0 and no result. With
-// no report at all, the stream was closed under the run: a kubelet that
-// stops closes its exec streams cleanly, without an exit status, which
-// client-go reads as success. gone is how the pod vanished, if it did.
-func noResult(pod string, reported bool, gone string, perr error, stderr string) error {
-	switch {
-	case reported:
-		return fmt.Errorf("the runner in pod %s reported no result (%v); stderr: %s", pod, perr, stderr)
-	case gone != "":
-		return fmt.Errorf("pod %s %s during the run", pod, gone)
-	}
-	return fmt.Errorf("the exec stream to pod %s ended before the run reported its result (the kubelet or the API "+
-		"server stopped, or the connection dropped), which ends the run in the pod part way", pod)
-}
-
 // launch creates the run's pod and waits until it runs. While a launch
 // fails for a reason that can pass and retries are left, it deletes the
 // pod, waiting until it is gone so that its quota is free, and launches a

@@ -315,24 +315,3 @@ func TestVanished(t *testing.T) {
 		}
 	}
 }
-
-// TestNoResult: an exec that ends with code 0 and no report at all was cut
-// (a stopping kubelet closes the stream cleanly); one with a report that
-// does not parse is the runner's fault.
-func TestNoResult(t *testing.T) {
-	perr := errors.New("the runner's report is not JSON: unexpected end of JSON input")
-	for _, tc := range []struct {
-		reported bool
-		gone     string
-		want     string
-	}{
-		{false, "", "the exec stream to pod p ended before the run reported its result (the kubelet"},
-		{false, "was deleted", "pod p was deleted during the run"},
-		{true, "", "the runner in pod p reported no result (the runner's report is not JSON: unexpected end of JSON input); stderr: boom"},
-	} {
-		got := noResult("p", tc.reported, tc.gone, perr, "boom").Error()
-		if !strings.HasPrefix(got, tc.want) {
-			t.Errorf("noResult(reported=%t, gone=%q) = %q, want it to start with %q", tc.reported, tc.gone, got, tc.want)
-		}
-	}
-}
