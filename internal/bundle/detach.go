@@ -100,8 +100,10 @@ type Control struct {
 // ParseControl reads one stderr line ("kp-attached", "kp-lost A B",
 // "kp-none"); ok is false for any other line.
 func ParseControl(line string) (c Control, ok bool) {
-	f := strings.Fields(line)
-	if len(f) == 0 || !strings.HasPrefix(f[0], "kp-") || strings.TrimSpace(line) != line {
+	// Words are separated by exactly one space, as the script prints them:
+	// any other whitespace (a newline inside the line) is not a control line.
+	f := strings.Split(line, " ")
+	if !strings.HasPrefix(f[0], "kp-") {
 		return Control{}, false
 	}
 	switch {

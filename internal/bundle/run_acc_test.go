@@ -42,13 +42,26 @@ func TestAccBundleRunsInPod(t *testing.T) {
 		if err := b.Write(&in); err != nil {
 			t.Fatal(err)
 		}
-		// stdin: the bundle, a beat, and once the whole result has come,
-		// "done", as the runner sends them.
+		// stdin: the bundle, a beat every BeatInterval (the watchdog ends a
+		// run without beats after the grace, and a loaded machine can take
+		// longer than that for 400 hosts), and once the whole result has
+		// come, "done", as the runner sends them.
 		pr, pw := io.Pipe()
 		go func() {
 			_, _ = pw.Write(in.Bytes())
-			_, _ = io.WriteString(pw, bundle.Beat(0, 1))
-			<-results.Done()
+			tick := time.NewTicker(bundle.BeatInterval)
+			defer tick.Stop()
+			for seq := uint64(1); ; seq++ {
+				if _, err := io.WriteString(pw, bundle.Beat(0, seq)); err != nil {
+					return
+				}
+				select {
+				case <-tick.C:
+					continue
+				case <-results.Done():
+				}
+				break
+			}
 			_, _ = io.WriteString(pw, bundle.DoneLine)
 			_ = pw.Close()
 		}()
