@@ -142,13 +142,15 @@ func TestLedgerRenew(t *testing.T) {
 func TestLedgerKeep(t *testing.T) {
 	ctx := context.Background()
 	led, _ := ledgerWith(t, 1, nil)
-	const ttl = 600 * time.Millisecond
+	// Renewals come every ttl/3; a ttl of 3 s tolerates the 2 s stalls a
+	// 2-core machine running the whole suite gave a 600 ms one (CI).
+	const ttl = 3 * time.Second
 	if _, err := led.Acquire(ctx, "live", 1, ttl); err != nil {
 		t.Fatal(err)
 	}
 	var errs atomic.Int32
 	stop := led.Keep("live", ttl, func(error) { errs.Add(1) })
-	time.Sleep(3 * ttl)
+	time.Sleep(ttl + ttl/2) // unrenewed, the claim would have expired
 	mustWait(t, led, "next")
 	stop()
 	stop() // twice is harmless

@@ -22,8 +22,9 @@ import (
 func TestRunRenewsShortClaims(t *testing.T) {
 	f := newFake(t)
 	// Long enough that a renewal, due every third of it, still comes in
-	// time when the parallel suite keeps both CPUs busy (300 ms did not).
-	f.e.claimTTL = 1500 * time.Millisecond
+	// time when the parallel suite keeps both CPUs busy (300 ms did not;
+	// capacity's TestLedgerKeep saw a 600 ms ttl lapse in CI).
+	f.e.claimTTL = 3 * time.Second
 	runs, forks := f.ledger(capacity.Runs, 1), f.ledger(capacity.Forks, 5)
 	var expiries []time.Duration
 	var waitErr error
@@ -37,7 +38,7 @@ func TestRunRenewsShortClaims(t *testing.T) {
 			}
 			expiries = append(expiries, expiresIn(t, cm.Data["r1-create"], start))
 		}
-		time.Sleep(5 * f.e.claimTTL)
+		time.Sleep(2 * f.e.claimTTL) // unrenewed, the claims would have expired
 		// Another run still finds the slot taken.
 		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -169,6 +171,19 @@ func TestAccAccess(t *testing.T) {
 	as, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The RBAC authorizer reads the namespace's RoleBinding from its own
+	// cache, which on a loaded 2-core machine has lagged the write by more
+	// than the few milliseconds this test takes (CI). Nothing can be
+	// watched for that, so ask the authorizer itself, with a backoff.
+	allowed := func(ctx context.Context) (bool, error) {
+		r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{
+			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+				Namespace: ns, Verb: "create", Resource: "configmaps"}}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, nil
+	}
+	if err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: 30}, allowed); err != nil {
+		t.Fatalf("the node's account was not allowed to create ConfigMaps in its namespace within the backoff: %v", err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
 	if _, err := as.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
