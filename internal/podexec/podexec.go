@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -53,7 +54,8 @@ func Run(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, nam
 			TTY:       false,
 		}, scheme.ParameterCodec)
 
-	executor, err := newExecutor(cfg, req)
+	var refusal error // the server's status, when it refused the WebSocket upgrade with one
+	executor, err := newExecutor(cfg, req, func(status error) { refusal = status })
 	if err != nil {
 		return -1, fmt.Errorf("exec in pod %s/%s: %w", namespace, pod, err)
 	}
@@ -64,6 +66,12 @@ func Run(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, nam
 	})
 	if err == nil {
 		return 0, nil
+	}
+	if status := apierrors.APIStatus(nil); refusal != nil && !errors.As(err, &status) {
+		// SPDY, tried after the refusal, keeps only the status's text:
+		// keep the status itself, whose code tells a refusal for good
+		// (forbidden, no such container) from one for now (Transient).
+		err = refused{err, refusal}
 	}
 	// The command ran and exited non-zero: the stream protocol reports it as
 	// a utilexec.CodeExitError.
@@ -87,7 +95,7 @@ func Run(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, nam
 // does. The error checks must come from k8s.io/streaming: client-go returns
 // that module's UpgradeFailureError, which the deprecated copy in
 // k8s.io/apimachinery/pkg/util/httpstream does not recognise.
-func newExecutor(cfg *rest.Config, req *rest.Request) (remotecommand.Executor, error) {
+func newExecutor(cfg *rest.Config, req *rest.Request, onRefusal func(status error)) (remotecommand.Executor, error) {
 	// Note: the WebSocket executor takes GET, the SPDY one POST.
 	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
 	if err != nil {
@@ -98,20 +106,37 @@ func newExecutor(cfg *rest.Config, req *rest.Request) (remotecommand.Executor, e
 		return nil, fmt.Errorf("spdy executor: %w", err)
 	}
 	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		var upgrade *httpstream.UpgradeFailureError
+		var status apierrors.APIStatus
+		if errors.As(err, &upgrade) && errors.As(upgrade.Cause, &status) {
+			onRefusal(upgrade.Cause)
+		}
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 }
 
-// Refused reports whether err, from Run, says the exec never started: the
-// API server or the kubelet answered the upgrade with an error (such as
-// "container not found" from a kubelet that restarted and has not yet
-// listed its containers again), so no process ran in the container. SPDY
-// reports that as a plain error whose text is all there is to go on.
-func Refused(err error) bool {
-	if err == nil {
+// refused is SPDY's error for an exec whose WebSocket upgrade the server
+// refused with a status: its text, and the status for errors.As.
+type refused struct{ err, status error }
+
+func (r refused) Error() string   { return r.err.Error() }
+func (r refused) Unwrap() []error { return []error{r.err, r.status} }
+
+// Transient reports whether err, from Run, may pass if the exec is asked
+// for again: a stream that broke, or an exec the API server or the kubelet
+// refused for now (a restart, an overload, "container not found" from a
+// kubelet that has not yet listed its containers again). An exec refused
+// for good (forbidden, no such pod or container) is not.
+func Transient(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch code := status.Status().Code; {
+		case code >= 500, code == http.StatusTooManyRequests:
+			return true
+		case code == http.StatusBadRequest:
+			return strings.Contains(err.Error(), "container not found")
+		}
 		return false
 	}
-	var status apierrors.APIStatus
-	return httpstream.IsUpgradeFailure(err) || errors.As(err, &status) ||
-		strings.Contains(err.Error(), "unable to upgrade connection")
+	return err != nil
 }

@@ -106,25 +106,25 @@ func TestRunAcc(t *testing.T) {
 		if err == nil || code != -1 || !strings.Contains(err.Error(), ns+"/no-such-pod") {
 			t.Errorf("got code %d, err %v; want -1 and an error naming %s/no-such-pod", code, err, ns)
 		}
-		if !podexec.Refused(err) {
-			t.Errorf("an exec in a missing pod is not Refused: %v", err)
+		if podexec.Transient(err) {
+			t.Errorf("an exec in a missing pod is Transient: %v", err)
 		}
-		// A container the pod does not have: the API server refuses the upgrade, nothing runs.
+		// A container the pod does not have: the API server refuses the upgrade for good, nothing runs.
 		code, err = podexec.Run(ctx, cfg, client, ns, pod.Name, "nope", []string{"true"}, nil, &stdout, nil)
-		if err == nil || code != -1 || !podexec.Refused(err) {
-			t.Errorf("exec in container nope: got code %d, err %v; want -1 and a Refused error", code, err)
+		if err == nil || code != -1 || podexec.Transient(err) {
+			t.Errorf("exec in container nope: got code %d, err %v; want -1 and an error that is not Transient", code, err)
 		}
 		code, err = podexec.Run(ctx, cfg, client, ns, pod.Name, "main", []string{"/no/such/binary"}, nil, &stdout, nil)
 		if err == nil && code == 0 {
 			t.Errorf("running a missing binary succeeded")
 		}
 		t.Logf("missing binary: code %d, err %v", code, err)
-		// A stream that started, then ended with its context: not Refused, the command ran.
+		// A stream that started, then ended with its context: Transient, as a cut stream is.
 		short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
 		defer cancelShort()
 		_, err = podexec.Run(short, cfg, client, ns, pod.Name, "main", []string{"sleep", "30"}, nil, &stdout, nil)
-		if err == nil || podexec.Refused(err) {
-			t.Errorf("an exec cut by its context: err %v, Refused %v; want an error that is not Refused", err, podexec.Refused(err))
+		if err == nil || !podexec.Transient(err) {
+			t.Errorf("an exec cut by its context: err %v, Transient %v; want a Transient error", err, podexec.Transient(err))
 		}
 	})
 }

@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
@@ -118,7 +116,7 @@ func (f *follower) follow(ctx context.Context) (bundle.Result, error) {
 		case end.err == nil && end.code != 0:
 			return bundle.Result{}, because(ReasonStreamLost, fmt.Errorf("following the run in pod %s failed (exit %d): %s",
 				f.pod.Name, end.code, strings.TrimSpace(f.errs.String())))
-		case end.err != nil && !retryable(end.err):
+		case end.err != nil && !podexec.Transient(end.err):
 			return bundle.Result{}, end.err
 		}
 		since := time.Since(f.upAt())
@@ -150,23 +148,6 @@ func cmpErr(err error) error {
 		return errors.New("the stream closed without the run's result")
 	}
 	return err
-}
-
-// retryable tells a stream that broke, or an exec the API server or the
-// kubelet refused for now (a restart, an overload), from one refused for
-// good (forbidden, no such container).
-func retryable(err error) bool {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		switch code := status.Status().Code; {
-		case code >= 500, code == http.StatusTooManyRequests:
-			return true
-		case code == http.StatusBadRequest:
-			return strings.Contains(err.Error(), "container not found")
-		}
-		return false
-	}
-	return true
 }
 
 func (f *follower) isStarted() bool {
