@@ -184,8 +184,7 @@ func (f *follower) session(ctx context.Context, attempt int) sessionEnd {
 	}
 	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelExec()
-	ss := &followSession{f: f, poke: make(chan struct{}, 1), finished: make(chan struct{}), attached: make(chan struct{}),
-		ended: make(chan struct{})}
+	ss := &followSession{f: f, poke: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{})}
 	ss.results = bundle.NewResultStream(f.s.Bundle.Marker, errsWriter{ss}, bundle.MaxResultSize)
 	pr, pw := io.Pipe()
 	writerDone := make(chan struct{})
@@ -196,33 +195,29 @@ func (f *follower) session(ctx context.Context, attempt int) sessionEnd {
 			ss.writeErr = err
 		}
 	}()
-	// A cancel is passed on to the pod over the session; a session that
-	// does not end by itself soon after is cut.
+	// Once the result is in, the output may all have come before it: done
+	// may be due. A cancel is passed on to the pod over the session, and
+	// done once everything came; a session that does not end by itself
+	// soon after either is cut.
 	stopWatch := make(chan struct{})
 	go func() {
-		select {
-		case <-ss.results.Done():
-			ss.checkDone(f.position())
-		case <-stopWatch:
-			return
+		resultIn := ss.results.Done()
+		for {
+			select {
+			case <-resultIn:
+				resultIn = nil
+				ss.checkDone(f.position())
+				continue
+			case <-ctx.Done():
+			case <-ss.finished:
+			case <-stopWatch:
+				return
+			}
+			break
 		}
-	}()
-	go func() {
 		select {
-		case <-ctx.Done():
-			select {
-			case <-time.After(cancelGrace):
-				cancelExec()
-			case <-stopWatch:
-			}
-		case <-ss.finished:
-			// The result and all the output came; the follower ends once it
-			// has the done line.
-			select {
-			case <-time.After(cancelGrace):
-				cancelExec()
-			case <-stopWatch:
-			}
+		case <-time.After(cancelGrace):
+			cancelExec()
 		case <-stopWatch:
 		}
 	}()
@@ -235,7 +230,7 @@ func (f *follower) session(ctx context.Context, attempt int) sessionEnd {
 	_ = pw.Close()
 	<-writerDone
 	ss.flushLine()
-	end := sessionEnd{err: err, code: code, noRun: ss.noRun, got: ss.got}
+	end := sessionEnd{err: err, code: code, noRun: ss.noRun, got: ss.got.Load()}
 	end.writeErr = ss.writeErr
 	if end.writeErr != nil {
 		return end
@@ -262,14 +257,12 @@ type followSession struct {
 	results  *bundle.ResultStream
 	poke     chan struct{}
 	finished chan struct{}
-	attached chan struct{}
 	ended    chan struct{} // the exec returned
-	once     sync.Once
 	fin      sync.Once
 	line     []byte
 	writeErr error
 	noRun    bool
-	got      bool
+	got      atomic.Bool // output came, or the run said it is attached; stdout's, stderr's and stdin's goroutines
 	sinceAck int64
 }
 
@@ -280,7 +273,7 @@ func (ss *followSession) Write(p []byte) (int, error) {
 	f.pos += int64(len(p))
 	pos := f.pos
 	f.mu.Unlock()
-	ss.got = true
+	ss.got.Store(true)
 	if _, err := f.out.Write(p); err != nil {
 		return 0, err
 	}
@@ -359,8 +352,7 @@ func (ss *followSession) control(line string) bool {
 		f.started = true
 		f.mu.Unlock()
 		f.up()
-		ss.got = true
-		ss.once.Do(func() { close(ss.attached) })
+		ss.got.Store(true)
 	case "none":
 		ss.noRun = true
 	case "lost":
@@ -428,16 +420,13 @@ func (ss *followSession) feed(ctx context.Context, pw *io.PipeWriter, deliver bo
 			return pw.Close()
 		case <-ss.ended:
 			return nil
-		case <-ss.attached:
-			ss.attached = nil
-			continue
 		case <-tick.C:
 		case <-ss.poke:
 		}
 		if err := beat(); err != nil {
 			return err
 		}
-		if ss.got {
+		if ss.got.Load() {
 			f.up()
 		}
 	}
