@@ -352,7 +352,7 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 					"run's pod longer. Defaults to `30s`.",
 				Optional:   true,
 				Computed:   true,
-				Default:    stringdefault.StaticString("30s"),
+				Default:    stringdefault.StaticString(defaultDisconnectGrace),
 				Validators: []validator.String{graceDuration()},
 			},
 			"launch_retries": schema.Int64Attribute{
@@ -600,7 +600,7 @@ func fillGroup(ctx context.Context, g catalog.Group, m *containerGroupModel, ren
 	m.DefaultLabelStorage, m.DefaultLabelStorageLimit = nullableInt64(d.Storage), nullableInt64(d.StorageLimit)
 	m.DefaultLabelExtraResources = nullableStringMap(ctx, d.ExtraResources, diags)
 	m.PodPendingTimeout = types.StringValue(g.PodPendingTimeout)
-	m.DisconnectGracePeriod = types.StringValue(cmp.Or(g.DisconnectGracePeriod, "30s"))
+	m.DisconnectGracePeriod = types.StringValue(cmp.Or(g.DisconnectGracePeriod, defaultDisconnectGrace))
 	m.LaunchRetries = types.Int64Value(g.LaunchRetries)
 	m.Priority = nullableInt64(g.Priority)
 	m.Labels = nullableStringMap(ctx, g.Labels, diags)

@@ -103,6 +103,7 @@ func TestAccContainerGroup_lifecycle(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("id"), knownvalue.StringExact(name)),
 					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("pod_pending_timeout"), knownvalue.StringExact("5m")),
+					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("disconnect_grace_period"), knownvalue.StringExact("30s")),
 					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("launch_retries"), knownvalue.Int64Exact(3)),
 					statecheck.ExpectKnownValue(groupAddr, tfjsonpath.New("rendered_pod"), knownvalue.StringRegexp(regexp.MustCompile(`team: platform`))),
 				},
@@ -427,6 +428,9 @@ func TestAccContainerGroup_planErrors(t *testing.T) {
 			`(?s)Invalid Pod Spec Override.*line 4: unknown field "spec.containers\[0\].imagee"`},
 		{"  pod_spec_override = \"apiVersion: apps/v1\\nkind: Deployment\\n\"\n", `(?s)Invalid Pod Spec Override.*is a Deployment, not a Pod`},
 		{"  pod_pending_timeout = \"soon\"\n", `(?s)Invalid Duration.*"soon"`},
+		{"  disconnect_grace_period = \"5s\"\n", `(?s)Invalid Disconnect Grace Period.*disconnect_grace_period.*"5s" is not a duration from 10s to 1h`},
+		{"  disconnect_grace_period = \"2h\"\n", `(?s)Invalid Disconnect Grace Period.*"2h"`},
+		{"  disconnect_grace_period = \"soon\"\n", `(?s)Invalid Disconnect Grace Period.*"soon"`},
 		{"  labels = { \"team\" = \"not a label value\" }\n", `(?s)Invalid Label Value`},
 		// Found by users: these crashed the provider at plan or apply.
 		{"  pod_spec_override = \"spec:\\n  containers: null\\n\"\n", `(?s)Pod Spec Override Removes Every Container`},

@@ -119,6 +119,10 @@ func groupDuration() validator.String {
 	}
 }
 
+// defaultDisconnectGrace is disconnect_grace_period's default, and what a
+// group stored before the attribute reads as: the pod's own default.
+var defaultDisconnectGrace = bundle.DefaultLeaseGrace.String()
+
 // graceDuration checks disconnect_grace_period: long enough for a few
 // beats, short enough that an abandoned run does not hold its pod for long.
 func graceDuration() validator.String {
