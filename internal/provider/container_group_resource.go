@@ -346,7 +346,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 					"from `10s` to `1h`. A run does not live in one connection: its playbook runs detached in the pod, " +
 					"and the provider follows its output, re-attaching from the last byte it received after a cut stream, " +
 					"an API server restart, a proxy's idle timeout or a kubelet restart, and beats every 5 seconds while " +
-					"attached. A cut shorter than this is survived; once the pod has heard nothing for this long (the " +
+					"attached. The grace counts from the last beat the pod heard, so a cut up to this period less 5 seconds is " +
+					"always survived, a longer one when it began soon after a beat; once the pod has heard nothing for this long (the " +
 					"provider or Terraform killed, a laptop closed), it ends the playbook and, but on a held node, itself, " +
 					"which frees its place in the group. A longer grace survives longer outages and keeps an abandoned " +
 					"run's pod longer. Defaults to `30s`.",
