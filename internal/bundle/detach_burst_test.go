@@ -6,7 +6,6 @@ package bundle
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,13 +18,7 @@ import (
 // the bytes it sent, or it sends them again. The whole output comes once,
 // in order, and the container's log has it too.
 func TestFollowBurstsByteExact(t *testing.T) {
-	log := filepath.Join(t.TempDir(), "container.log")
-	if err := os.WriteFile(log, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	old := containerLog
-	containerLog = log
-	t.Cleanup(func() { containerLog = old })
+	log := useContainerLog(t)
 	const per, bursts = 10000, 40
 	b := Bundle{Command: []string{"sh", "-c", fmt.Sprintf(
 		`i=0; while [ $i -lt %d ]; do seq $((i*%d)) $((i*%d+%d)); i=$((i+1)); sleep 0.1; done`, bursts, per, per, per-1)},

@@ -180,7 +180,11 @@ func runOnce(t *testing.T, b *Bundle, path ...string) (string, string, Result) {
 	return s.output(), s.before.String(), r
 }
 
-func TestDetachedRunOutputAndLog(t *testing.T) {
+// useContainerLog points the run's copy of its output for `kubectl logs`
+// (containerLog) at an empty file of the test's own until the test ends,
+// and returns the file's path.
+func useContainerLog(t *testing.T) string {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), "container.log")
 	if err := os.WriteFile(log, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -188,6 +192,11 @@ func TestDetachedRunOutputAndLog(t *testing.T) {
 	old := containerLog
 	containerLog = log
 	t.Cleanup(func() { containerLog = old })
+	return log
+}
+
+func TestDetachedRunOutputAndLog(t *testing.T) {
+	log := useContainerLog(t)
 	b := Bundle{Command: []string{"sh", "-c", "echo one; echo two >&2; printf 'no newline'; exit 4"}, Marker: testMarker}
 	out, before, r := runOnce(t, &b)
 	if out != "one\ntwo\nno newline" || r.ExitCode != 4 || r.OutputSize != int64(len(out)) {

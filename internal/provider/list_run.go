@@ -47,7 +47,8 @@ func (l *runList) ListResourceConfigSchema(_ context.Context, _ list.ListResourc
 			"ledger), `orphaned` (no process will delete it: the pod ended, its deadline passed, or its claim expired " +
 			"because the process that made it was killed), `deleting`, or `running` (the group has neither " +
 			"`max_concurrent_runs` nor `max_forks`, so there is no claim to tell by; a pod whose process died ends " +
-			"itself within a minute and is `orphaned` from then on). With `include_resource = true` a result carries " +
+			"itself once it has heard nothing from it for the group's `disconnect_grace_period`, or 45 seconds after its " +
+			"start when no run began in it, and is `orphaned` from then on). With `include_resource = true` a result carries " +
 			"`id`, `container_group`, `pod_name`, `node_name` and `started_at` (the pod's creation).\n\n" +
 			"After the pods come the group's last runs that ended, newest first, from the records its ledgers keep " +
 			"(a group with `max_concurrent_runs` or `max_forks` keeps its last 50): each is named `run <id> (ended " +

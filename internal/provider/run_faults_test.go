@@ -406,14 +406,31 @@ resource "kubeplay_node_label" "small" {
 	f.checkNoLeaks(t)
 }
 
+// newCutFaultEnv is newFaultEnv with every connection of the provider
+// through a cutProxy, which the row cuts.
+func newCutFaultEnv(t *testing.T) (*faultEnv, *cutProxy) {
+	e := newTestEnv(t)
+	proxy := startCutProxy(t, e.kubeconfig)
+	return newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits}), proxy
+}
+
+// expectSurvived fails unless the run of a row whose fault broke its
+// stream was recorded successful with want, its whole output, once, after
+// the provider followed it again at least once, and left nothing behind.
+func (f *faultEnv) expectSurvived(t *testing.T, s *signalEnv, want string) {
+	t.Helper()
+	s.expectRecord(t, "successful", nil)
+	s.expectOutput(t, want)
+	s.expectReattached(t)
+	f.checkNoLeaks(t)
+}
+
 // TestAccRunFault_execStreamCut: every connection of the provider goes
 // through a TCP proxy that the test cuts once while the run prints. The
 // playbook runs detached in its pod: the provider re-attaches from the
 // last byte it received, and the run succeeds with its whole output once.
 func TestAccRunFault_execStreamCut(t *testing.T) {
-	e := newTestEnv(t)
-	proxy := startCutProxy(t, e.kubeconfig)
-	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
+	f, proxy := newCutFaultEnv(t)
 	const lines = 200
 	s, out, clock, err := f.runFault(t, "exec_stream_cut", commandRun(countedCommand(lines, 0), "10m"),
 		func(string) {
@@ -423,10 +440,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 			}
 		})
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
-	s.expectRecord(t, "successful", nil)
-	s.expectOutput(t, countedOutput(lines))
-	s.expectReattached(t)
-	f.checkNoLeaks(t)
+	f.expectSurvived(t, s, countedOutput(lines))
 }
 
 // TestAccRunFault_cutEvery5s: the proxy between the provider and the API
@@ -434,9 +448,7 @@ func TestAccRunFault_execStreamCut(t *testing.T) {
 // every 100 ms for a minute. The provider re-attaches after each cut, and
 // the run succeeds with its whole output, every line once and in order.
 func TestAccRunFault_cutEvery5s(t *testing.T) {
-	e := newTestEnv(t)
-	proxy := startCutProxy(t, e.kubeconfig)
-	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
+	f, proxy := newCutFaultEnv(t)
 	const lines = 600 // a minute
 	var stop func() (cuts, conns int)
 	s, out, clock, err := f.runFault(t, "cut_every_5s", commandRun(countedCommand(lines, 0), "10m"),
@@ -447,10 +459,7 @@ func TestAccRunFault_cutEvery5s(t *testing.T) {
 	if cuts < 10 || conns < cuts {
 		t.Errorf("the proxy cut %d times (%d connections) during a one-minute run: want one cut every 5 s, each of at least one connection", cuts, conns)
 	}
-	s.expectRecord(t, "successful", nil)
-	s.expectOutput(t, countedOutput(lines))
-	s.expectReattached(t)
-	f.checkNoLeaks(t)
+	f.expectSurvived(t, s, countedOutput(lines))
 }
 
 // TestAccRunFault_cutEvery5sBursts: cut_every_5s with output in bursts:
@@ -459,9 +468,7 @@ func TestAccRunFault_cutEvery5s(t *testing.T) {
 // The run succeeds with its whole output once: neither a cut nor a segment
 // growing while the pod copies it sends a byte twice or skips one.
 func TestAccRunFault_cutEvery5sBursts(t *testing.T) {
-	e := newTestEnv(t)
-	proxy := startCutProxy(t, e.kubeconfig)
-	f := newFaultEnvWith(t, e, proxy.kubeconfig, faultGroup{attrs: faultLimits})
+	f, proxy := newCutFaultEnv(t)
 	const per, bursts = 10000, 30
 	command := startedThen(fmt.Sprintf(`i=0; while [ $i -lt %d ]; do seq $((i*%d)) $((i*%d+%d)); i=$((i+1)); sleep 1; done`,
 		bursts, per, per, per-1))
@@ -475,10 +482,7 @@ func TestAccRunFault_cutEvery5sBursts(t *testing.T) {
 	for i := range per * bursts {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	s.expectRecord(t, "successful", nil)
-	s.expectOutput(t, want.String())
-	s.expectReattached(t)
-	f.checkNoLeaks(t)
+	f.expectSurvived(t, s, want.String())
 }
 
 // TestAccRunFault_idleProxy: the proxy closes any connection that carried
@@ -1100,10 +1104,7 @@ func TestAccRunFault_apiServerRestart(t *testing.T) {
 		t.Logf("the API server was ready again %.1f s after the kill began", time.Since(killed).Seconds())
 	})
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
-	s.expectRecord(t, "successful", nil)
-	s.expectOutput(t, countedOutput(lines))
-	s.expectReattached(t)
-	f.checkNoLeaks(t)
+	f.expectSurvived(t, s, countedOutput(lines))
 }
 
 // TestAccRunFault_kubeletRestart: the node's kubelet is stopped and
@@ -1127,11 +1128,8 @@ func TestAccRunFault_kubeletRestart(t *testing.T) {
 		t.Logf("the kubelet was stopped and Ready again in %.1f s", time.Since(stopped).Seconds())
 	})
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))
-	s.expectRecord(t, "successful", nil)
-	s.expectOutput(t, countedOutput(lines))
-	s.expectReattached(t)
+	f.expectSurvived(t, s, countedOutput(lines))
 	t.Logf("pod %s: its container lived through the kubelet's restart", pod)
-	f.checkNoLeaks(t)
 }
 
 // kubeletDown is how long the kubelet stays stopped.
