@@ -133,6 +133,10 @@ type Bundle struct {
 	// KeepOutput is how much of the output's tail the pod keeps once the
 	// provider has read it (the run's output_limit); 64 KiB when 0.
 	KeepOutput int64
+	// PrivateOutput keeps the output out of the container's log (kubectl
+	// logs): the run has secrets, which only the provider redacts. The log
+	// then says so instead.
+	PrivateOutput bool
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

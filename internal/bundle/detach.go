@@ -172,7 +172,7 @@ func (b *Bundle) modes() string {
 	r := strings.NewReplacer("@S@", strconv.Itoa(SegmentSize), "@CAP@", strconv.Itoa(OutputCap),
 		"@KEEP@", strconv.FormatInt(b.keepOutput(), 10), "@GRACE@", strconv.Itoa(b.leaseGrace()),
 		"@TICK@", strconv.Itoa(watchTick), "@MARKER@", Quote(b.Marker), "@KILLWORKER@", killWorker,
-		"@LOG@", Quote(containerLog), "@NORUN@", strconv.Itoa(ExitNoRun), "@UNPACK@", strconv.Itoa(ExitUnpack))
+		"@LOG@", Quote(containerLog), "@PRIVATE@", strconv.FormatBool(b.PrivateOutput), "@NORUN@", strconv.Itoa(ExitNoRun), "@UNPACK@", strconv.Itoa(ExitUnpack))
 	return r.Replace(modesScript)
 }
 
@@ -311,10 +311,13 @@ run) ;;
 *) echo "kubeplay: usage: $0 start | run | follow POSITION" >&2; exit 2 ;;
 esac
 exec 5<>"$R/ack"
-kp_log=@LOG@
-{ true >>"$kp_log"; } 2>/dev/null || kp_log=
+kp_log=@LOG@ kp_unwritable=
+if @PRIVATE@; then
+  { echo "kubeplay: this run's output is not copied to this log, as it may show secrets that only the provider redacts; see the run's output attribute" >>"$kp_log"; } 2>/dev/null
+  kp_log=
+elif ! { true >>"$kp_log"; } 2>/dev/null; then kp_log= kp_unwritable=1; fi
 ( trap '' PIPE; exec tee -a "${kp_log:-/dev/null}" ) <"$R/pipe" | kp_write &
 kp_writer=$!
 exec >"$R/pipe" 2>&1
-[ -n "$kp_log" ] || echo "kubeplay: this output does not reach the container's log: $(printf %s @LOG@) is not writable"
+[ -z "$kp_unwritable" ] || echo "kubeplay: this output does not reach the container's log: $(printf %s @LOG@) is not writable"
 `

@@ -210,6 +210,22 @@ func TestDetachedRunOutputAndLog(t *testing.T) {
 	}
 }
 
+// A run with secrets keeps its output out of the container's log, which
+// no one redacts, and the log says why; the output itself is whole.
+func TestDetachedRunPrivateOutput(t *testing.T) {
+	log := useContainerLog(t)
+	const secret = "s3cr3t-in-the-log-5c1e"
+	b := Bundle{Command: []string{"sh", "-c", "echo the secret is " + secret}, Marker: testMarker, PrivateOutput: true}
+	out, _, r := runOnce(t, &b)
+	if out != "the secret is "+secret+"\n" || r.ExitCode != 0 {
+		t.Errorf("output %q, result %+v", out, r)
+	}
+	got, _ := os.ReadFile(log)
+	if strings.Contains(string(got), secret) || !strings.Contains(string(got), "output is not copied to this log") {
+		t.Errorf("container log %q: want the notice and not the secret", got)
+	}
+}
+
 // A cut stream leaves the run going; a follower from the byte it had gets
 // the rest, and the whole is the output of an uncut run.
 func TestDetachedRunSurvivesCuts(t *testing.T) {

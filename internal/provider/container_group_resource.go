@@ -111,7 +111,7 @@ const containerGroupDescription = "A container group says where runs execute and
 	"and keep their output (at most 64 MiB of it, past what the provider has read). `pod_spec_override` is merged over it with a strategic merge patch, so " +
 	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
 	"`rendered_pod` shows the result at plan time. A run's playbook runs detached from any one connection: its output " +
-	"also goes to the container's log (`kubectl logs`), and the provider follows it, re-attaching from the last byte it " +
+	"also goes to the container's log (`kubectl logs`) unless the run has secrets, which only the provider redacts, and the provider follows it, re-attaching from the last byte it " +
 	"received when a stream breaks. The worker ends its pod (which turns `Succeeded` and leaves the " +
 	"quota) when the run has not heard from its provider for `disconnect_grace_period`, as when the provider is killed, and when no run has " +
 	"started in it within 45 seconds.\n\n" +

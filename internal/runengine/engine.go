@@ -249,6 +249,8 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			tl.Note(runner.StepClaim, "no warm pod was ready")
 		}
 	}
+	// The pod's copy of the output for kubectl logs is not redacted.
+	b.PrivateOutput = len(secrets) > 0
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
 		Pod: pod, Claimed: claimed, Held: b.Held, DeleteAsync: claimed != nil && !b.Held, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,

@@ -291,6 +291,13 @@ func TestRunSpec(t *testing.T) {
 	if !slices.Equal(got.Secrets, []string{"hunter2", "k3y"}) {
 		t.Errorf("secrets %q", got.Secrets)
 	}
+	if !got.Bundle.PrivateOutput {
+		t.Error("a run with secrets copies its output to the container's log, which nothing redacts")
+	}
+	// Without secrets, kubectl logs shows the output.
+	if _, err := f.e.Run(t.Context(), request(testGroup())); err != nil || got.Bundle.PrivateOutput {
+		t.Errorf("a run without secrets: %v, PrivateOutput %v", err, got.Bundle.PrivateOutput)
+	}
 }
 
 func TestRunGroupUnavailable(t *testing.T) {
