@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -113,7 +114,7 @@ resource "kubeplay_run" "r" {
 		tf(0, "apply", "-auto-approve")
 	}
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck})
+		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
 	if err == nil && len(l.Items) > 0 {
 		b.Errorf("%d plan-time check records left", len(l.Items))
 	}

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
@@ -139,7 +140,7 @@ func (c *checkTarget) checkFileIs(word string) resource.TestCheckFunc {
 // catalog namespace.
 func (e *testEnv) noCheckRecords() error {
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck})
+		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
 	if err != nil {
 		return err
 	}
