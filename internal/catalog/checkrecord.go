@@ -55,7 +55,8 @@ func (s *Store) GetCheckRecord(ctx context.Context, name string) ([]byte, error)
 }
 
 // PutCheckRecord writes record name with doc, valid for ttl, replacing an
-// older one, and deletes expired records.
+// older record (a ConfigMap of the name that kubeplay did not make is an
+// error, *managed.NotOwnedError), and deletes expired records.
 func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl time.Duration) error {
 	key, err := s.Key(ctx)
 	if err != nil {
@@ -66,7 +67,7 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.namespace,
-			Labels:      map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: ComponentCheckRecord},
+			Labels:      managed.Labels(managed.LabelComponent, ComponentCheckRecord),
 			Annotations: map[string]string{checkRecordExpires: expires},
 		},
 		Data: map[string]string{
@@ -79,6 +80,9 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 	if apierrors.IsAlreadyExists(err) {
 		var old *corev1.ConfigMap
 		if old, err = cms.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			if !managed.Owns(old, managed.LabelComponent, ComponentCheckRecord) {
+				return &managed.NotOwnedError{Kind: "ConfigMap", Namespace: s.namespace, Name: name, Labels: cm.Labels}
+			}
 			cm.ResourceVersion = old.ResourceVersion
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		}
@@ -86,8 +90,8 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 	if err != nil {
 		return err
 	}
-	// Expired records of plans never applied.
-	if list, lerr := cms.List(ctx, metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + ComponentCheckRecord}); lerr == nil {
+	// Expired records of plans never applied (kubeplay's only).
+	if list, lerr := cms.List(ctx, metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, ComponentCheckRecord)}); lerr == nil {
 		for _, o := range list.Items {
 			if t, perr := time.Parse(time.RFC3339, o.Annotations[checkRecordExpires]); perr == nil && now.After(t) {
 				_ = cms.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &o.ResourceVersion}})
@@ -97,11 +101,10 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 	return nil
 }
 
-// DeleteCheckRecord deletes record name; a missing record is no error.
+// DeleteCheckRecord deletes record name if kubeplay made it; a missing
+// record, or a ConfigMap of the name that kubeplay did not make, is left
+// without error.
 func (s *Store) DeleteCheckRecord(ctx context.Context, name string) error {
-	err := s.kube.CoreV1().ConfigMaps(s.namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	_, err := managed.DeleteOwned(ctx, s.kube.CoreV1().ConfigMaps(s.namespace), name, managed.LabelComponent, ComponentCheckRecord)
 	return err
 }

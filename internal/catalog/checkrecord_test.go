@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
 // A check record reads back as written; an edited, renamed or expired
@@ -85,5 +87,38 @@ func TestCheckRecord(t *testing.T) {
 	}
 	if _, err := s.GetCheckRecord(ctx, "kubeplay-check-b"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("deleted record: %v", err)
+	}
+}
+
+// A ConfigMap of a record's name that kubeplay did not make is neither
+// replaced nor deleted, and the sweep leaves such ConfigMaps alone even
+// with the record's label and an expiry passed.
+func TestCheckRecordNotOwned(t *testing.T) {
+	ctx := context.Background()
+	foreign := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels:      map[string]string{managed.LabelComponent: ComponentCheckRecord},
+			Annotations: map[string]string{checkRecordExpires: "2000-01-01T00:00:00Z"}},
+			Data: map[string]string{"keep": "me"}}
+	}
+	s, kube := newStore(foreign("kubeplay-check-x"), foreign("kubeplay-check-y"))
+	if err := s.EnsureNamespace(ctx); err != nil { // the key Secret
+		t.Fatal(err)
+	}
+	var no *managed.NotOwnedError
+	if err := s.PutCheckRecord(ctx, "kubeplay-check-x", []byte(`{}`), time.Hour); !errors.As(err, &no) {
+		t.Errorf("replacing a foreign ConfigMap: %v", err)
+	}
+	if err := s.DeleteCheckRecord(ctx, "kubeplay-check-y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutCheckRecord(ctx, "kubeplay-check-z", []byte(`{}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kubeplay-check-x", "kubeplay-check-y"} {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || cm.Data["keep"] != "me" {
+			t.Errorf("foreign ConfigMap %s: %v, %v", name, err, cm)
+		}
 	}
 }
