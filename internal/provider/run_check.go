@@ -292,7 +292,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 		tflog.Info(ctx, "no plan-time check", map[string]any{"reason": why})
 		return
 	}
-	key, err := r.checkKey(ctx, req.Config, *plan, "")
+	key, err := r.checkKey(ctx, req.Config, *plan)
 	if err != nil {
 		resp.Diagnostics.AddWarning("Playbook Check Not Run", fmt.Sprintf("The plan-time check of the run needs the "+
 			"catalog key to keep its result for the apply: %v. The plan goes on without it.", err))
@@ -369,7 +369,7 @@ func (r *runResource) planDriftCheck(ctx context.Context, req resource.ModifyPla
 	// the apply's plan of that create, from the record.
 	raw, _ := json.Marshal(res)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, planCheckPrivateKey, raw)...)
-	if key, err := r.checkKey(ctx, req.Config, plan, ""); err == nil {
+	if key, err := r.checkKey(ctx, req.Config, plan); err == nil {
 		r.storeCheck(ctx, key, res, &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_changes"), res.value())...)

@@ -42,9 +42,8 @@ const (
 )
 
 // checkKey names the record of a check of config (the run's, with its
-// write-only values) and plan's project content, for the run prior ("" for
-// a create).
-func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan runModel, prior string) (string, error) {
+// write-only values) and plan's project content.
+func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan runModel) (string, error) {
 	key, err := r.data.signingKey(ctx)
 	if err != nil {
 		return "", err
@@ -57,7 +56,7 @@ func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan ru
 	if err != nil {
 		return "", err
 	}
-	sig := key.Sign(domainCheckKey, raw, []byte(plan.ProjectHash.ValueString()), []byte(prior))
+	sig := key.Sign(domainCheckKey, raw, []byte(plan.ProjectHash.ValueString()))
 	h := sig[strings.LastIndexByte(sig, ':')+1:]
 	return checkRecordPrefix + h[:40], nil
 }
@@ -182,7 +181,7 @@ func (r *runResource) deleteCheck(ctx context.Context, config tfsdk.Config, plan
 	if r.data == nil || plan.PlannedChanges.IsNull() {
 		return
 	}
-	name, err := r.checkKey(ctx, config, plan, "")
+	name, err := r.checkKey(ctx, config, plan)
 	if err != nil {
 		return
 	}
