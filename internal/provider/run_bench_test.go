@@ -40,6 +40,23 @@ func BenchmarkRun100(b *testing.B) { run100(b, 0) }
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench Run100Warm -benchtime 1x -timeout 30m
 func BenchmarkRun100Warm(b *testing.B) { run100(b, 10) }
 
+// benchGroup is the group kubeplay_container_group.g of the scale
+// benchmarks: 10 runs at a time, warm warm pods, and run pods small enough
+// that 10 fit this 2-core node.
+func benchGroup(name, ns string, warm int) string {
+	return fmt.Sprintf(`resource "kubeplay_container_group" "g" {
+  name                = %q
+  namespace           = %q
+  image               = %q
+  warm_pods           = %d
+  max_concurrent_runs = 10
+  pod_pending_timeout = "10m"
+  # 10 pods of the default 250m request would not fit this 2-core node.
+  pod_spec_override = yamlencode({ spec = { containers = [{ name = "worker", resources = { requests = { cpu = "10m", memory = "16Mi" } } }] } })
+}
+`, name, ns, acctest.TestImage(), warm)
+}
+
 func run100(b *testing.B, warm int) {
 	e := benchTestEnv(b)
 	ns := acctest.Namespace(b, e.kube, "kp-scale")
@@ -50,23 +67,13 @@ func run100(b *testing.B, warm int) {
 	dir := b.TempDir()
 	warmPods := 0
 	write := func(n int) {
-		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
-  name                = "scale"
-  namespace           = %q
-  image               = %q
-  warm_pods           = %d
-  max_concurrent_runs = 10
-  pod_pending_timeout = "10m"
-  # 10 pods of the default 250m request would not fit this 2-core node.
-  pod_spec_override = yamlencode({ spec = { containers = [{ name = "worker", resources = { requests = { cpu = "10m", memory = "16Mi" } } }] } })
-}
-
+		cfg := cliHeader(e.kubeconfig, e.catalog) + benchGroup("scale", ns, warmPods) + fmt.Sprintf(`
 resource "kubeplay_run" "r" {
   count           = %d
   container_group = kubeplay_container_group.g.name
   command         = ["sleep", "2"]
 }
-`, ns, acctest.TestImage(), warmPods, n)
+`, n)
 		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
 		}

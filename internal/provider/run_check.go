@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -292,10 +293,12 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 		tflog.Info(ctx, "no plan-time check", map[string]any{"reason": why})
 		return
 	}
-	key, err := r.checkKey(ctx, req.Config, *plan, "")
+	key, err := r.checkKey(ctx, req.Config, *plan)
 	if err != nil {
 		resp.Diagnostics.AddWarning("Playbook Check Not Run", fmt.Sprintf("The plan-time check of the run needs the "+
-			"catalog key to keep its result for the apply: %v. The plan goes on without it.", err))
+			"catalog key to keep its result for the apply: %v. The plan goes on without it. Give the provider's "+
+			"identity read access to the Secret %s of the catalog namespace (or set the provider's catalog_key), "+
+			"and plan again.", err, catalogkey.SecretName))
 		return
 	}
 	// terraform plan never applies: its check is always a fresh one. Other
@@ -369,7 +372,7 @@ func (r *runResource) planDriftCheck(ctx context.Context, req resource.ModifyPla
 	// the apply's plan of that create, from the record.
 	raw, _ := json.Marshal(res)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, planCheckPrivateKey, raw)...)
-	if key, err := r.checkKey(ctx, req.Config, plan, ""); err == nil {
+	if key, err := r.checkKey(ctx, req.Config, plan); err == nil {
 		r.storeCheck(ctx, key, res, &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_changes"), res.value())...)
@@ -535,7 +538,5 @@ func summarizeCheck(c checkResult, diags *diag.Diagnostics) {
 
 // titleCount is "2 Tasks Would Change On 1 Host".
 func titleCount(c checkResult) string {
-	t, h := countOf(c.TaskCount, "Task"), countOf(int64(len(c.hosts())), "Host")
-	verb := "Would Change On"
-	return t + " " + verb + " " + h
+	return countOf(c.TaskCount, "Task") + " Would Change On " + countOf(int64(len(c.hosts())), "Host")
 }

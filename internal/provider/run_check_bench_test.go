@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -37,17 +38,7 @@ func BenchmarkPlanCheck20(b *testing.B) {
 	dir := b.TempDir()
 	const group, runs, warm = "checks", 20, 10
 	write := func(n int, mode string) {
-		cfg := cliHeader(e.kubeconfig, e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
-  name                = %q
-  namespace           = %q
-  image               = %q
-  warm_pods           = %d
-  max_concurrent_runs = 10
-  pod_pending_timeout = "10m"
-  # 10 pods of the default 250m request would not fit this 2-core node.
-  pod_spec_override = yamlencode({ spec = { containers = [{ name = "worker", resources = { requests = { cpu = "10m", memory = "16Mi" } } }] } })
-}
-
+		cfg := cliHeader(e.kubeconfig, e.catalog) + benchGroup(group, ns, warm) + fmt.Sprintf(`
 resource "kubeplay_run" "r" {
   count           = %d
   container_group = kubeplay_container_group.g.name
@@ -64,7 +55,7 @@ resource "kubeplay_run" "r" {
     plan = "10m"
   }
 }
-`, group, ns, acctest.TestImage(), warm, n, mode)
+`, n, mode)
 		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
 		}
@@ -113,7 +104,7 @@ resource "kubeplay_run" "r" {
 		tf(0, "apply", "-auto-approve")
 	}
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck})
+		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
 	if err == nil && len(l.Items) > 0 {
 		b.Errorf("%d plan-time check records left", len(l.Items))
 	}

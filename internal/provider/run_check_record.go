@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -16,12 +17,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 )
 
 // Records of plan-time checks. Terraform plans each changed resource twice
@@ -38,20 +36,14 @@ import (
 // checkRecordTTL at most, and expired records are deleted by the next
 // check that writes one.
 const (
-	checkRecordPrefix  = "kubeplay-check-"
-	checkRecordTTL     = 24 * time.Hour
-	checkRecordData    = "result.json"
-	checkRecordSig     = "signature"
-	checkRecordExpires = "kubeplay.io/expires"
-	componentCheck     = "plan-check"
-	domainCheckKey     = "kubeplay-plan-check-key"
-	domainCheckRecord  = "kubeplay-plan-check-record"
+	checkRecordPrefix = "kubeplay-check-"
+	checkRecordTTL    = 24 * time.Hour
+	domainCheckKey    = "kubeplay-plan-check-key"
 )
 
 // checkKey names the record of a check of config (the run's, with its
-// write-only values) and plan's project content, for the run prior ("" for
-// a create).
-func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan runModel, prior string) (string, error) {
+// write-only values) and plan's project content.
+func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan runModel) (string, error) {
 	key, err := r.data.signingKey(ctx)
 	if err != nil {
 		return "", err
@@ -64,7 +56,7 @@ func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan ru
 	if err != nil {
 		return "", err
 	}
-	sig := key.Sign(domainCheckKey, raw, []byte(plan.ProjectHash.ValueString()), []byte(prior))
+	sig := key.Sign(domainCheckKey, raw, []byte(plan.ProjectHash.ValueString()))
 	h := sig[strings.LastIndexByte(sig, ':')+1:]
 	return checkRecordPrefix + h[:40], nil
 }
@@ -134,31 +126,23 @@ func canonical(v tftypes.Value) (any, error) {
 // loadCheck reads the record name: false when there is none, it expired,
 // or its signature does not verify.
 func (r *runResource) loadCheck(ctx context.Context, name string) (checkResult, bool) {
-	c, err := r.data.clients()
+	s, err := r.data.catalog()
 	if err != nil {
 		return checkResult{}, false
 	}
-	key, err := r.data.signingKey(ctx)
-	if err != nil {
+	doc, err := s.GetCheckRecord(ctx, name)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
 		return checkResult{}, false
-	}
-	cm, err := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			tflog.Warn(ctx, "reading a plan-time check's record failed", map[string]any{"record": name, "error": err.Error()})
-		}
-		return checkResult{}, false
-	}
-	doc, expires := cm.Data[checkRecordData], cm.Annotations[checkRecordExpires]
-	if !key.Verify(cm.Data[checkRecordSig], domainCheckRecord, []byte(name), []byte(doc), []byte(expires)) {
+	case errors.Is(err, catalog.ErrTampered):
 		tflog.Warn(ctx, "a plan-time check's record is not signed by the catalog key: ignored", map[string]any{"record": name})
 		return checkResult{}, false
-	}
-	if t, err := time.Parse(time.RFC3339, expires); err != nil || time.Now().After(t) {
+	case err != nil:
+		tflog.Warn(ctx, "reading a plan-time check's record failed", map[string]any{"record": name, "error": err.Error()})
 		return checkResult{}, false
 	}
 	var res checkResult
-	if err := json.Unmarshal([]byte(doc), &res); err != nil {
+	if err := json.Unmarshal(doc, &res); err != nil {
 		return checkResult{}, false
 	}
 	if res.Tasks == nil {
@@ -181,11 +165,7 @@ func (r *runResource) storeCheck(ctx context.Context, name string, res checkResu
 }
 
 func (r *runResource) writeCheck(ctx context.Context, name string, res checkResult) error {
-	c, err := r.data.clients()
-	if err != nil {
-		return err
-	}
-	key, err := r.data.signingKey(ctx)
+	s, err := r.data.catalog()
 	if err != nil {
 		return err
 	}
@@ -193,40 +173,7 @@ func (r *runResource) writeCheck(ctx context.Context, name string, res checkResu
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	expires := now.Add(checkRecordTTL).UTC().Format(time.RFC3339)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: r.data.catalogNamespace,
-			Labels:      map[string]string{managed.LabelManagedBy: managed.ManagedByValue, managed.LabelComponent: componentCheck},
-			Annotations: map[string]string{checkRecordExpires: expires},
-		},
-		Data: map[string]string{
-			checkRecordData: string(doc),
-			checkRecordSig:  key.Sign(domainCheckRecord, []byte(name), doc, []byte(expires)),
-		},
-	}
-	cms := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace)
-	_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		var old *corev1.ConfigMap
-		if old, err = cms.Get(ctx, name, metav1.GetOptions{}); err == nil {
-			cm.ResourceVersion = old.ResourceVersion
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		}
-	}
-	if err != nil {
-		return err
-	}
-	// Expired records of plans never applied.
-	if list, lerr := cms.List(ctx, metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck}); lerr == nil {
-		for _, o := range list.Items {
-			if t, perr := time.Parse(time.RFC3339, o.Annotations[checkRecordExpires]); perr == nil && now.After(t) {
-				_ = cms.Delete(ctx, o.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &o.ResourceVersion}})
-			}
-		}
-	}
-	return nil
+	return s.PutCheckRecord(ctx, name, doc, checkRecordTTL)
 }
 
 // deleteCheck deletes the record of the check the applied create used.
@@ -234,15 +181,15 @@ func (r *runResource) deleteCheck(ctx context.Context, config tfsdk.Config, plan
 	if r.data == nil || plan.PlannedChanges.IsNull() {
 		return
 	}
-	name, err := r.checkKey(ctx, config, plan, "")
+	name, err := r.checkKey(ctx, config, plan)
 	if err != nil {
 		return
 	}
-	c, err := r.data.clients()
-	if err != nil {
-		return
+	s, err := r.data.catalog()
+	if err == nil {
+		err = s.DeleteCheckRecord(ctx, name)
 	}
-	if err := c.Kube.CoreV1().ConfigMaps(r.data.catalogNamespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err != nil {
 		tflog.Warn(ctx, "deleting a plan-time check's record failed; it expires by itself", map[string]any{"record": name, "error": err.Error()})
 	}
 }

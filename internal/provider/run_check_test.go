@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podexec"
@@ -139,7 +140,7 @@ func (c *checkTarget) checkFileIs(word string) resource.TestCheckFunc {
 // catalog namespace.
 func (e *testEnv) noCheckRecords() error {
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + componentCheck})
+		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
 	if err != nil {
 		return err
 	}
@@ -276,7 +277,6 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 	}
 	// Secrets through the environment, as a CI job passes them: Terraform's
 	// log at INFO has its command line.
-	var vars []string
 	secretEnv := []string{"TF_VAR_key=" + c.key, "TF_VAR_token=" + c.token}
 	var outputs []string
 	// tf runs terraform; it returns the output and the exit code.
@@ -303,6 +303,11 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 			t.Fatalf("terraform %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
 		}
 		return out
+	}
+	// cli runs terraform sub non-interactively, without color, with args.
+	cli := func(want int, sub string, args ...string) string {
+		t.Helper()
+		return must(want, append([]string{sub, "-input=false", "-no-color"}, args...)...)
 	}
 	expectPods := func(want int, after string) {
 		t.Helper()
@@ -356,10 +361,10 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 
 	// 0. The group first: a run is checked once its group exists.
 	write("one")
-	must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve", "-target=kubeplay_container_group.g"}, vars...)...)
+	cli(0, "apply", "-auto-approve", "-target=kubeplay_container_group.g")
 	expectPods(0, "the group's apply")
 	// 1. plan -out: one check; the plan JSON shows the host, the task and the diff.
-	out := must(0, append([]string{"plan", "-input=false", "-no-color", "-out=tfplan"}, vars...)...)
+	out := cli(0, "plan", "-out=tfplan")
 	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host") || !strings.Contains(out, "t0: template the config") {
 		t.Fatalf("the plan's output has no check summary:\n%s", out)
 	}
@@ -368,19 +373,19 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 		t.Fatalf("planned diff %q", d)
 	}
 	// 2. apply of the saved plan: the run, no second check.
-	must(0, append(append([]string{"apply", "-input=false", "-no-color"}, vars...), "tfplan")...)
+	cli(0, "apply", "tfplan")
 	expectPods(2, "apply tfplan")
 	if err := c.checkFileIs("one")(nil); err != nil {
 		t.Fatal(err)
 	}
 	// 3. The next plan checks for drift, finds none, plans nothing.
-	must(0, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode"}, vars...)...)
+	cli(0, "plan", "-detailed-exitcode")
 	expectPods(3, "the plan after the apply")
 	// 4. The file edited by hand: the plan replaces the run, with the diff, and exits 2.
 	if _, err := c.exec("printf 'word=edited\\n' >" + checkFile); err != nil {
 		t.Fatal(err)
 	}
-	out = must(2, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=drift.tfplan"}, vars...)...)
+	out = cli(2, "plan", "-detailed-exitcode", "-out=drift.tfplan")
 	if !strings.Contains(out, "Hosts Drifted: Run") || !strings.Contains(out, "-word=edited") || !strings.Contains(out, "must be replaced") {
 		t.Fatalf("the drift plan's output:\n%s", out)
 	}
@@ -390,38 +395,38 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 		t.Fatalf("the drift plan's planned_changes %v", pc)
 	}
 	// 5. apply, not of the saved plan: its own plan checks once, its apply does not.
-	must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	cli(0, "apply", "-auto-approve")
 	expectPods(6, "apply")
 	if err := c.checkFileIs("one")(nil); err != nil {
 		t.Fatal(err)
 	}
 	// 6. No change now.
-	must(0, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode"}, vars...)...)
+	cli(0, "plan", "-detailed-exitcode")
 	expectPods(7, "the plan after the re-run")
 	// 7. -refresh=false: no check, even with the file edited again.
 	if _, err := c.exec("printf 'word=again\\n' >" + checkFile); err != nil {
 		t.Fatal(err)
 	}
-	must(0, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode", "-refresh=false"}, vars...)...)
+	cli(0, "plan", "-detailed-exitcode", "-refresh=false")
 	expectPods(7, "plan -refresh=false")
 	// 8. destroy: no check.
-	must(0, append([]string{"destroy", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	cli(0, "destroy", "-auto-approve")
 	expectPods(7, "destroy")
 	// 9. plan, then apply without a saved plan: the plan checks; the apply's
 	// own plan shows that check again (the same configuration, not applied
 	// yet), and its apply runs the run; then destroy. The group first again.
-	must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve", "-target=kubeplay_container_group.g"}, vars...)...)
-	out = must(2, append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode"}, vars...)...)
+	cli(0, "apply", "-auto-approve", "-target=kubeplay_container_group.g")
+	out = cli(2, "plan", "-detailed-exitcode")
 	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host (t0)") {
 		t.Fatalf("the plan's output has no check summary:\n%s", out)
 	}
 	expectPods(8, "plan")
-	out = must(0, append([]string{"apply", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	out = cli(0, "apply", "-auto-approve")
 	if !strings.Contains(out, "Warning: Playbook Check: 1 Task Would Change On 1 Host (t0)") && !strings.Contains(out, "planned_changes") {
 		t.Fatalf("the apply's plan does not show the check:\n%s", out)
 	}
 	expectPods(9, "apply after plan")
-	must(0, append([]string{"destroy", "-input=false", "-no-color", "-auto-approve"}, vars...)...)
+	cli(0, "destroy", "-auto-approve")
 	expectPods(9, "destroy")
 
 	if err := e.checkNoRunPods(c.ns)(nil); err != nil {

@@ -14,6 +14,7 @@ package tfinvocation
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -154,22 +155,9 @@ func Current() Invocation {
 
 // parentArgs reads the command line of process pid.
 func parentArgs(pid int) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "cmdline"))
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	if err != nil {
 		return nil, err
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }

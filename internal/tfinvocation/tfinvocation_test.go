@@ -52,13 +52,18 @@ func TestSplitArgs(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add("terraform apply -var a=b tfplan", "-refresh=false")
 	f.Add("tofu plan -destroy", `"x`)
+	f.Add("terraform\x00plan\x00\x00-var\x00a=b c", "")
 	f.Fuzz(func(t *testing.T, line, args string) {
-		inv := Parse(strings.Fields(line), func(string) string { return args })
-		if !inv.Known && inv != (Invocation{}) {
-			t.Fatalf("unknown invocation with fields: %+v", inv)
-		}
-		if inv.PlanFile && inv.Command != "apply" {
-			t.Fatalf("a plan file outside apply: %+v", inv)
+		// As words, and as /proc/PID/cmdline gives them (parentArgs):
+		// NUL-separated, so that an argument may be empty or hold spaces.
+		for _, argv := range [][]string{strings.Fields(line), strings.Split(line, "\x00")} {
+			inv := Parse(argv, func(string) string { return args })
+			if !inv.Known && inv != (Invocation{}) {
+				t.Fatalf("unknown invocation with fields: %+v", inv)
+			}
+			if inv.PlanFile && inv.Command != "apply" {
+				t.Fatalf("a plan file outside apply: %+v", inv)
+			}
 		}
 	})
 }
