@@ -124,8 +124,9 @@ type Bundle struct {
 	// stderr (see ResultStream); a per-run nonce.
 	Marker string
 	// Held marks a run on a held node (kubeplay_node): runs on one pod take
-	// turns (a lock on NodeLockFile), a broken session ends the playbook but
-	// not the pod, and the run's directory is removed when it ends.
+	// turns (a lock on NodeLockFile), the watchdog ends an abandoned run's
+	// playbook but not the pod, and the run's directory is removed when it
+	// ends.
 	Held bool
 	// LeaseGrace is how long the run goes on in its pod without a beat
 	// from the provider before the pod ends it; DefaultLeaseGrace when 0.

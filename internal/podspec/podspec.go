@@ -39,8 +39,9 @@ const (
 //
 // The worker ends the pod by itself (exit 0 on SIGTERM: the pod turns
 // Succeeded and leaves the quota) when its provider is gone: it writes its
-// pid to bundle.WorkerPIDFile, which the run's script signals when its exec
-// session ends before the run does; and when no run has started after
+// pid to bundle.WorkerPIDFile, which the run's watchdog signals when the
+// run has heard no beat from its provider for the group's grace; and when
+// no run has started after
 // WorkerStartTimeout (no bundle.RunDirPrefix directory: the provider died
 // between creating the pod and the exec), it exits.
 //

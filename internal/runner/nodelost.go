@@ -31,7 +31,7 @@ type NodeLostError struct {
 	Pod, Node string
 	// Probe is the API server's answer to the probe exec.
 	Probe error
-	// Stream is how the run's exec stream ended.
+	// Stream is how the last session following the run ended.
 	Stream error
 }
 
