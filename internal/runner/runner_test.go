@@ -124,8 +124,10 @@ func TestAccRunBadImageFailsFast(t *testing.T) {
 	if res.Status != runner.StatusError || !strings.Contains(res.Message, "ErrImagePull") && !strings.Contains(res.Message, "ImagePullBackOff") {
 		t.Fatalf("result %+v", res)
 	}
-	if took > 15*time.Second {
-		t.Fatalf("a missing image took %s to fail; it must fail fast, not at the pending timeout", took)
+	// The kubelet reports the failed pull within seconds on an idle node and
+	// in up to 18 s under CI's load; the pending timeout is 5 minutes.
+	if took > time.Minute {
+		t.Fatalf("a missing image took %s to fail; it must fail fast, not at the pending timeout of %s", took, s.PendingTimeout)
 	}
 	t.Logf("missing image: error after %s: %s; events %q", took.Round(time.Millisecond), res.Message, res.Events)
 	e.gone(res)
@@ -158,7 +160,6 @@ func TestAccRunFailsFast(t *testing.T) {
 			e := *e
 			e.t = t
 			s := e.spec(bundle.Bundle{Command: []string{"true"}})
-			s.PendingTimeout = 2 * time.Minute
 			tc.modify(s.Pod)
 			start := time.Now()
 			res := e.r.Run(context.Background(), s)
@@ -166,7 +167,7 @@ func TestAccRunFailsFast(t *testing.T) {
 			if res.Status != runner.StatusError || !strings.Contains(res.Message, tc.reason) {
 				t.Fatalf("want status %s naming %s, got %+v", runner.StatusError, tc.reason, res)
 			}
-			if took > 30*time.Second {
+			if took > time.Minute { // see TestAccRunBadImageFailsFast
 				t.Fatalf("%s took %s to fail; it must fail fast, not at the pending timeout of %s", tc.reason, took, s.PendingTimeout)
 			}
 			t.Logf("%s: error after %s: %s; events %q", tc.reason, took.Round(time.Millisecond), res.Message, res.Events)
