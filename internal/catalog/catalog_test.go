@@ -32,6 +32,17 @@ func newStore(objs ...runtime.Object) (*Store, *fake.Clientset) {
 	return New(kube, ns, nil), kube
 }
 
+// keyedStore is a store on kube whose catalog_key is fill repeated: it
+// signs with that key and makes no key Secret.
+func keyedStore(t *testing.T, kube *fake.Clientset, fill string) *Store {
+	t.Helper()
+	src, err := catalogkey.NewSource(kube, ns, []byte(strings.Repeat(fill, catalogkey.MinLength)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(kube, ns, src)
+}
+
 func bearer(name string) Credential {
 	return Credential{
 		Spec: credential.Spec{Name: name, Kind: credential.KindBearerToken, Host: "https://h:1", BearerToken: "t",

@@ -6,7 +6,6 @@ package catalog
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -24,11 +22,7 @@ import (
 func TestCheckRecord(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset()
-	src, err := catalogkey.NewSource(kube, ns, []byte(strings.Repeat("k", catalogkey.MinLength)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(kube, ns, src)
+	s := keyedStore(t, kube, "k")
 	cms := kube.CoreV1().ConfigMaps(ns)
 	if _, err := s.GetCheckRecord(ctx, "kubeplay-check-a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing record: %v", err)

@@ -136,11 +136,7 @@ func TestReaderWithoutKey(t *testing.T) {
 func TestConfiguredKey(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset()
-	src, err := catalogkey.NewSource(kube, ns, []byte(strings.Repeat("k", catalogkey.MinLength)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(kube, ns, src)
+	s := keyedStore(t, kube, "k")
 	if err := s.EnsureNamespace(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +149,7 @@ func TestConfiguredKey(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, catalogkey.SecretName, metav1.GetOptions{}); err == nil {
 		t.Error("a key Secret was made although the key is configured")
 	}
-	other, _ := catalogkey.NewSource(kube, ns, []byte(strings.Repeat("o", catalogkey.MinLength)))
-	_, err = New(kube, ns, other).TrustedLabel(ctx, "l")
+	_, err := keyedStore(t, kube, "o").TrustedLabel(ctx, "l")
 	var ce *Error
 	if !errors.Is(err, ErrTampered) || !errors.As(err, &ce) || ce.Kind != KindLabel ||
 		!strings.HasPrefix(err.Error(), `node label "l" is refused: PodTemplate kp-catalog/l was changed outside kubeplay`) {
