@@ -5,6 +5,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,16 +77,9 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 		},
 	}
 	cms := s.kube.CoreV1().ConfigMaps(s.namespace)
-	_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		var old *corev1.ConfigMap
-		if old, err = cms.Get(ctx, name, metav1.GetOptions{}); err == nil {
-			if !managed.Owns(old, managed.LabelComponent, ComponentCheckRecord) {
-				return &managed.NotOwnedError{Kind: "ConfigMap", Namespace: s.namespace, Name: name, Labels: cm.Labels}
-			}
-			cm.ResourceVersion = old.ResourceVersion
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		}
+	_, err = write(ctx, cms, cm, CreateOrUpdate, func(dst, src *corev1.ConfigMap) { dst.Data = src.Data })
+	if errors.Is(err, ErrNotDefinition) {
+		return &managed.NotOwnedError{Kind: "ConfigMap", Namespace: s.namespace, Name: name, Labels: cm.Labels}
 	}
 	if err != nil {
 		return err
