@@ -41,9 +41,9 @@ const (
 // Succeeded and leaves the quota) when its provider is gone: it writes its
 // pid to bundle.WorkerPIDFile, which the run's watchdog signals when the
 // run has heard no beat from its provider for the group's grace; and when
-// no run has started after
-// WorkerStartTimeout (no bundle.RunDirPrefix directory: the provider died
-// between creating the pod and the exec), it exits.
+// no run has started after WorkerStartTimeout (no bundle.RunDirPrefix
+// directory: the provider died between creating the pod and the exec), it
+// exits.
 //
 // No "$$": the kubelet would expand it to "$" (see $(VAR) references).
 var WorkerArgs = []string{"sh", "-c", workerPrelude +

@@ -104,7 +104,7 @@ resource "kubeplay_run" "r" {
 		tf(0, "apply", "-auto-approve")
 	}
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
+		metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, catalog.ComponentCheckRecord)})
 	if err == nil && len(l.Items) > 0 {
 		b.Errorf("%d plan-time check records left", len(l.Items))
 	}

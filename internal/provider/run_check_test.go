@@ -140,7 +140,7 @@ func (c *checkTarget) checkFileIs(word string) resource.TestCheckFunc {
 // catalog namespace.
 func (e *testEnv) noCheckRecords() error {
 	l, err := e.kube.CoreV1().ConfigMaps(e.catalog).List(context.Background(),
-		metav1.ListOptions{LabelSelector: managed.LabelComponent + "=" + catalog.ComponentCheckRecord})
+		metav1.ListOptions{LabelSelector: managed.Selector(managed.LabelComponent, catalog.ComponentCheckRecord)})
 	if err != nil {
 		return err
 	}

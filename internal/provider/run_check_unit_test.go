@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,59 @@ func TestCheckSummary(t *testing.T) {
 		t.Errorf("record round trip: %v, %v", err, back.value())
 	}
 }
+
+// FuzzSummarizeCheck: any check result, as a check's pod may report it,
+// gives one warning (or none when nothing would change and nothing was
+// skipped), a detail that quotes at most summaryLines lines of each diff,
+// and a planned_changes value that survives the record's round trip.
+func FuzzSummarizeCheck(f *testing.F) {
+	f.Add("web1", "template the config", "template", "-a\n+b\n", false, int64(0), int64(1), int64(0), uint8(1))
+	f.Add("h", "t\nx", "", strings.Repeat("+l\n", 40), true, int64(90000), int64(7), int64(2), uint8(3))
+	f.Add("", "", "", "", false, int64(-1), int64(0), int64(-3), uint8(0))
+	f.Fuzz(func(t *testing.T, host, task, action, diff string, ran bool, diffSize, count, notCheckable int64, n uint8) {
+		// A result comes decoded from JSON (bundle.DecodeCheck): its strings
+		// are valid UTF-8, as Terraform's must be.
+		host, task, action, diff = validUTF8(host), validUTF8(task), validUTF8(action), validUTF8(diff)
+		res := checkResult{Tasks: []bundle.Change{}, TaskCount: count, NotCheckable: notCheckable}
+		for i := range int(n % 6) {
+			res.Tasks = append(res.Tasks, bundle.Change{Host: host + strconv.Itoa(i%2), Task: task, Action: action,
+				Diff: diff, DiffSize: diffSize, Ran: ran})
+		}
+		var d diag.Diagnostics
+		summarizeCheck(res, &d)
+		switch {
+		case count == 0 && notCheckable <= 0 && len(d) != 0, len(d) > 1:
+			t.Fatalf("%d diagnostics for %+v: %v", len(d), res, d)
+		case len(d) == 1 && (d[0].Severity() != diag.SeverityWarning || !strings.HasPrefix(d[0].Summary(), "Playbook Check: ")):
+			t.Fatalf("diagnostic %v", d[0])
+		}
+		// Each task: its header line (and the newlines of its names), at most
+		// summaryLines diff lines and the "more lines" one, the cut's note;
+		// then the "more tasks" line, a blank line and the skipped count.
+		diffLines := strings.Count(strings.TrimRight(diff, "\n"), "\n") + 1
+		if diff == "" {
+			diffLines = 0
+		}
+		perTask := 1 + strings.Count(host+task+action, "\n") + min(diffLines, summaryLines+1) + 1
+		detail := checkDetail(res)
+		if got, bound := strings.Count(detail, "\n")+1, len(res.Tasks)*perTask+3; got > bound {
+			t.Fatalf("the detail has %d lines, more than %d:\n%s", got, bound, detail)
+		}
+		v := res.value()
+		raw, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back checkResult
+		if err := json.Unmarshal(raw, &back); err != nil || !back.value().Equal(v) {
+			t.Fatalf("record round trip: %v, %v != %v", err, back.value(), v)
+		}
+	})
+}
+
+// validUTF8 is s with its invalid UTF-8 replaced: valid, as any string
+// decoded from JSON is.
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 func TestSkipReason(t *testing.T) {
 	for inv, want := range map[tfinvocation.Invocation]string{
