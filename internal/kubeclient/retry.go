@@ -5,6 +5,8 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,9 +19,12 @@ import (
 // the connection was refused or broke (reset, EOF, an HTTP/2 ping that got
 // no answer: "client connection lost"), or the API server said it is
 // overloaded, restarting or out of time. client-go retries these only for
-// GET requests.
+// GET requests. A response cut short reaches here wrapped ("unexpected
+// error when reading response body. Please retry."), which
+// IsProbableEOF, comparing without errors.Is, does not see.
 func Transient(err error) bool {
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		utilnet.IsHTTP2ConnectionLost(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
 }

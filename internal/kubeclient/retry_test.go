@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func TestRetryIdempotent(t *testing.T) {
 	idempotentBackoff.Duration = time.Millisecond
 	t.Cleanup(func() { idempotentBackoff = saved })
 	lost := fmt.Errorf(`Patch "https://10.250.0.2:16443/api/v1/namespaces/x/configmaps/y": %w`, errors.New("http2: client connection lost"))
+	cutShort := fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", io.ErrUnexpectedEOF)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "y", errors.New("no"))
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -30,6 +32,9 @@ func TestRetryIdempotent(t *testing.T) {
 		wantErr   error
 	}{
 		{"connection lost twice, then applied", context.Background(), []error{lost, lost, nil}, 3, nil},
+		// A connection cut while the response came, as client-go reports it
+		// (a proxy that cut the provider's connections, in CI).
+		{"response cut short, then applied", context.Background(), []error{cutShort, nil}, 2, nil},
 		{"server overloaded, then applied", context.Background(), []error{apierrors.NewTooManyRequests("busy", 1), nil}, 2, nil},
 		{"forbidden is final", context.Background(), []error{forbidden, nil}, 1, forbidden},
 		{"five tries at most", context.Background(), []error{lost, lost, lost, lost, lost, nil}, 5, lost},
