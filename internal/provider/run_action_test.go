@@ -466,7 +466,7 @@ func TestAccRunAction_example(t *testing.T) {
 // it waits for capacity before its pod is created.
 func TestAccRunAction_waitsForCapacity(t *testing.T) {
 	requireActions(t)
-	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n"})
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\"\n"})
 	holder := f.runDir(t, commandRun(startedThen("sleep 8"), "5m"))
 	cmd, out := holder.start(t)
 	f.waitStarted(t, holder, out)

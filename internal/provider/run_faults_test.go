@@ -777,7 +777,7 @@ func (p *cutProxy) cut() int {
 func TestAccRunFault_fullGroup(t *testing.T) {
 	acctest.Parallel(t)
 	t.Run("waits", func(t *testing.T) {
-		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\""})
+		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\""})
 		blocker := f.runDir(t, commandRun(startedThen("sleep 15"), "10m"))
 		bcmd, bout := blocker.start(t)
 		f.waitStarted(t, blocker, bout)
@@ -946,7 +946,7 @@ func providerPID(t *testing.T, terraformPID int) int {
 // disconnect grace (30 s) has passed without a beat, and the next run in
 // the group removes the ended pod and the claims that expired unrenewed.
 func TestAccRunFault_providerKilled(t *testing.T) {
-	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  max_forks = 10\n  pod_pending_timeout = \"3m\""})
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  max_forks = 10\n  pod_pending_timeout = \"10m\""})
 	s := f.runDir(t, commandRun(startedThen("sleep 300"), "30m"))
 	cmd, out := s.start(t)
 	pod := f.waitStarted(t, s, out)

@@ -105,7 +105,7 @@ func TestAccRun_placementFirstFull(t *testing.T) {
 // when the second frees it runs there, after the slot freed.
 func TestAccRun_placementAllFull(t *testing.T) {
 	e := newTestEnv(t)
-	p := newPlacement(e, [2]string{`pod_pending_timeout = "3m"`, `pod_pending_timeout = "3m"`})
+	p := newPlacement(e, [2]string{`pod_pending_timeout = "10m"`, `pod_pending_timeout = "10m"`})
 	freed := make(chan time.Time, 1)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -197,14 +197,14 @@ func TestAccRunAction_placement(t *testing.T) {
 	requireActions(t)
 	e := newTestEnv(t)
 	groupB, nsB := randName("place-b"), e.namespace("kp-place")
-	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"3m\"\n",
+	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\"\n",
 		extra: fmt.Sprintf(`
 resource "kubeplay_container_group" "b" {
   name                = %q
   namespace           = %q
   image               = %q
   max_concurrent_runs = 1
-  pod_pending_timeout = "3m"
+  pod_pending_timeout = "10m"
 }
 `, groupB, nsB, acctest.TestImage())})
 	p := &placement{e: e, names: [2]string{f.group, groupB}, nss: [2]string{f.ns, nsB}}
