@@ -359,10 +359,22 @@ start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
   --flex-volume-plugin-dir="$STATE/kcm-volume-plugins" --kube-api-qps=200 --kube-api-burst=400 \
   --cluster-name=kubeplay --profiling=false --v=1 || die "cannot start kube-controller-manager"
-start_daemon kube-scheduler "$K8S_BIN/kube-scheduler" \
-  --kubeconfig="$ETC/kube-scheduler.kubeconfig" \
+# Pods that did not fit are tried again after at most 1 s (the default backs off to 10 s):
+# while the suite's runs fill the node's CPU, a pod backing off lost every freed slot to
+# pods created meanwhile and stayed Pending past its pod_pending_timeout (CI, 3 minutes).
+cat > "$ETC/kube-scheduler-config.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $ETC/kube-scheduler.kubeconfig
+leaderElection:
+  leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+EOF
+start_daemon kube-scheduler "$K8S_BIN/kube-scheduler" --config="$ETC/kube-scheduler-config.yaml" \
   --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" \
-  --leader-elect=false --profiling=false --v=1 || die "cannot start kube-scheduler"
+  --profiling=false --v=1 || die "cannot start kube-scheduler"
 
 # ---------------------------------------------------------------- kubelet
 KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
