@@ -52,6 +52,8 @@ healthy() {
     "https://127.0.0.1:$APISERVER_PORT/version" 2>/dev/null | grep -q "\"gitVersion\": \"$K8S_VERSION\"" || return 1
   # with the ee image of the same packages? (the image is imported when the cluster starts)
   [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" = "$EE_PACKAGES" ] || return 1
+  # with the scheduler's configuration? (a cluster started before it had none)
+  [[ "$(cmdline_of "$(running kube-scheduler)")" == *"--config=$ETC/kube-scheduler-config.yaml"* ]] || return 1
   node_ready ""
 }
 
@@ -361,7 +363,8 @@ start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --cluster-name=kubeplay --profiling=false --v=1 || die "cannot start kube-controller-manager"
 # Pods that did not fit are tried again after at most 1 s (the default backs off to 10 s):
 # while the suite's runs fill the node's CPU, a pod backing off lost every freed slot to
-# pods created meanwhile and stayed Pending past its pod_pending_timeout (CI, 3 minutes).
+# pods created meanwhile and stayed Pending past its pod_pending_timeout (CI, 3 minutes;
+# TestAccSchedulerFairness in internal/acctest).
 cat > "$ETC/kube-scheduler-config.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
