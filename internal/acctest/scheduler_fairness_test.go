@@ -10,11 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/nodefit"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
 )
 
@@ -52,6 +54,21 @@ func TestAccSchedulerFairness(t *testing.T) {
 	}
 	waiting := f.create("")
 	f.waiting = waiting
+	// The node must be full: a waiting pod placed at once would pass without testing anything.
+	if _, err := waitfor.Until(ctx, waitfor.Named(f.pods, waiting), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
+		p, _ := ev.Object.(*corev1.Pod)
+		if p == nil || p.Spec.NodeName != "" {
+			return false, fmt.Errorf("pod %s was placed at once: node %s was not full with %d pods of %s", waiting, node, slots, slotCPU.String())
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A: the oldest pod ends and one bound to the node at once takes its room,
 	// unless the scheduler placed the waiting pod first.
@@ -79,7 +96,8 @@ func TestAccSchedulerFairness(t *testing.T) {
 		}
 	}
 	if !f.placed(waiting) {
-		t.Fatalf("the waiting pod missed %d freed slots and was never placed: the scheduler's backoff starves it (see tools/testcluster/up.sh)", missed)
+		t.Fatalf("the waiting pod missed %d freed slots and was never placed: the scheduler's backoff starves it. Start the cluster "+
+			"with tools/testcluster/up.sh, whose kube-scheduler-config.yaml sets podMaxBackoffSeconds to 1", missed)
 	}
 	// With the 1 s backoff it misses 1 to 3 (a bound pod can take the room before the
 	// scheduler's next try); without it, 45 in 145 s and it was never placed.
@@ -114,9 +132,8 @@ func (f *fairness) freeSlots(kube kubernetes.Interface) (string, int) {
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
 			}
-			for _, c := range p.Spec.Containers {
-				free -= c.Resources.Requests.Cpu().MilliValue()
-			}
+			req := nodefit.Requests(&p)
+			free -= req.Cpu().MilliValue()
 		}
 		if free > most {
 			best, most = n.Name, free
