@@ -125,6 +125,12 @@ type faultGroup struct {
 // faultLimits give the group both ledgers, so that a leaked claim shows.
 const faultLimits = "max_concurrent_runs = 2\n  max_forks = 10\n"
 
+// faultLittleCPU makes the run pod request 10m CPU, for a test whose short
+// timeout must go to the run, not to waiting for room on a node the suite
+// fills.
+const faultLittleCPU = "pod_spec_override = <<-EOT\n    spec:\n      containers:\n      - name: worker\n" +
+	"        resources:\n          requests:\n            cpu: 10m\n  EOT\n"
+
 func newFaultEnv(t *testing.T, g faultGroup) *faultEnv {
 	e := newTestEnv(t)
 	return newFaultEnvWith(t, e, e.kubeconfig, g)

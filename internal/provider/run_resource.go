@@ -361,7 +361,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
 			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
 				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
-					"duration such as `20m`; also its pod's `activeDeadlineSeconds`. Defaults to `30m`.",
+					"duration such as `20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds, so that the provider ends a " +
+					"run past it and the kubelet ends the pod of a provider that is gone. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
 			})),
 		},
@@ -663,7 +664,7 @@ func (r *runResource) planPod(ctx context.Context, plan runModel, name string, a
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return nil, ""
 	}
-	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString()}, create)
+	pod, err := runengine.RenderPod(t.group, t.label, runengine.RunInfo{Name: plan.Name.ValueString()}, runengine.PodDeadline(create))
 	if errors.Is(err, runengine.ErrRenderAtApply) {
 		tflog.Debug(ctx, "run pod not rendered at plan time", map[string]any{"reason": err.Error()})
 		return t, ""

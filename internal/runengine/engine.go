@@ -124,7 +124,8 @@ type Request struct {
 	Forks            int64
 	OutputLimit      int
 	KeepPodOnFailure bool
-	// Timeout bounds the whole run, and is the pod's activeDeadlineSeconds.
+	// Timeout bounds the whole run; the pod's activeDeadlineSeconds is
+	// PodDeadline(Timeout).
 	Timeout time.Duration
 	// OnLine receives each output line, redacted, as it arrives.
 	OnLine func(line string)
@@ -177,7 +178,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (out Outcome, err error) 
 // prepare renders req's pod into out.Rendered and sweeps the group's
 // orphans.
 func (e *Engine) prepare(ctx context.Context, req Request, out *Outcome) (*corev1.Pod, error) {
-	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, req.Timeout)
+	pod, err := RenderPod(req.Group, req.Label, req.RunInfo, PodDeadline(req.Timeout))
 	if err != nil {
 		return nil, err
 	}

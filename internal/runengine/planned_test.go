@@ -20,7 +20,7 @@ func TestRunRefusesAPodOtherThanPlanned(t *testing.T) {
 	runs, _ := f.ledger(capacity.Runs, 1), f.ledger(capacity.Forks, 10)
 	req := request(limitedGroup(10))
 	// The plan saw the group's pod; the group's image changed since.
-	want, err := RenderPod(req.Group, nil, RunInfo{Name: req.Name}, req.Timeout)
+	want, err := RenderPod(req.Group, nil, RunInfo{Name: req.Name}, PodDeadline(req.Timeout))
 	if err != nil {
 		t.Fatal(err)
 	}

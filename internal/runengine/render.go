@@ -78,6 +78,20 @@ type RunInfo struct {
 	Name string
 }
 
+// deadlineSlack is what a run pod's activeDeadlineSeconds adds to the run's
+// timeout. The kubelet counts the deadline from the pod's startTime, which
+// the API keeps in whole seconds, so a pod that started at once was killed
+// up to a second before the provider's own timeout: the run's stream broke
+// and it ended as stream_lost, not timeout. With the slack the provider ends
+// the run first; the deadline still ends a pod whose provider is gone.
+const deadlineSlack = 2 * time.Second
+
+// PodDeadline is the activeDeadlineSeconds of the pod of a run of timeout:
+// the timeout in whole seconds, rounded up, plus deadlineSlack.
+func PodDeadline(timeout time.Duration) time.Duration {
+	return (timeout + time.Second - 1).Truncate(time.Second) + deadlineSlack
+}
+
 // RenderPod renders a run's pod: the group's pod, with the node label (nil
 // for none) composed over it, generateName, a short grace period and
 // activeDeadlineSeconds of deadline, so that the cluster kills a pod whose

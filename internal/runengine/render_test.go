@@ -52,6 +52,19 @@ func TestRenderPodGroupOnly(t *testing.T) {
 	}
 }
 
+// TestPodDeadline: the pod's deadline ends after the run's timeout, which
+// the kubelet's whole-second startTime could otherwise precede.
+func TestPodDeadline(t *testing.T) {
+	for timeout, want := range map[time.Duration]time.Duration{
+		20 * time.Second: 22 * time.Second, 19100 * time.Millisecond: 22 * time.Second,
+		time.Nanosecond: 3 * time.Second, 30 * time.Minute: 30*time.Minute + 2*time.Second,
+	} {
+		if got := PodDeadline(timeout); got != want {
+			t.Errorf("PodDeadline(%s) = %s, want %s", timeout, got, want)
+		}
+	}
+}
+
 func TestRenderPodKeepsOverriddenGracePeriod(t *testing.T) {
 	g := testGroup()
 	g.Pod.Override = "spec:\n  terminationGracePeriodSeconds: 7\n"

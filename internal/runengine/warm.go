@@ -77,7 +77,7 @@ func (e *Engine) signedPool(ctx context.Context, t *warmpool.Template) bool {
 func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) *corev1.Pod {
 	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
 	defer cancel()
-	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: req.Timeout})
+	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: PodDeadline(req.Timeout)})
 	if err != nil && ctx.Err() == nil {
 		e.log(slog.LevelWarn, "claiming a warm pod failed; the run starts a pod of its own", map[string]any{
 			"run": req.ID, "group": req.Group.Name, "error": err.Error()})

@@ -305,17 +305,19 @@ func TestVanished(t *testing.T) {
 	terminating := testPod("terminating")
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	failed := withStatus(testPod("failed"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"})
+	deadline := withStatus(testPod("deadline"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"})
 	oom := withStatus(testPod("oom"), corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: "worker", LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}},
 	}}})
-	r := &Runner{Kube: runnertest.NewClientset(terminating, failed, oom, testPod("running"))}
+	r := &Runner{Kube: runnertest.NewClientset(terminating, failed, deadline, oom, testPod("running"))}
 	for name, want := range map[string]struct {
 		how    string
 		reason Reason
 	}{
 		"gone": {"was deleted", ReasonPodDeleted}, "terminating": {"was deleted (terminating)", ReasonPodDeleted},
 		"failed": {"failed (Evicted)", ReasonEvicted}, "running": {"", ""},
-		"oom": {"was killed for using more memory than its limit (OOMKilled)", ReasonOOMKilled},
+		"deadline": {"reached its activeDeadlineSeconds, the run's timeout", ReasonTimeout},
+		"oom":      {"was killed for using more memory than its limit (OOMKilled)", ReasonOOMKilled},
 	} {
 		if got, why := r.vanished(t.Context(), testPod(name), "worker"); got != want.how || why != want.reason {
 			t.Errorf("%s: %q (%s), want %q (%s)", name, got, why, want.how, want.reason)

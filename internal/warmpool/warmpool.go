@@ -391,7 +391,8 @@ type Claim struct {
 	// Labels and Annotations are the run pod's; they replace the warm
 	// pod's labels and are added to its annotations.
 	Labels, Annotations map[string]string
-	// Timeout is the run's: the pod's deadline becomes its age plus this.
+	// Timeout is the deadline a fresh pod of the run would get: the claimed
+	// pod's deadline becomes its age plus this.
 	Timeout time.Duration
 }
 
