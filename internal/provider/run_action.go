@@ -126,7 +126,7 @@ func (a *runAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *
 	}
 	p.close()
 	if ok {
-		a.run.report(m, out.Result, "Run", &resp.Diagnostics)
+		a.run.report(m, out.Result, "Run", "timeouts.invoke", &resp.Diagnostics)
 	}
 }
 

@@ -148,12 +148,16 @@ func TestReportSaysEachThingOnce(t *testing.T) {
 			"The run could not complete: pod p cannot be scheduled.\n\nThe pod's last warning events:\n  FailedScheduling: no"},
 		{runner.Result{Status: runner.StatusError, Reason: runner.ReasonUnschedulable, Message: "pod p cannot be scheduled"}, "Run Error",
 			"The run could not complete: pod p cannot be scheduled (status_reason unschedulable)."},
+		{runner.Result{Status: runner.StatusError, Reason: runner.ReasonTimeout, Message: "the run did not finish within its timeout"}, "Run Error",
+			"The run could not complete: the run did not finish within its timeout (status_reason timeout). Raise " +
+				"timeouts.create, or find where the time went in the run's timeline: a pod that waited for room on a node " +
+				"or for its image shows it in its warning events."},
 		{runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonOOMKilled, PodName: "p", ExitCode: 2}, "Run Failed",
 			"The playbook in pod p exited with code 2 (status_reason oom_killed). The kernel killed a process of the run at " +
 				"the container's memory limit: give the pod more memory (the group's or node label's memory), or make the task use less."},
 	} {
 		var diags diag.Diagnostics
-		(&runResource{}).report(m, c.res, "Run", &diags)
+		(&runResource{}).report(m, c.res, "Run", "timeouts.create", &diags)
 		head, detail := oneDiag(t, diags)
 		if head != "Error||"+c.summary || detail != c.detail {
 			t.Errorf("%s: %q", head, detail)
@@ -161,12 +165,12 @@ func TestReportSaysEachThingOnce(t *testing.T) {
 	}
 	var diags diag.Diagnostics
 	m.IgnoreFailure = types.BoolValue(true)
-	(&runResource{}).report(m, runner.Result{Status: runner.StatusFailed}, "Destroy Playbook", &diags)
+	(&runResource{}).report(m, runner.Result{Status: runner.StatusFailed}, "Destroy Playbook", "timeouts.delete", &diags)
 	if head, detail := oneDiag(t, diags); head != "Warning||Destroy Playbook Failed" || !strings.HasSuffix(detail, "ignore_failure is set: the apply goes on.") {
 		t.Errorf("%s: %q", head, detail)
 	}
 	diags = nil
-	(&runResource{}).report(m, runner.Result{Status: runner.StatusSuccessful}, "Run", &diags)
+	(&runResource{}).report(m, runner.Result{Status: runner.StatusSuccessful}, "Run", "timeouts.create", &diags)
 	if len(diags) != 0 {
 		t.Errorf("a successful run: %v", diags)
 	}

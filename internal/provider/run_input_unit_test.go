@@ -25,7 +25,7 @@ func TestReportAndProgressSanitize(t *testing.T) {
 	res := runner.Result{Status: runner.StatusError, Message: "runner said " + hostile, Events: []string{"Ev: " + hostile},
 		Output: "line\n" + hostile + "\n"}
 	var diags diag.Diagnostics
-	(&runResource{}).report(runModel{IgnoreFailure: types.BoolValue(false)}, res, "Run", &diags)
+	(&runResource{}).report(runModel{IgnoreFailure: types.BoolValue(false)}, res, "Run", "timeouts.create", &diags)
 	_, detail := oneDiag(t, diags)
 	var sent []string
 	p := &progress{send: func(e action.InvokeProgressEvent) { sent = append(sent, e.Message) }}

@@ -807,7 +807,7 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	r.deleteCheck(ctx, req.Config, plan)
-	r.report(plan, out.Result, "Run", &resp.Diagnostics)
+	r.report(plan, out.Result, "Run", "timeouts.create", &resp.Diagnostics)
 }
 
 // runHooks are told of a run's progress besides the Terraform log: the
@@ -1032,8 +1032,8 @@ func (r *runResource) record(m *runModel, res runner.Result, diags *diag.Diagnos
 
 // report turns a run that did not succeed into an error diagnostic (or a
 // warning with ignore_failure) that quotes the output tail and the pod's
-// warning events.
-func (r *runResource) report(m runModel, res runner.Result, what string, diags *diag.Diagnostics) {
+// warning events; timeout names the timeouts attribute that bounded it.
+func (r *runResource) report(m runModel, res runner.Result, what, timeout string, diags *diag.Diagnostics) {
 	if res.Status == runner.StatusSuccessful {
 		return
 	}
@@ -1058,6 +1058,10 @@ func (r *runResource) report(m runModel, res runner.Result, what string, diags *
 			"Terraform, give the job that runs it more time than its runs' timeouts.")
 	default:
 		fmt.Fprintf(&detail, "The run could not complete: %s%s.", res.Message, reasonNote(res.Reason))
+		if res.Reason == runner.ReasonTimeout {
+			fmt.Fprintf(&detail, " Raise %s, or find where the time went in the run's timeline: a pod that waited "+
+				"for room on a node or for its image shows it in its warning events.", timeout)
+		}
 	}
 	if res.PodKept {
 		fmt.Fprintf(&detail, " The pod %s was kept (keep_pod_on_failure); delete it when done.", res.PodName)
@@ -1153,7 +1157,7 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 		return
 	}
 	state.RunNamespace = stringOrNull(out.Namespace)
-	r.report(state, out.Result, "Destroy Playbook", &resp.Diagnostics)
+	r.report(state, out.Result, "Destroy Playbook", "timeouts.delete", &resp.Diagnostics)
 }
 
 // configured replaces the run when container_group is set in the config and

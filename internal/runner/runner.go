@@ -354,7 +354,7 @@ func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod, container string
 	case err == nil && p.DeletionTimestamp != nil:
 		return "was deleted (terminating)", ReasonPodDeleted
 	case err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "DeadlineExceeded":
-		return "reached its activeDeadlineSeconds, the run's timeout", ReasonTimeout
+		return "reached its activeDeadlineSeconds (the run's timeout)", ReasonTimeout
 	case err == nil && p.Status.Phase == corev1.PodFailed:
 		return "failed (" + p.Status.Reason + ")", ReasonOther
 	}

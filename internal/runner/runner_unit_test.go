@@ -316,7 +316,7 @@ func TestVanished(t *testing.T) {
 	}{
 		"gone": {"was deleted", ReasonPodDeleted}, "terminating": {"was deleted (terminating)", ReasonPodDeleted},
 		"failed": {"failed (Evicted)", ReasonEvicted}, "running": {"", ""},
-		"deadline": {"reached its activeDeadlineSeconds, the run's timeout", ReasonTimeout},
+		"deadline": {"reached its activeDeadlineSeconds (the run's timeout)", ReasonTimeout},
 		"oom":      {"was killed for using more memory than its limit (OOMKilled)", ReasonOOMKilled},
 	} {
 		if got, why := r.vanished(t.Context(), testPod(name), "worker"); got != want.how || why != want.reason {
