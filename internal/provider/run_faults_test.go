@@ -125,11 +125,19 @@ type faultGroup struct {
 // faultLimits give the group both ledgers, so that a leaked claim shows.
 const faultLimits = "max_concurrent_runs = 2\n  max_forks = 10\n"
 
-// faultLittleCPU makes the run pod request 10m CPU, for a test whose short
-// timeout must go to the run, not to waiting for room on a node the suite
-// fills.
-const faultLittleCPU = "pod_spec_override = <<-EOT\n    spec:\n      containers:\n      - name: worker\n" +
-	"        resources:\n          requests:\n            cpu: 10m\n  EOT\n"
+// faultNoCPU makes the run pod request no CPU, for a test whose short
+// timeout must go to the run or the group's slot, not to waiting for room on
+// a node the suite fills: the scheduler checks CPU only for a pod that
+// requests some, so the pod fits a node whose CPU is all requested (a 10m
+// request did not).
+const faultNoCPU = "pod_spec_override = <<-EOT\n    spec:\n      containers:\n      - name: worker\n" +
+	"        resources:\n          requests:\n            cpu: \"0\"\n  EOT\n"
+
+// zeroRequest reports a container that requests none of name, explicitly.
+func zeroRequest(c corev1.Container, name corev1.ResourceName) bool {
+	q, ok := c.Resources.Requests[name]
+	return ok && q.IsZero()
+}
 
 func newFaultEnv(t *testing.T, g faultGroup) *faultEnv {
 	e := newTestEnv(t)
@@ -808,7 +816,8 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 		f.checkNoLeaks(t)
 	})
 	t.Run("timeout", func(t *testing.T) {
-		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10s\""})
+		// No CPU request: the blocker's pod must start within the 10 s on a node the suite fills.
+		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10s\"\n" + faultNoCPU})
 		blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
 		bcmd, bout := blocker.start(t)
 		f.waitStarted(t, blocker, bout)
@@ -833,7 +842,9 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 // frees, the run's pod is refused by the quota and the run waits for it up
 // to its pod_pending_timeout, then ends as error naming the quota.
 func TestAccRunFault_quotaLowered(t *testing.T) {
-	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"20s\""})
+	// No CPU request: the blocker's pod must start within the 20 s on a node the
+	// suite fills (CI saw it wait out its pending timeout for Insufficient cpu).
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"20s\"\n" + faultNoCPU})
 	// The blocker holds the slot until the quota is lowered, then is interrupted: a fixed
 	// sleep let the slot free before the quota changed on a loaded machine.
 	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
@@ -854,6 +865,11 @@ func TestAccRunFault_quotaLowered(t *testing.T) {
 	if _, err := quotas.Update(context.Background(), q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Admission checks the quota's status, which the quota controller
+	// updates after the spec: free the slot only once it says 0.
+	acctest.WaitQuota(t, f.e.kube, f.ns, q.Name, func(q *corev1.ResourceQuota) bool {
+		return q.Status.Hard.Pods().Value() == 0
+	})
 	_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
 	_ = bcmd.Wait()
 	err = cmd.Wait()

@@ -70,13 +70,19 @@ func TestAccTakeRefusesImpostor(t *testing.T) {
 	defer func() {
 		_ = pods.Delete(context.Background(), impostor.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	}()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// As generous as WaitWarmReady: on CI's 2 cores under the full suite a
+	// pod's sandbox has taken over a minute to start.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := waitfor.Until(wctx, waitfor.Named(pods, impostor.Name), &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && warmpool.Ready(p), nil
 	}); err != nil {
-		t.Fatalf("the impostor did not run: %v", err)
+		var seen []corev1.Pod
+		if p, gerr := pods.Get(ctx, impostor.Name, metav1.GetOptions{}); gerr == nil {
+			seen = append(seen, *p)
+		}
+		t.Fatalf("the impostor did not run: %v%s", err, acctest.DescribePods(kube, seen))
 	}
 
 	claim := func(run string) *corev1.Pod {
