@@ -389,7 +389,7 @@ func TestAccRunAction_timeout(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a run past its timeouts.invoke succeeded:\n%s", dump(lines))
 	}
-	for _, want := range []string{`Error: Run Error`, `did\s+not\s+finish\s+within\s+its\s+timeout`, `status_reason\s+timeout`, `Raise\s+timeouts\.invoke`} {
+	for _, want := range []string{`Error: Run Error`, `did\s+not\s+finish\s+within\s+its\s+timeout;\s+it\s+ended\s+in\s+its\s+playbook\s+step\s+\(status_reason`, `status_reason\s+timeout`, `Raise\s+timeouts\.invoke`} {
 		if !regexp.MustCompile(want).MatchString(stderr) {
 			t.Errorf("the error does not match %q:\n%s", want, stderr)
 		}

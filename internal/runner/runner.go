@@ -292,13 +292,30 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	return pod, err
 }
 
+// timeoutMessage says that a run ran out of its timeout and in which step,
+// with what that step waited for: client-go's "timed out waiting for the
+// condition" says neither.
+func timeoutMessage(tl *Timeline, err error) string {
+	msg := "the run did not finish within its timeout"
+	if st, ok := tl.CurrentStep(); ok && st.Name != StepCleanup {
+		msg += "; it ended in its " + st.Name + " step"
+		if st.Detail != "" {
+			msg += " (" + st.Detail + ")"
+		}
+	}
+	if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return msg
+	}
+	return msg + ": " + err.Error()
+}
+
 // finish classifies err, then deletes the pod with a context of its own so
 // that a canceled apply still cleans up.
 func (r *Runner) finish(ctx context.Context, s Spec, res Result, pod *corev1.Pod, err error) Result {
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The caller's timeout (the run's create timeout) is not a cancel.
-		res.Status, res.Message, res.Reason = StatusError, "the run did not finish within its timeout: "+err.Error(), ReasonTimeout
+		res.Status, res.Message, res.Reason = StatusError, timeoutMessage(s.Timeline, err), ReasonTimeout
 	case err != nil && ctx.Err() != nil:
 		res.Status, res.Message, res.Reason = StatusCanceled, context.Cause(ctx).Error(), ReasonCanceled
 	case err != nil:

@@ -6,6 +6,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -174,6 +176,36 @@ func TestWaitRunning(t *testing.T) {
 				t.Errorf("took %s: the wait does not end when the pod changes", took)
 			}
 		})
+	}
+}
+
+// TestTimeoutMessage: a run past its timeout says in which step it ended
+// and what that step waited for, not client-go's wait text.
+func TestTimeoutMessage(t *testing.T) {
+	at := time.Now()
+	scheduling := NewTimeline(StepQueued, at)
+	scheduling.Begin(StepCreate, at)
+	scheduling.Begin(StepSchedule, at)
+	scheduling.Renote(StepSchedule, "waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu.")
+	ended := NewTimeline(StepPlaybook, at)
+	ended.End(at)
+	for _, c := range []struct {
+		name string
+		tl   *Timeline
+		err  error
+		want string
+	}{
+		{"scheduling", scheduling, wait.ErrorInterrupted(errors.New("timed out waiting for the condition")),
+			"the run did not finish within its timeout; it ended in its schedule step (waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu.)"},
+		{"playbook", NewTimeline(StepPlaybook, at), fmt.Errorf("following the run: %w", context.DeadlineExceeded),
+			"the run did not finish within its timeout; it ended in its playbook step"},
+		{"cleanup", NewTimeline(StepCleanup, at), context.DeadlineExceeded, "the run did not finish within its timeout"},
+		{"other error", ended, errors.New("boom"), "the run did not finish within its timeout: boom"},
+		{"no timeline", nil, errors.New("boom"), "the run did not finish within its timeout: boom"},
+	} {
+		if got := timeoutMessage(c.tl, c.err); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }
 

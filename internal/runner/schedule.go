@@ -438,7 +438,8 @@ func (w *scheduling) timedOut(pod string, pending time.Duration) error {
 			"did not join. The scheduler says: %s", pod, pending, w.answer.who, w.answer.message, w.message))
 	case shortageOnly(w.message):
 		return because(ReasonCapacityTimeout, fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
-			"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, or add nodes", pod, pending, w.message))
+			"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, add nodes, or give its pods a "+
+			"priorityClassName (pod_spec_override) so that the scheduler places them ahead of pods of lower priority, preempting them if needed", pod, pending, w.message))
 	case w.observed:
 		return because(ReasonCapacityTimeout, fmt.Errorf("pod %s was not scheduled within the pending timeout of %s: %s. Raise "+
 			"pod_pending_timeout, or see what keeps the pod off the nodes that could hold it (kubectl describe pod)", pod, pending, w.message))

@@ -169,15 +169,21 @@ func (t *Timeline) Started() time.Time {
 
 // Current is the step under way, "" when there is none.
 func (t *Timeline) Current() string {
+	st, _ := t.CurrentStep()
+	return st.Name
+}
+
+// CurrentStep is the step under way, its start and detail.
+func (t *Timeline) CurrentStep() (Step, bool) {
 	if t == nil {
-		return ""
+		return Step{}, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := len(t.steps); n > 0 && !t.ended {
-		return t.steps[n-1].Name
+		return t.steps[n-1], true
 	}
-	return ""
+	return Step{}, false
 }
 
 // End ends the current step at at and returns the steps; marks after it
