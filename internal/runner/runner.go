@@ -292,6 +292,12 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	return pod, err
 }
 
+// schedulerSays is the scheduler's message without its final periods (its
+// condition's has two), for kubeplay's sentences to end.
+func schedulerSays(msg string) string {
+	return strings.TrimRight(strings.TrimSpace(msg), ".")
+}
+
 // timeoutMessage says that a run ran out of its timeout and in which step,
 // with what that step waited for: client-go's "timed out waiting for the
 // condition" says neither.
@@ -598,7 +604,7 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return false, because(ReasonUnschedulable, unplaced{pod: p.Name, message: c.Message, nominated: p.Status.NominatedNodeName})
+			return false, because(ReasonUnschedulable, unplaced{pod: p.Name, message: schedulerSays(c.Message), nominated: p.Status.NominatedNodeName})
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {

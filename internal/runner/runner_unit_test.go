@@ -186,7 +186,7 @@ func TestTimeoutMessage(t *testing.T) {
 	scheduling := NewTimeline(StepQueued, at)
 	scheduling.Begin(StepCreate, at)
 	scheduling.Begin(StepSchedule, at)
-	scheduling.Renote(StepSchedule, "waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu.")
+	scheduling.Renote(StepSchedule, "waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu")
 	ended := NewTimeline(StepPlaybook, at)
 	ended.End(at)
 	for _, c := range []struct {
@@ -196,7 +196,7 @@ func TestTimeoutMessage(t *testing.T) {
 		want string
 	}{
 		{"scheduling", scheduling, wait.ErrorInterrupted(errors.New("timed out waiting for the condition")),
-			"the run did not finish within its timeout; it ended in its schedule step (waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu.)"},
+			"the run did not finish within its timeout; it ended in its schedule step (waited for room on a node: 0/1 nodes are available: 1 Insufficient cpu)"},
 		{"playbook", NewTimeline(StepPlaybook, at), fmt.Errorf("following the run: %w", context.DeadlineExceeded),
 			"the run did not finish within its timeout; it ended in its playbook step"},
 		{"cleanup", NewTimeline(StepCleanup, at), context.DeadlineExceeded, "the run did not finish within its timeout"},

@@ -132,7 +132,7 @@ func TestWaitRunningScheduling(t *testing.T) {
 		{name: "room: waits until placed", status: unschedulable(msgCPU), nodes: []corev1.Node{small},
 			placeAt: 600 * time.Millisecond, said: "pod p waits for room on a node: 0/1 nodes are available: 1 Insufficient cpu"},
 		{name: "room: past the pending timeout", status: unschedulable(msgCPU), nodes: []corev1.Node{small}, pending: 500 * time.Millisecond,
-			wantErr: []string{"found no room on a node within the pending timeout of 500ms", "Insufficient cpu", "priorityClassName (pod_spec_override)"}, reason: ReasonCapacityTimeout},
+			wantErr: []string{"found no room on a node within the pending timeout of 500ms", "for incoming pod. Raise pod_pending_timeout", "priorityClassName (pod_spec_override)"}, reason: ReasonCapacityTimeout},
 		{name: "preemption waits", status: preempting, nodes: []corev1.Node{small}, placeAt: 600 * time.Millisecond,
 			said: "pod p waits for node n1, where the scheduler preempts lower-priority pods"},
 		{name: "anti-affinity waits", status: unschedulable(msgAnti), nodes: []corev1.Node{small}, placeAt: 600 * time.Millisecond,
