@@ -420,7 +420,7 @@ func (w *scheduling) unschedulable(pod, why string) error {
 	if w.never != nil {
 		cause, remedy = w.never.cause+", and ", w.never.remedy
 	}
-	return because(ReasonUnschedulable, fmt.Errorf("pod %s cannot be scheduled (%s): %s%s. To run it, %s. The scheduler says: %s.",
+	return because(ReasonUnschedulable, fmt.Errorf("pod %s cannot be scheduled (%s): %s%s. To run it, %s. The scheduler says: %s",
 		pod, corev1.PodReasonUnschedulable, cause, why, remedy, w.message))
 }
 
@@ -435,7 +435,7 @@ func (w *scheduling) timedOut(pod string, pending time.Duration) error {
 	case w.answer != nil && w.answer.scaling:
 		return because(ReasonCapacityTimeout, fmt.Errorf("pod %s was not scheduled within the pending timeout of %s while %s added "+
 			"a node for it (%s). Raise pod_pending_timeout if the autoscaler's nodes take longer to join, or see why the node "+
-			"did not join. The scheduler says: %s.", pod, pending, w.answer.who, w.answer.message, w.message))
+			"did not join. The scheduler says: %s", pod, pending, w.answer.who, w.answer.message, w.message))
 	case shortageOnly(w.message):
 		return because(ReasonCapacityTimeout, fmt.Errorf("pod %s found no room on a node within the pending timeout of %s: %s. Raise "+
 			"pod_pending_timeout, lower the group's max_concurrent_runs or its pods' requests, add nodes, or give its pods a "+
