@@ -376,7 +376,7 @@ func (r *Runner) vanished(ctx context.Context, pod *corev1.Pod, container string
 		return "failed (" + p.Status.Reason + ")", lostReason(p)
 	case err == nil && p.DeletionTimestamp != nil:
 		return "was deleted (terminating)", ReasonPodDeleted
-	case err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "DeadlineExceeded":
+	case err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == reasonDeadline:
 		return "reached its activeDeadlineSeconds (the run's timeout)", ReasonTimeout
 	case err == nil && p.Status.Phase == corev1.PodFailed:
 		return "failed (" + p.Status.Reason + ")", ReasonOther
@@ -420,6 +420,10 @@ func (r *Runner) info(msg string, f map[string]any) {
 
 // reasonSandbox is the kubelet's event when it cannot create a pod's sandbox.
 const reasonSandbox = "FailedCreatePodSandBox"
+
+// reasonDeadline is the kubelet's reason for a pod it failed at its
+// activeDeadlineSeconds.
+const reasonDeadline = "DeadlineExceeded"
 
 // workerGaveUp reports a default worker that ended by itself because no run
 // had started in it within podspec.WorkerStartTimeout: the runner never

@@ -62,7 +62,8 @@ func TestSchedulerMessages(t *testing.T) {
 
 // FuzzSchedulerReasons: any message is read without panic; a message read
 // as a shortage or a placement names only such reasons, each without its
-// count, and every reason comes from the message.
+// count, and every reason comes from the message. Dropping its final
+// periods (schedulerSays) reads it the same.
 func FuzzSchedulerReasons(f *testing.F) {
 	for _, m := range []string{msgCPU, msgSelector, msgTaint, msgMixed, msgNotReady, msgOldTaint, msgVolumeComm,
 		"0/3 nodes are available: 1 Insufficient memory, 2 Too many pods."} {
@@ -70,6 +71,10 @@ func FuzzSchedulerReasons(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, msg string) {
 		reasons, ok := schedulerReasons(msg)
+		said := schedulerSays(msg)
+		if strings.HasSuffix(said, ".") || shortageOnly(said) != shortageOnly(msg) || placementOnly(said) != placementOnly(msg) {
+			t.Fatalf("%q reads otherwise without its final periods: %q", msg, said)
+		}
 		if ok != (len(reasons) > 0) {
 			t.Fatalf("%q: ok %v with %d reasons", msg, ok, len(reasons))
 		}
