@@ -161,7 +161,9 @@ func (b *Bundle) keepOutput() int64 {
 //	result   the report, once written (its writing ends the run)
 //	pipe     the playbook's output, read by tee (to the container's log) and the writer
 //	ack      the script waits here for the provider's "done" or the watchdog
-//	beat     the last beat line a follower got
+//	beat     the last beat line a follower got, replaced whole (by rename):
+//	         a reader of a file being rewritten in place may read it empty,
+//	         the watchdog's state before the first beat
 //	pid      the playbook's pid; canceled, acked, abandoned: markers
 //	w.PID    a follower's wake-up, when the result is written
 func (b *Bundle) modes() string {
@@ -215,7 +217,7 @@ kp_follow() {
   exec 3<&0
   { while IFS= read -r l; do
       case $l in
-      a\ *) printf '%s\n' "$l" >"$R/beat" ;;
+      a\ *) printf '%s\n' "$l" >"$R/beat.$$" && mv -f "$R/beat.$$" "$R/beat" ;;
       c) kp_cancel ;;
       d) true >"$R/acked"; { exec 4<>"$R/ack"; } 2>/dev/null && { echo d >&4; exec 4>&-; } ;;
       esac

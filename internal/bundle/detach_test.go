@@ -317,10 +317,12 @@ func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
 	}
 }
 
-// Beats keep a silent run alive past its grace.
+// Beats keep a silent run alive past its grace. The grace is two of the
+// watchdog's looks, as a group's least grace is five: one slow look (a
+// busy host) does not end the run.
 func TestBeatsKeepARunAlive(t *testing.T) {
 	worker := fakeWorker(t)
-	b := Bundle{Command: []string{"sh", "-c", `sleep 6; echo finished`}, Marker: testMarker, LeaseGrace: 2 * time.Second}
+	b := Bundle{Command: []string{"sh", "-c", `sleep 9; echo finished`}, Marker: testMarker, LeaseGrace: 4 * time.Second}
 	r := deliver(t, runDir(t), &b, 1).finish()
 	if r.Abandoned || r.ExitCode != 0 {
 		t.Errorf("result %+v", r)
@@ -329,6 +331,46 @@ func TestBeatsKeepARunAlive(t *testing.T) {
 	case werr := <-worker:
 		t.Errorf("the worker ended (%v)", werr)
 	default:
+	}
+}
+
+// A follower replaces the beat file whole, so that no one reads it empty,
+// which is the watchdog's state before the first beat: a beat written in
+// place (truncated, then written) read empty at the watchdog's look that
+// came with it, and ended a run its provider kept beating (CI, stop 41).
+func TestBeatFileNeverReadsEmpty(t *testing.T) {
+	b := Bundle{Command: []string{"sh", "-c", `sleep 3`}, Marker: testMarker}
+	dir := runDir(t)
+	s := deliver(t, dir, &b, 1)
+	stop := make(chan struct{})
+	counted := make(chan [2]int)
+	go func() {
+		reads, empty := 0, 0
+		for {
+			select {
+			case <-stop:
+				counted <- [2]int{reads, empty}
+				return
+			default:
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "beat"))
+			switch {
+			case err == nil && len(got) > 0:
+				reads++
+			case reads > 0: // before the first beat, the file is empty or not yet there
+				empty++
+			}
+		}
+	}()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		s.beat()
+	}
+	close(stop)
+	c := <-counted
+	s.finish()
+	t.Logf("%d reads of the beat file while it was rewritten, %d of them empty or missing", c[0]+c[1], c[1])
+	if c[0] == 0 || c[1] > 0 {
+		t.Errorf("%d reads with a beat, %d empty or missing after the first: want some and none", c[0], c[1])
 	}
 }
 
