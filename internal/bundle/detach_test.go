@@ -292,9 +292,9 @@ func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
 	worker := fakeWorker(t)
 	b := Bundle{Command: []string{"sh", "-c", `sleep 300 & echo $! > child.pid; wait`}, Marker: testMarker, LeaseGrace: time.Second}
 	dir := runDir(t)
+	start := time.Now() // before the session's only beat
 	s := deliver(t, dir, &b, 1)
 	child := childPID(t, filepath.Join(dir, "b"))
-	start := time.Now()
 	s.cut()
 	select {
 	case werr := <-worker:
@@ -309,7 +309,7 @@ func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
 		t.Errorf("the command's child %d outlived the run", child)
 	}
 	if took < 2*time.Second {
-		t.Errorf("the run ended %s after its last beat, before its grace", took)
+		t.Errorf("the run ended %s after its start and only beat, before its grace", took)
 	}
 	r := follow(t, dir, 0).finish()
 	if !r.Abandoned || r.ExitCode == 0 {
@@ -317,12 +317,12 @@ func TestWatchdogEndsAnAbandonedRun(t *testing.T) {
 	}
 }
 
-// Beats keep a silent run alive past its grace. The grace is two of the
-// watchdog's looks, as a group's least grace is five: one slow look (a
-// busy host) does not end the run.
+// Beats keep a silent run alive past its grace. The grace is three of the
+// watchdog's looks (a group's least grace is five): the follower that
+// writes the first beat has started 2 s after the run on a busy host.
 func TestBeatsKeepARunAlive(t *testing.T) {
 	worker := fakeWorker(t)
-	b := Bundle{Command: []string{"sh", "-c", `sleep 9; echo finished`}, Marker: testMarker, LeaseGrace: 4 * time.Second}
+	b := Bundle{Command: []string{"sh", "-c", `sleep 13; echo finished`}, Marker: testMarker, LeaseGrace: 6 * time.Second}
 	r := deliver(t, runDir(t), &b, 1).finish()
 	if r.Abandoned || r.ExitCode != 0 {
 		t.Errorf("result %+v", r)
@@ -339,9 +339,20 @@ func TestBeatsKeepARunAlive(t *testing.T) {
 // place (truncated, then written) read empty at the watchdog's look that
 // came with it, and ended a run its provider kept beating (CI, stop 41).
 func TestBeatFileNeverReadsEmpty(t *testing.T) {
-	b := Bundle{Command: []string{"sh", "-c", `sleep 3`}, Marker: testMarker}
+	b := Bundle{Command: []string{"sh", "-c", `while [ ! -e stop ]; do sleep 0.05; done`}, Marker: testMarker}
 	dir := runDir(t)
+	beat := filepath.Join(dir, "beat")
 	s := deliver(t, dir, &b, 1)
+	// The follower starts in its own time (seconds, on a busy host).
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if got, _ := os.ReadFile(beat); len(got) > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no beat in the beat file 30 s after the run started; stderr %q", s.before.String())
+		}
+		s.beat()
+	}
 	stop := make(chan struct{})
 	counted := make(chan [2]int)
 	go func() {
@@ -353,11 +364,9 @@ func TestBeatFileNeverReadsEmpty(t *testing.T) {
 				return
 			default:
 			}
-			got, err := os.ReadFile(filepath.Join(dir, "beat"))
-			switch {
-			case err == nil && len(got) > 0:
+			if got, err := os.ReadFile(beat); err == nil && len(got) > 0 {
 				reads++
-			case reads > 0: // before the first beat, the file is empty or not yet there
+			} else {
 				empty++
 			}
 		}
@@ -367,10 +376,13 @@ func TestBeatFileNeverReadsEmpty(t *testing.T) {
 	}
 	close(stop)
 	c := <-counted
+	if err := os.WriteFile(filepath.Join(dir, "b", "stop"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s.finish()
 	t.Logf("%d reads of the beat file while it was rewritten, %d of them empty or missing", c[0]+c[1], c[1])
 	if c[0] == 0 || c[1] > 0 {
-		t.Errorf("%d reads with a beat, %d empty or missing after the first: want some and none", c[0], c[1])
+		t.Errorf("%d reads with a beat, %d empty or missing: want some and none", c[0], c[1])
 	}
 }
 
