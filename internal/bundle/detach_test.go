@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -373,6 +374,17 @@ func TestBeatFileNeverReadsEmpty(t *testing.T) {
 	}()
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		s.beat()
+	}
+	// The follower forks a rename per beat: on a busy host it lags the beats,
+	// and its "done" waits behind them. Count until the last beat is in.
+	last := fmt.Sprintf(" %d\n", s.seq)
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, _ := os.ReadFile(beat); strings.HasSuffix(string(got), last) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the last beat (%d) was not in the beat file 60 s after it was sent", s.seq)
+		}
 	}
 	close(stop)
 	c := <-counted

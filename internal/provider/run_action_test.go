@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -470,11 +471,13 @@ func TestAccRunAction_example(t *testing.T) {
 
 // TestAccRunAction_waitsForCapacity invokes the action while a run holds
 // the only slot of a group with max_concurrent_runs = 1: the progress says
-// it waits for capacity before its pod is created.
+// it waits for capacity before its pod is created. The holder keeps the
+// slot until the action says it waits, then is interrupted: a fixed sleep
+// ended before a loaded machine's second terraform got to the wait.
 func TestAccRunAction_waitsForCapacity(t *testing.T) {
 	requireActions(t)
 	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\"\n"})
-	holder := f.runDir(t, commandRun(startedThen("sleep 8"), "5m"))
+	holder := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
 	cmd, out := holder.start(t)
 	f.waitStarted(t, holder, out)
 	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
@@ -484,14 +487,19 @@ func TestAccRunAction_waitsForCapacity(t *testing.T) {
   }
 }
 `, f.group))
-	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
-	if werr := cmd.Wait(); werr != nil {
-		t.Errorf("the run holding the slot: %v\n%s", werr, out)
-	}
+	waits := regexp.MustCompile(`waiting for capacity: container group "` + regexp.QuoteMeta(f.group) + `" has no room for a run slot`)
+	var release sync.Once
+	lines, stderr, err := terraformLinesFunc(t, f.terraformBin, f.cliConfig, dir, func(l string) {
+		if waits.MatchString(l) {
+			release.Do(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) })
+		}
+	}, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	release.Do(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) })
+	_ = cmd.Wait()
 	if err != nil {
 		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
 	}
-	waiting, created := firstLine(lines, `waiting for capacity: container group "`+f.group+`" has no room for a run slot`), firstLine(lines, `pod \S+ created`)
+	waiting, created := firstLine(lines, waits.String()), firstLine(lines, `pod \S+ created`)
 	if waiting < 0 || created < waiting || firstLine(lines, `: after-the-wait$`) < created {
 		t.Errorf("want the wait for capacity (line %d) before the pod's creation (line %d) and the output:\n%s", waiting, created, dump(lines))
 	}

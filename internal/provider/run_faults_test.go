@@ -792,7 +792,9 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 	acctest.Parallel(t)
 	t.Run("waits", func(t *testing.T) {
 		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\""})
-		blocker := f.runDir(t, commandRun(startedThen("sleep 15"), "10m"))
+		// The blocker holds the slot until the second run waits for it, then is
+		// interrupted: a fixed sleep can end before a loaded machine's second apply.
+		blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
 		bcmd, bout := blocker.start(t)
 		f.waitStarted(t, blocker, bout)
 		blockerDone := make(chan time.Time, 1)
@@ -800,6 +802,9 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 		s := f.runDir(t, commandRun("echo second run", "10m"))
 		clock := startFault(t, "full_group_waits")
 		cmd, out := s.start(t)
+		f.waitClaims(t, capacity.Runs, 1)
+		waitOutput(t, out, "kubeplay_run.r: Creating...")
+		_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
 		err := cmd.Wait()
 		status := expectOutcome(t, out, err, "successful", `Apply complete`)
 		clock.end(status)
