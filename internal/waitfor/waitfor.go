@@ -93,7 +93,9 @@ func Lists[L runtime.Object](ctx context.Context, c ListWatcher[L], opts metav1.
 // Gone waits until the object that lw lists no longer exists. example is an
 // empty object of its type, such as &corev1.Pod{}.
 func Gone(ctx context.Context, lw cache.ListerWatcher, example runtime.Object) error {
-	gone := func(store cache.Store) (bool, error) { return len(store.List()) == 0, nil }
+	gone := func(store cache.Store) (bool, error) {
+		return len(store.List()) == 0 && !consistentlyHas(ctx, lw, func(runtime.Object) bool { return true }), nil
+	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
 		return ev.Type == watch.Deleted, nil
 	})
@@ -111,7 +113,8 @@ func GoneUID(ctx context.Context, lw cache.ListerWatcher, example runtime.Object
 		return err == nil && m.GetUID() != uid
 	}
 	gone := func(store cache.Store) (bool, error) {
-		return !slices.ContainsFunc(store.List(), func(o any) bool { return !other(o) }), nil
+		return !slices.ContainsFunc(store.List(), func(o any) bool { return !other(o) }) &&
+			!consistentlyHas(ctx, lw, func(o runtime.Object) bool { return !other(o) }), nil
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
 		return ev.Type == watch.Deleted || other(ev.Object), nil
@@ -129,12 +132,28 @@ func Until(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, 
 // does not hold it (it was deleted before the wait began), it returns absent.
 func UntilPresent(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, cond watchtools.ConditionFunc, absent error) (*watch.Event, error) {
 	present := func(store cache.Store) (bool, error) {
-		if len(store.List()) == 0 {
-			return false, absent
+		if len(store.List()) > 0 || consistentlyHas(ctx, lw, func(runtime.Object) bool { return true }) {
+			return false, nil
 		}
-		return false, nil
+		return false, absent
 	}
 	return watchtools.UntilWithSync(ctx, lw, example, present, cond)
+}
+
+// consistentlyHas asks again, with a consistent read, whether the object an
+// informer's first list did not hold exists (one that match accepts): that
+// list may be served from the API server's watch cache (resourceVersion
+// "0", client-go's fallback when it cannot stream the list), which can lag
+// behind a create that has just returned. The watch from that list's
+// version then brings the object. An error reads as "has": unknown is
+// neither absent nor gone, and the wait goes on within its context.
+func consistentlyHas(ctx context.Context, lw cache.ListerWatcher, match func(runtime.Object) bool) bool {
+	list, err := cache.ToListerWatcherWithContext(lw).ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		return true
+	}
+	items, err := meta.ExtractList(list)
+	return err != nil || slices.ContainsFunc(items, match)
 }
 
 // Delete deletes the object called name with opts, treats an object that

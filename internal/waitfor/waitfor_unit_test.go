@@ -346,6 +346,106 @@ func TestUntilPresent(t *testing.T) {
 	}
 }
 
+// A first list from a lagging watch cache (resourceVersion "0") that does
+// not yet hold a pod just created does not make the pod absent: a
+// consistent list holds it, and the watch brings it. CI saw a run end as
+// "deleted before it ran" while its pod was being scheduled.
+func TestUntilPresentStaleFirstList(t *testing.T) {
+	absent := errors.New("gone before the wait")
+	p := podA()
+	p.ResourceVersion, p.Status.Phase = "6", corev1.PodRunning
+	var mu sync.Mutex
+	var lists []string
+	consistent := make(chan struct{}) // the watch brings the pod after the consistent list
+	var once sync.Once
+	ctx := limit(t)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			mu.Lock()
+			lists = append(lists, o.ResourceVersion)
+			mu.Unlock()
+			if o.ResourceVersion == "0" { // the watch cache, behind the create
+				return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}, nil
+			}
+			once.Do(func() { close(consistent) })
+			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "6"}, Items: []corev1.Pod{*p}}, nil
+		},
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if o.ResourceVersion != "5" {
+				return nil, fmt.Errorf("watch from %q, want from the first list's 5", o.ResourceVersion)
+			}
+			w := watch.NewFake()
+			go func() {
+				select {
+				case <-consistent:
+					w.Add(p.DeepCopy())
+				case <-ctx.Done():
+				}
+			}()
+			return w, nil
+		},
+	}
+	ev, err := UntilPresent(ctx, lw, &corev1.Pod{}, running, absent)
+	if err != nil {
+		t.Fatalf("a pod the first list missed: %v (lists at versions %q)", err, lists)
+	}
+	if got, ok := ev.Object.(*corev1.Pod); !ok || got.Name != "a" {
+		t.Fatalf("event %v", ev)
+	}
+	if mu.Lock(); len(lists) < 2 || lists[0] != "0" || lists[1] != "" {
+		t.Errorf("lists at versions %q, want the informer's \"0\" then a consistent \"\"", lists)
+	}
+	mu.Unlock()
+}
+
+// Gone does not take a lagging watch cache's first list for the object's
+// end: it waits until a consistent list lacks it too, or the watch says it
+// was deleted.
+func TestGoneStaleFirstList(t *testing.T) {
+	p := podA()
+	p.ResourceVersion = "6"
+	consistent, deleted := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ctx := limit(t)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if o.ResourceVersion == "0" {
+				return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}, nil
+			}
+			once.Do(func() { close(consistent) })
+			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "6"}, Items: []corev1.Pod{*p}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			w := watch.NewFake()
+			go func() {
+				select {
+				case <-deleted:
+					w.Add(p.DeepCopy())
+					w.Delete(p.DeepCopy())
+				case <-ctx.Done():
+				}
+			}()
+			return w, nil
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- Gone(ctx, lw, &corev1.Pod{}) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Gone returned (%v) on a first list that missed a pod that is there", err)
+	case <-consistent:
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Gone returned (%v) while a consistent list holds the pod", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(deleted)
+	if err := <-done; err != nil {
+		t.Fatalf("Gone once the pod is deleted: %v", err)
+	}
+}
+
 func TestQuotaExceeded(t *testing.T) {
 	pods := schema.GroupResource{Resource: "pods"}
 	if !QuotaExceeded(apierrors.NewForbidden(pods, "p", errors.New("exceeded quota: q"))) ||
