@@ -335,25 +335,33 @@ func TestBeatsKeepARunAlive(t *testing.T) {
 	}
 }
 
+// untilBeatFile polls the run's beat file (a file in the pod, which no API
+// watches) until it holds a line that ok accepts, calling meanwhile each
+// 5 ms; it fails the test after a minute.
+func (s *session) untilBeatFile(beat, what string, ok func(string) bool, meanwhile func()) {
+	s.t.Helper()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if got, _ := os.ReadFile(beat); len(got) > 0 && ok(string(got)) {
+			return
+		}
+		if time.Now().After(end) {
+			s.t.Fatalf("%s was not in the beat file within a minute; stderr %q", what, s.before.String())
+		}
+		meanwhile()
+	}
+}
+
 // A follower replaces the beat file whole, so that no one reads it empty,
 // which is the watchdog's state before the first beat: a beat written in
 // place (truncated, then written) read empty at the watchdog's look that
-// came with it, and ended a run its provider kept beating (CI, stop 41).
+// came with it, and ended a run its provider kept beating.
 func TestBeatFileNeverReadsEmpty(t *testing.T) {
 	b := Bundle{Command: []string{"sh", "-c", `while [ ! -e stop ]; do sleep 0.05; done`}, Marker: testMarker}
 	dir := runDir(t)
 	beat := filepath.Join(dir, "beat")
 	s := deliver(t, dir, &b, 1)
 	// The follower starts in its own time (seconds, on a busy host).
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if got, _ := os.ReadFile(beat); len(got) > 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no beat in the beat file 30 s after the run started; stderr %q", s.before.String())
-		}
-		s.beat()
-	}
+	s.untilBeatFile(beat, "a beat", func(string) bool { return true }, s.beat)
 	stop := make(chan struct{})
 	counted := make(chan [2]int)
 	go func() {
@@ -378,14 +386,7 @@ func TestBeatFileNeverReadsEmpty(t *testing.T) {
 	// The follower forks a rename per beat: on a busy host it lags the beats,
 	// and its "done" waits behind them. Count until the last beat is in.
 	last := fmt.Sprintf(" %d\n", s.seq)
-	for end := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if got, _ := os.ReadFile(beat); strings.HasSuffix(string(got), last) {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the last beat (%d) was not in the beat file 60 s after it was sent", s.seq)
-		}
-	}
+	s.untilBeatFile(beat, "the last beat", func(b string) bool { return strings.HasSuffix(b, last) }, func() {})
 	close(stop)
 	c := <-counted
 	if err := os.WriteFile(filepath.Join(dir, "b", "stop"), nil, 0o600); err != nil {

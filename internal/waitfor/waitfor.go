@@ -94,7 +94,7 @@ func Lists[L runtime.Object](ctx context.Context, c ListWatcher[L], opts metav1.
 // empty object of its type, such as &corev1.Pod{}.
 func Gone(ctx context.Context, lw cache.ListerWatcher, example runtime.Object) error {
 	gone := func(store cache.Store) (bool, error) {
-		return len(store.List()) == 0 && !consistentlyHas(ctx, lw, func(runtime.Object) bool { return true }), nil
+		return len(store.List()) == 0 && !consistentlyHas(ctx, lw, anyObject), nil
 	}
 	_, err := watchtools.UntilWithSync(ctx, lw, example, gone, func(ev watch.Event) (bool, error) {
 		return ev.Type == watch.Deleted, nil
@@ -132,13 +132,16 @@ func Until(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, 
 // does not hold it (it was deleted before the wait began), it returns absent.
 func UntilPresent(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, cond watchtools.ConditionFunc, absent error) (*watch.Event, error) {
 	present := func(store cache.Store) (bool, error) {
-		if len(store.List()) > 0 || consistentlyHas(ctx, lw, func(runtime.Object) bool { return true }) {
+		if len(store.List()) > 0 || consistentlyHas(ctx, lw, anyObject) {
 			return false, nil
 		}
 		return false, absent
 	}
 	return watchtools.UntilWithSync(ctx, lw, example, present, cond)
 }
+
+// anyObject matches every object of a list.
+func anyObject(runtime.Object) bool { return true }
 
 // consistentlyHas asks again, with a consistent read, whether the object an
 // informer's first list did not hold exists (one that match accepts): that
