@@ -12,14 +12,22 @@
 // there can plant or replace it (labels can be copied), so the catalog
 // namespace's Secrets must be readable and writable only by the identities
 // that run kubeplay (the security model guide says so); catalog_key removes
-// even that dependency.
+// even that dependency. What Load refuses (no kubeplay labels, another
+// type, a short key) catches a mistaken Secret, not a forged one.
+//
+// A key may carry previous keys (the provider's previous_catalog_keys) after
+// a rotation: they never verify a definition or a pod that kubeplay uses,
+// and serve only to recognise the pods kubeplay signed before, so that
+// they are deleted rather than left as strangers.
 package catalogkey
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,7 +65,51 @@ var ErrRefused = errors.New("catalog key refused")
 var ErrMissing = errors.New("catalog key missing")
 
 // Key signs and verifies. The zero value is not usable; use New or Load.
-type Key struct{ b []byte }
+type Key struct {
+	b []byte
+	// previous are the keys this one replaced, which only recognise
+	// kubeplay's own pods signed before a rotation.
+	previous []*Key
+}
+
+// Previous gives the keys this one replaced (previous_catalog_keys): a
+// signature they verify shows a pod that kubeplay made before the rotation,
+// to be deleted, never one to use.
+func (k *Key) Previous() []*Key { return k.previous }
+
+// withPrevious is k carrying prev, but for a key equal to k's own.
+func (k *Key) withPrevious(prev []*Key) *Key {
+	if len(prev) == 0 {
+		return k
+	}
+	c := &Key{b: k.b}
+	for _, p := range prev {
+		if !bytes.Equal(p.b, k.b) {
+			c.previous = append(c.previous, p)
+		}
+	}
+	return c
+}
+
+// base64Prefix marks a previous key given as base64, as the key Secret's
+// random bytes are (kubectl shows its data so).
+const base64Prefix = "base64:"
+
+// ParsePrevious reads a previous key: the key itself, or "base64:" and the
+// base64 of its bytes (the key Secret's data.key).
+func ParsePrevious(s string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(s, base64Prefix); ok {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+		if err != nil {
+			return nil, fmt.Errorf("a previous catalog key that starts with %q must be base64: %v", base64Prefix, err)
+		}
+		s = string(b)
+	}
+	if len(s) < MinLength {
+		return nil, fmt.Errorf("a previous catalog key needs at least %d bytes, got %d", MinLength, len(s))
+	}
+	return []byte(s), nil
+}
 
 // New returns a key of b, which must be at least MinLength bytes.
 func New(b []byte) (*Key, error) {
@@ -95,6 +147,7 @@ type Source struct {
 	kube      kubernetes.Interface
 	namespace string
 	fixed     *Key
+	previous  []*Key
 
 	mu  sync.Mutex
 	key *Key
@@ -114,6 +167,19 @@ func NewSource(kube kubernetes.Interface, namespace string, configured []byte) (
 	return s, nil
 }
 
+// WithPrevious makes the keys s gives carry prev (each at least MinLength
+// bytes), the keys they replaced; it returns s.
+func (s *Source) WithPrevious(prev [][]byte) (*Source, error) {
+	for i, b := range prev {
+		k, err := New(b)
+		if err != nil {
+			return nil, fmt.Errorf("previous catalog key %d: %w", i+1, err)
+		}
+		s.previous = append(s.previous, k)
+	}
+	return s, nil
+}
+
 // Configured reports whether the key comes from the configuration.
 func (s *Source) Configured() bool { return s.fixed != nil }
 
@@ -121,7 +187,7 @@ func (s *Source) Configured() bool { return s.fixed != nil }
 // without, a missing Secret is an error that says so (readers).
 func (s *Source) Key(ctx context.Context, create bool) (*Key, error) {
 	if s.fixed != nil {
-		return s.fixed, nil
+		return s.fixed.withPrevious(s.previous), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -132,14 +198,16 @@ func (s *Source) Key(ctx context.Context, create bool) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.key = k
-	return k, nil
+	s.key = k.withPrevious(s.previous)
+	return s.key, nil
 }
 
 // Load reads the key Secret of the catalog in namespace, creating it with a
 // random key when create is set and it does not exist. A Secret of the name
-// that kubeplay did not make, or whose key is too short, is refused: a key
-// chosen by someone else signs nothing.
+// without kubeplay's labels, of another type than Opaque, or whose key is
+// too short, is refused. That catches a Secret made by mistake, not one
+// forged: labels and type can be copied, so whoever may write Secrets in
+// the namespace can replace the key (catalog_key avoids the Secret).
 func Load(ctx context.Context, kube kubernetes.Interface, namespace string, create bool) (*Key, error) {
 	secrets := kube.CoreV1().Secrets(namespace)
 	sec, err := secrets.Get(ctx, SecretName, metav1.GetOptions{})
@@ -170,6 +238,10 @@ func Load(ctx context.Context, kube kubernetes.Interface, namespace string, crea
 	if !managed.Owns(sec, managed.LabelComponent, Component) {
 		return nil, fmt.Errorf("%w: Secret %s/%s lacks kubeplay's labels, so it is not the key kubeplay made; delete it "+
 			"(every catalog definition must then be applied again) or set the provider's catalog_key", ErrRefused, namespace, SecretName)
+	}
+	if sec.Type != corev1.SecretTypeOpaque {
+		return nil, fmt.Errorf("%w: Secret %s/%s is of type %q, not Opaque, so it is not the key kubeplay made; delete it "+
+			"(every catalog definition must then be applied again) or set the provider's catalog_key", ErrRefused, namespace, SecretName, sec.Type)
 	}
 	k, err := New(sec.Data[SecretKey])
 	if err != nil {

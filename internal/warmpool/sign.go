@@ -34,6 +34,10 @@ const (
 	// server returned it from kubeplay's create; an image, toleration or
 	// ephemeral container added since breaks it.
 	AnnotationSpecSignature = "kubeplay.io/spec-signature"
+	// AnnotationRunSignature signs a run pod: its UID, name, namespace, and
+	// the group and run id of its labels. The orphan sweep deletes only
+	// pods whose run signature holds.
+	AnnotationRunSignature = "kubeplay.io/run-signature"
 )
 
 // The kinds of pod kubeplay signs; a signature of one never passes as the
@@ -41,6 +45,7 @@ const (
 const (
 	KindWarm = "warm-pod"
 	KindNode = "node-pod"
+	KindRun  = "run-pod"
 )
 
 // Owner is what a pod was made for.
@@ -162,14 +167,59 @@ func Verify(key *catalogkey.Key, o Owner, p *corev1.Pod) error {
 	case !ok || sig == "":
 		return refuse(false, "carries kubeplay's labels but no kubeplay signature: kubeplay did not make it (or a "+
 			"kubeplay from before pods were signed did)")
+	case p.UID != "" && !key.Verify(sig, o.Kind, identity(o, p)...) && signedBefore(key, sig, o.Kind, identity(o, p)...):
+		return refuse(true, "was made by kubeplay under a previous catalog key (one of previous_catalog_keys), "+
+			"so it is not used again")
 	case p.UID == "" || !key.Verify(sig, o.Kind, identity(o, p)...):
 		return refuse(false, "carries a kubeplay signature that is not its own: kubeplay did not make it as a "+
-			o.Kind+" of "+what+" (or the catalog key changed since)")
+			o.Kind+" of "+what+" (or the catalog key changed since, and the old key is not in previous_catalog_keys)")
 	case !key.Verify(p.Annotations[AnnotationSpecSignature], o.Kind+"/spec", append(identity(o, p), specDigest(p))...):
 		return refuse(true, "was made by kubeplay, but its spec changed since (an image, a toleration, an ephemeral "+
 			"container or resources were changed out of band)")
 	}
 	return nil
+}
+
+// signedBefore reports whether one of key's previous keys made sig.
+func signedBefore(key *catalogkey.Key, sig, domain string, parts ...[]byte) bool {
+	for _, k := range key.Previous() {
+		if k.Verify(sig, domain, parts...) {
+			return true
+		}
+	}
+	return false
+}
+
+// runIdentity is what AnnotationRunSignature binds: p itself, and the
+// group and run its labels name.
+func runIdentity(p *corev1.Pod) [][]byte {
+	return [][]byte{[]byte(p.Namespace), []byte(p.Name), []byte(p.UID),
+		[]byte(p.Labels[managed.LabelContainerGroup]), []byte(p.Labels[managed.LabelRun])}
+}
+
+// RunSignature is the run signature of p, whose UID and run labels are set.
+func RunSignature(key *catalogkey.Key, p *corev1.Pod) string {
+	return key.Sign(KindRun, runIdentity(p)...)
+}
+
+// VerifyRun reports whether kubeplay signed p as a run pod of group, under
+// key or, with previous, under one of key's previous keys. It makes no
+// request.
+func VerifyRun(key *catalogkey.Key, group string, p *corev1.Pod, previous bool) bool {
+	sig := p.Annotations[AnnotationRunSignature]
+	if key == nil || sig == "" || p.UID == "" || p.Labels[managed.LabelContainerGroup] != group || p.Labels[managed.LabelRun] == "" {
+		return false
+	}
+	return key.Verify(sig, KindRun, runIdentity(p)...) || previous && signedBefore(key, sig, KindRun, runIdentity(p)...)
+}
+
+// SignRun records p's run signature after kubeplay created p, and returns
+// the pod it updated.
+func SignRun(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, p *corev1.Pod) (*corev1.Pod, error) {
+	if key == nil {
+		return nil, ErrNoKey
+	}
+	return annotate(ctx, kube, p, map[string]string{AnnotationRunSignature: RunSignature(key, p)})
 }
 
 // Sign records p's signatures for o, after kubeplay created p (whose UID
@@ -182,7 +232,12 @@ func Sign(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, o
 	if key == nil {
 		return nil, ErrNoKey
 	}
-	sigs := Signatures(key, o, p)
+	return annotate(ctx, kube, p, Signatures(key, o, p))
+}
+
+// annotate adds sigs to p's annotations with an update; a conflict reads
+// the pod again, as long as it is the same pod.
+func annotate(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, sigs map[string]string) (*corev1.Pod, error) {
 	pods := kube.CoreV1().Pods(p.Namespace)
 	q := p.DeepCopy()
 	for attempt := 1; ; attempt++ {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
 )
@@ -278,4 +279,97 @@ func diff(a, b *corev1.PodSpec) string {
 	x, _ := yaml.Marshal(a)
 	y, _ := yaml.Marshal(b)
 	return "\n" + string(x) + "\nvs\n" + string(y)
+}
+
+// TestRotationDeletesPreviousKeysPods: after a rotation, warm pods signed
+// under a key in previous_catalog_keys are kubeplay's own, not strangers: a
+// run never takes one, and a fill deletes them and makes pods signed under
+// the new key. Without the previous key they are left as strangers.
+func TestRotationDeletesPreviousKeysPods(t *testing.T) {
+	oldKey := "kubeplay-warmpool-old-key-of-32-bytes"
+	newSource := func(prev ...string) *catalogkey.Key {
+		src, err := catalogkey.NewSource(nil, "cat", []byte("kubeplay-warmpool-new-key-of-32-bytes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [][]byte
+		for _, p := range prev {
+			b = append(b, []byte(p))
+		}
+		if src, err = src.WithPrevious(b); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := src.Key(context.Background(), false)
+		return k
+	}
+	running := func(p *corev1.Pod) *corev1.Pod {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		return p
+	}
+	before := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: mustKey(oldKey)}
+	old := running(signedWarm(before, "old"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// Without the previous key: a stranger, left.
+	kube := runnertest.NewClientset(old.DeepCopy())
+	if err := Drain(ctx, kube, newSource(), "ns", "g", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Pods("ns").Get(ctx, "old", metav1.GetOptions{}); err != nil {
+		t.Errorf("without previous_catalog_keys the drain deleted the old pod: %v", err)
+	}
+
+	after := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: newSource(oldKey)}
+	if r := refusal(t, Verify(after.Key, after.owner(Revision(after.Pod)), old)); r == nil || !r.Ours ||
+		!strings.Contains(r.Reason, "previous catalog key") {
+		t.Fatalf("the old pod under the rotated key: %+v, want refused as ours", r)
+	}
+	kube = runnertest.NewClientset(old.DeepCopy())
+	if got, err := Take(ctx, kube, after, Claim{Labels: runPod().Labels, Timeout: time.Minute}); err != nil || got != nil {
+		t.Fatalf("a run took %v, %v; want the old pod refused", got, err)
+	}
+	if n, err := Fill(ctx, kube, after, 1); err != nil || n != 1 {
+		t.Fatalf("fill: %d, %v", n, err)
+	}
+	list, err := kube.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name == "old" {
+		t.Fatalf("pods after the fill: %d, first %q; want one new pod", len(list.Items), list.Items[0].Name)
+	}
+	// The fake gives no UID: the signature is checked against what it binds.
+	p := &list.Items[0]
+	if sig := p.Annotations[AnnotationSignature]; !after.Key.Verify(sig, KindWarm, identity(groupOwner("g", p), p)...) {
+		t.Errorf("the new pod is not signed under the new key: %v", p.Annotations)
+	}
+}
+
+// TestClaimSignsTheRun: a claim signs the pod as the run's in its update,
+// so that the orphan sweep knows it; the signature binds the pod and the
+// run's labels.
+func TestClaimSignsTheRun(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	p := signedWarm(tmpl, "w")
+	p.Status.Phase = corev1.PodRunning
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	kube := runnertest.NewClientset(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := Take(ctx, kube, tmpl, Claim{Labels: runPod().Labels, Timeout: time.Minute})
+	if err != nil || got == nil {
+		t.Fatalf("take: %v, %v", got, err)
+	}
+	if !VerifyRun(unitKey, "g", got, false) {
+		t.Errorf("the claimed pod's run signature does not hold: %v", got.Annotations)
+	}
+	moved := got.DeepCopy()
+	moved.Labels[managed.LabelRun] = "another"
+	if VerifyRun(unitKey, "g", moved, false) || VerifyRun(unitKey, "h", got, false) {
+		t.Error("the run signature held for another run or group")
+	}
 }

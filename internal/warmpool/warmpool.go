@@ -432,7 +432,7 @@ func Take(ctx context.Context, kube kubernetes.Interface, t Template, c Claim) (
 		// Runs that start together spread over the ready pods.
 		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
 		for _, p := range ready {
-			claimed, err := claim(ctx, kube, p, c)
+			claimed, err := claim(ctx, kube, t.Key, p, c)
 			if claimed != nil || err != nil {
 				got = claimed
 				return true, err
@@ -464,8 +464,9 @@ func outlives(p *corev1.Pod, timeout time.Duration) bool {
 }
 
 // claim takes p for a run, or returns nil when another run took it first
-// or its deadline is too near.
-func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Claim) (*corev1.Pod, error) {
+// or its deadline is too near. The claim signs p as the run's pod in the
+// same update, so that the orphan sweep knows it as kubeplay's.
+func claim(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, p *corev1.Pod, c Claim) (*corev1.Pod, error) {
 	deadline, ok := claimDeadline(p, c.Timeout)
 	if !ok {
 		return nil, nil
@@ -476,6 +477,9 @@ func claim(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, c Clai
 		q.Annotations = map[string]string{}
 	}
 	maps.Copy(q.Annotations, c.Annotations)
+	if key != nil {
+		q.Annotations[AnnotationRunSignature] = RunSignature(key, q)
+	}
 	q.Spec.ActiveDeadlineSeconds = &deadline
 	// The update carries p's resourceVersion: of two claims, one conflicts.
 	got, err := kube.CoreV1().Pods(p.Namespace).Update(ctx, q, metav1.UpdateOptions{FieldManager: managed.FieldManager})
