@@ -250,13 +250,15 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			tl.Note(runner.StepClaim, "no warm pod was ready")
 		}
 	}
-	// The pod's copy of the output for kubectl logs is not redacted.
-	b.PrivateOutput = len(secrets) > 0
+	// The pod's copy of the output for kubectl logs is not redacted, and a
+	// check's output (--diff) shows what the play renders from secrets.
+	b.PrivateOutput = len(secrets) > 0 || b.Check
 	out.Result = e.run(ctx, runner.Spec{
 		// The first container hosts the shell: "worker", or a verbatim spec's first.
 		Pod: pod, Claimed: claimed, Held: b.Held, DeleteAsync: claimed != nil && !b.Held, Container: pod.Spec.Containers[0].Name, Bundle: b, Secrets: secrets,
 		OutputLimit: req.OutputLimit, PendingTimeout: req.Group.pending(),
 		KeepPodOnFailure: req.KeepPodOnFailure, OnLine: req.OnLine, OnEvent: req.OnEvent, Timeline: tl,
+		OnCreated:     e.signRunPod(req.ID),
 		LaunchRetries: max(0, req.Group.LaunchRetries),
 		OnLaunchRetry: func(attempt int, err error) {
 			e.log(slog.LevelWarn, "run pod launch failed; retrying with a fresh pod", map[string]any{

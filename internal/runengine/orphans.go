@@ -19,6 +19,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runnamespace"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // sweep removes what providers killed before this one started left in the
@@ -54,9 +55,16 @@ func orphaned(p *corev1.Pod, now time.Time) bool {
 	return d != nil && p.Status.StartTime != nil && now.After(p.Status.StartTime.Add(time.Duration(*d)*time.Second))
 }
 
-// orphanPods lists the group's orphaned run pods: their names, and their
-// UIDs, which their deletes are conditioned on.
+// orphanPods lists the group's orphaned run pods that kubeplay signed
+// (warmpool.VerifyRun, under the catalog key or a previous one): their
+// names, and their UIDs, which their deletes are conditioned on. Labels can
+// be copied onto any pod, so an unsigned one is logged and left.
 func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, []types.UID, error) {
+	key, err := e.key(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the catalog key, which tells kubeplay's run pods from others, is not available, "+
+			"so none is deleted: %w", err)
+	}
 	pods, err := e.clients.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runSelector(g.Name)})
 	if err != nil {
 		return nil, nil, err
@@ -65,11 +73,39 @@ func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, []types.UID
 	var uids []types.UID
 	now := time.Now()
 	for i := range pods.Items {
-		if orphaned(&pods.Items[i], now) {
-			names, uids = append(names, pods.Items[i].Name), append(uids, pods.Items[i].UID)
+		p := &pods.Items[i]
+		switch {
+		case !orphaned(p, now):
+		case !warmpool.VerifyRun(key, g.Name, p, true):
+			e.log(slog.LevelWarn, "a pod with the labels of the group's run pods was not signed by kubeplay: the orphan sweep leaves it",
+				map[string]any{"pod": p.Name, "namespace": p.Namespace, "group": g.Name})
+		default:
+			names, uids = append(names, p.Name), append(uids, p.UID)
 		}
 	}
 	return names, uids, nil
+}
+
+// signRunPod signs each run pod right after its create, so that the orphan
+// sweep of a later provider knows it as kubeplay's. A pod that cannot be
+// signed (no key, or a credential without update on pods) still runs: the
+// run deletes it, and only a killed provider's is left to its deadline.
+func (e *Engine) signRunPod(runID string) func(context.Context, *corev1.Pod) error {
+	return func(ctx context.Context, p *corev1.Pod) error {
+		key, err := e.key(ctx)
+		if err == nil {
+			_, err = warmpool.SignRun(ctx, e.clients.Kube, key, p)
+		}
+		if err != nil {
+			level := slog.LevelWarn
+			if apierrors.IsForbidden(err) || errors.Is(err, warmpool.ErrNoKey) {
+				level = slog.LevelDebug
+			}
+			e.log(level, "the run pod is not signed: if this provider is killed, no orphan sweep deletes it", map[string]any{
+				"run": runID, "pod": p.Name, "error": err.Error()})
+		}
+		return nil
+	}
 }
 
 // reapPods deletes the group's orphaned run pods, waiting until each is
