@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
@@ -69,7 +70,7 @@ func startFigures(ctx context.Context, d *providerData, g catalog.Group, diags *
 	c, err := d.credentialClients(ctx, g.Credential)
 	var records []runengine.RunRecord
 	if err == nil {
-		records, err = runengine.RecentRuns(ctx, c.Kube, engineGroup(&g))
+		records, err = recentRuns(ctx, c.Kube, &g)
 	}
 	if err != nil {
 		tflog.Warn(ctx, "reading the group's recent runs failed", map[string]any{"group": g.Name, "error": err.Error()})
@@ -87,6 +88,15 @@ func startFigures(ctx context.Context, d *providerData, g catalog.Group, diags *
 	})
 	diags.Append(ds...)
 	return v
+}
+
+// recentRuns reads g's recent runs, and logs each record it left out.
+func recentRuns(ctx context.Context, kube kubernetes.Interface, g *catalog.Group) ([]runengine.RunRecord, error) {
+	records, dropped, err := runengine.RecentRuns(ctx, kube, engineGroup(g))
+	for _, d := range dropped {
+		tflog.Warn(ctx, "left out a recent-runs record that is not one kubeplay writes", map[string]any{"error": d.Error()})
+	}
+	return records, err
 }
 
 // ms rounds seconds to the millisecond, as the timeline records them.

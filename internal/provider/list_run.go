@@ -55,7 +55,9 @@ func (l *runList) ListResourceConfigSchema(_ context.Context, _ list.ListResourc
 			"<status>[: <status_reason>][, warm], <age> ago; to start <s>: queued <s>, scheduling <s>, image <s>, " +
 			"start <s>; playbook <s>)`, the parts as in the container group data source's `start_figures`, and " +
 			"with `include_resource = true` carries `id`, `container_group`, `status`, `status_reason`, " +
-			"`started_at`, `finished_at` and `timeline` (without details).\n\n" +
+			"`started_at`, `finished_at` and `timeline` (without details). Whoever may write the ledgers may write " +
+			"records: their text shows control characters as visible symbols, and a record whose id is not a run id " +
+			"is left out (logged).\n\n" +
 			"A run cannot be imported: configuration generated from these results is for finding leaked pods " +
 			"(delete them with `kubectl delete pod`, or let the group's next run remove the orphaned ones), not for import.",
 		Attributes: map[string]listschema.Attribute{
@@ -131,7 +133,7 @@ func (l *runList) runs(ctx context.Context, group string, diags *diag.Diagnostic
 			"group's credential may list pods and read ConfigMaps there.", group, g.Namespace, err))
 		return nil, nil
 	}
-	ended, err := runengine.RecentRuns(ctx, c.Kube, engineGroup(g))
+	ended, err := recentRuns(ctx, c.Kube, g)
 	if err != nil {
 		diags.AddWarning("Recent Runs Not Read", fmt.Sprintf("Container group %q, namespace %s: %v. The results "+
 			"list its run pods only.", group, g.Namespace, err))

@@ -8,14 +8,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -89,18 +92,63 @@ func (r RunRecord) Timeline() []runner.Step {
 	return steps
 }
 
+// ValidID reports whether id has the form NewID gives run ids: 16
+// lowercase hex digits.
+func ValidID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseRunRecord decodes one line of a ledger's records. Whoever may write
+// the ledger may write the line, and its text reaches terminals (terraform
+// query's display names): a record whose id is not a run id is refused,
+// and every string it holds is sanitized.
+func ParseRunRecord(line string) (RunRecord, error) {
+	var r RunRecord
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return RunRecord{}, fmt.Errorf("not a run record: %w", err)
+	}
+	if !ValidID(r.ID) {
+		return RunRecord{}, fmt.Errorf("run id %q is not 16 lowercase hex digits", r.ID)
+	}
+	r.Status, r.Reason = oneLine(r.Status), oneLine(r.Reason)
+	for i := range r.Steps {
+		if name, ok := r.Steps[i][0].(string); ok {
+			r.Steps[i][0] = oneLine(name)
+		}
+	}
+	return r, nil
+}
+
+// oneLine is s sanitized for a terminal, its tabs and newlines shown too:
+// a record's text is one line of a display name.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", "\u240a", "\t", "\u2409").Replace(outputtail.Sanitize(s))
+}
+
 // RecentRuns reads the records of g's last runs from its ledgers (runs and
-// forks), newest first; a record that does not decode is left out.
-func RecentRuns(ctx context.Context, kube kubernetes.Interface, g Group) ([]RunRecord, error) {
+// forks), newest first. A record ParseRunRecord refuses is left out, and
+// why is in dropped, for the caller to log.
+func RecentRuns(ctx context.Context, kube kubernetes.Interface, g Group) (out []RunRecord, dropped []error, err error) {
 	seen := map[string]bool{}
-	var out []RunRecord
 	var errs []error
 	for _, kind := range []string{capacity.Runs, capacity.Forks} {
 		lines, err := capacity.Ledger{Kube: kube, Namespace: g.Namespace, Group: g.Name, Kind: kind, Owner: managed.Owner{ID: g.OwnerID}}.RecentRuns(ctx)
 		errs = append(errs, err)
 		for _, l := range lines {
-			var r RunRecord
-			if json.Unmarshal([]byte(l), &r) != nil || r.ID == "" || seen[r.ID] {
+			r, err := ParseRunRecord(l)
+			if err != nil {
+				dropped = append(dropped, fmt.Errorf("%s ledger of group %s: %w", kind, g.Name, err))
+				continue
+			}
+			if seen[r.ID] {
 				continue
 			}
 			seen[r.ID] = true
@@ -108,7 +156,7 @@ func RecentRuns(ctx context.Context, kube kubernetes.Interface, g Group) ([]RunR
 		}
 	}
 	slices.SortStableFunc(out, func(a, b RunRecord) int { return b.Ended.Compare(a.Ended) })
-	return out, errors.Join(errs...)
+	return out, dropped, errors.Join(errs...)
 }
 
 // The parts of a run's time to start, as its timeline's steps.

@@ -6,9 +6,16 @@ package runengine
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
@@ -68,15 +75,87 @@ func TestFigures(t *testing.T) {
 	}
 }
 
+// TestRecentRunsSanitized (#40): records that whoever may write a group's
+// ledger wrote reach terraform query's display names. A record whose id is
+// not a run id is left out, and said why; escape sequences that JSON
+// decodes into a record's strings arrive as visible text.
+func TestRecentRunsSanitized(t *testing.T) {
+	kube := fake.NewClientset()
+	g := Group{Name: "g", Namespace: "runs"}
+	l := capacity.Ledger{Kube: kube, Namespace: g.Namespace, Group: g.Name, Kind: capacity.Runs}
+	if err := l.Ensure(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := kube.CoreV1().ConfigMaps(g.Namespace).Get(t.Context(), l.ConfigMapName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations[capacity.AnnotationRecentRuns] = strings.Join([]string{
+		`{"id":"0123456789abcdef","ended":"2026-11-27T12:00:00Z","status":"successful\u001b]8;;https://x.example/\u0007",` +
+			`"reason":"[red]\u009b2J\u202e","steps":[["queued\u001b[2J",1],["playbook",2]]}`,
+		`{"id":"\u001b[31mforged","ended":"2026-11-27T12:00:01Z","status":"successful","steps":[["playbook",1]]}`,
+		`{"id":"0123456789ABCDEF","status":"successful","steps":[["playbook",1]]}`,
+		`{"id":"../../x","status":"successful","steps":[["playbook",1]]}`,
+		`not json`,
+	}, "\n")
+	if _, err := kube.CoreV1().ConfigMaps(g.Namespace).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	records, dropped, err := RecentRuns(t.Context(), kube, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 || records[0].ID != "0123456789abcdef" {
+		t.Fatalf("records %+v; want only the one with a run id", records)
+	}
+	if len(dropped) != 4 || !strings.Contains(dropped[0].Error(), `run id "\x1b[31mforged" is not 16 lowercase hex digits`) {
+		t.Errorf("dropped %v; want the 4 others, each said why", dropped)
+	}
+	r := records[0]
+	name, _ := r.step(0)
+	for _, s := range []string{r.Status, r.Reason, name} {
+		if !safeText(s) {
+			t.Errorf("%q reaches a terminal as it is", s)
+		}
+	}
+	if want := "successful␛]8;;https://x.example/␇"; r.Status != want {
+		t.Errorf("status %q, want %q", r.Status, want)
+	}
+}
+
+// safeText reports whether s holds no control character, bidirectional
+// override or colorstring code.
+func safeText(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			return false
+		}
+	}
+	return utf8.ValidString(s) && !strings.Contains(s, "[red]") && outputtail.Sanitize(s) == s
+}
+
 // FuzzRunRecord: a record, as anyone who may write the ledger may write
-// it, decodes or is left out, and sums up without panics or negative time.
+// it, decodes or is left out, and what decodes has a run id and safe text,
+// and sums up without panics or negative time.
 func FuzzRunRecord(f *testing.F) {
-	f.Add(`{"id":"a","ended":"2026-11-27T12:00:00Z","status":"successful","steps":[["queued",0.5],["playbook",3]]}`)
+	f.Add(`{"id":"0123456789abcdef","ended":"2026-11-27T12:00:00Z","status":"successful","steps":[["queued",0.5],["playbook",3]]}`)
+	f.Add(`{"id":"0123456789abcdef","status":"\u001b[2J","reason":"[red]","steps":[["queued","x"],[1,2],[],["image",-5],["image",1e308]]}`)
 	f.Add(`{"id":"a","steps":[["queued","x"],[1,2],[],["image",-5],["image",1e308]]}`)
 	f.Fuzz(func(t *testing.T, line string) {
-		var r RunRecord
-		if json.Unmarshal([]byte(line), &r) != nil {
+		r, err := ParseRunRecord(line)
+		if err != nil {
 			return
+		}
+		if !ValidID(r.ID) {
+			t.Errorf("%s: id %q", line, r.ID)
+		}
+		for i := range r.Steps {
+			if name, _ := r.step(i); !safeText(name) {
+				t.Errorf("%s: step %q", line, name)
+			}
+		}
+		if !safeText(r.Status) || !safeText(r.Reason) {
+			t.Errorf("%s: status %q, reason %q", line, r.Status, r.Reason)
 		}
 		if s := r.Seconds(PartToStart...); s < 0 || math.IsNaN(s) {
 			t.Errorf("%s: %v s", line, s)
