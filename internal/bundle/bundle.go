@@ -102,6 +102,9 @@ type Bundle struct {
 	Limit, Tags, SkipTags []string
 	Verbosity, Forks      int
 	Check, Diff           bool
+	// CheckDiffs lets a check (Check) report its diffs' text, not only
+	// their size: the run's plan_check_diffs (KUBEPLAY_CHECK_DIFFS).
+	CheckDiffs bool
 
 	// Project, when set, is shipped from disk under ProjectDir, where the
 	// playbook runs; Files then go into it too (see project.go).
@@ -518,7 +521,7 @@ func (b *Bundle) script(inventory string) string {
 	} else {
 		sb.WriteString(`export ANSIBLE_CALLBACK_PLUGINS="$PWD/` + callbackDir + `" ANSIBLE_CALLBACKS_ENABLED=kubeplay_stats` +
 			` KUBEPLAY_STATS_FILE="$PWD/` + statsName + `" ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0` +
-			` ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1` + "\n")
+			` ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1` + checkDiffsEnv(b) + "\n")
 		cmd = b.playCommand(inventory)
 	}
 	quoted := make([]string, len(cmd))
@@ -562,11 +565,15 @@ func (b *Bundle) script(inventory string) string {
 		sb.WriteString("rm -f ./" + kubeconfig + "\n")
 	}
 	// The report, written whole before it is renamed into place: a follower
-	// sends it after the marker (see ResultStream) once it is there.
+	// sends it after the marker (see ResultStream) once it is there. Its
+	// first line is the script's own, the stats file's bytes follow it:
+	// the stats and the size file can be written by any process of the
+	// run, so neither is spliced into that line (DecodeResult).
 	sb.WriteString("size=0; [ -e \"$R/size\" ] && read -r size <\"$R/size\"\n" +
+		"case $size in ''|*[!0-9]*|???????????????????*) size=0 ;; esac\n" +
 		"ab=false; [ -e \"$R/abandoned\" ] && ab=true\n" +
-		"{ printf '{\"rc\":%d,\"oom_kills\":%d,\"output_size\":%s,\"abandoned\":%s,\"stats\":' \"$rc\" \"$ooms\" \"$size\" \"$ab\"\n" +
-		"  cat ./" + statsName + " 2>/dev/null || printf null; printf '}\\n'; } >\"$R/result.tmp\" && mv -f \"$R/result.tmp\" \"$R/result\"\n" +
+		"{ printf '{\"rc\":%d,\"oom_kills\":%d,\"output_size\":%s,\"abandoned\":%s}\\n' \"$rc\" \"$ooms\" \"$size\" \"$ab\"\n" +
+		"  cat ./" + statsName + " 2>/dev/null || printf null; printf '\\n'; } >\"$R/result.tmp\" && mv -f \"$R/result.tmp\" \"$R/result\"\n" +
 		"kp_wake\n" +
 		// The provider's "done", or the watchdog's word that it is gone.
 		"IFS= read -r _ <&5\n" +
@@ -576,6 +583,18 @@ func (b *Bundle) script(inventory string) string {
 	}
 	sb.WriteString("exit $rc\n")
 	return sb.String()
+}
+
+// checkDiffsEnv sets KUBEPLAY_CHECK_DIFFS for a check, after the run's own
+// env, so that only CheckDiffs turns on the callback's diff text.
+func checkDiffsEnv(b *Bundle) string {
+	switch {
+	case !b.Check:
+		return ""
+	case b.CheckDiffs:
+		return " KUBEPLAY_CHECK_DIFFS=1"
+	}
+	return " KUBEPLAY_CHECK_DIFFS=0"
 }
 
 // HostStats is one host's line of the play recap.
@@ -699,4 +718,8 @@ type Result struct {
 	Abandoned bool
 	// Check is what a run in check mode reported (result.go); nil otherwise.
 	Check *Check
+	// StatsErr is set when the stats document was refused (see
+	// DecodeResult): the exit code and the fields above it from OOMKills
+	// on are the script's, the stats are absent.
+	StatsErr *StatsError
 }

@@ -93,14 +93,14 @@ func TestValidate(t *testing.T) {
 }
 
 func TestParseResult(t *testing.T) {
-	r, err := ParseResult(`{"rc":2,"stats":{"hosts":{"localhost":{"ok":1,"changed":0,"unreachable":0,"failures":1,"skipped":0,"rescued":0,"ignored":0}}}}`)
+	r, err := ParseResult(report1(2, `{"hosts":{"localhost":{"ok":1,"changed":0,"unreachable":0,"failures":1,"skipped":0,"rescued":0,"ignored":0}}}`))
 	if err != nil || r.ExitCode != 2 || r.Hosts["localhost"].Failed != 1 || r.Hosts["localhost"].OK != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	if r, err := ParseResult(`{"rc":7,"stats":null}`); err != nil || r.ExitCode != 7 || r.Hosts != nil {
+	if r, err := ParseResult(report1(7, "null")); err != nil || r.ExitCode != 7 || r.Hosts != nil {
 		t.Fatalf("command mode: %+v %v", r, err)
 	}
-	for _, bad := range []string{"", "{}", "{\"rc\":", "[]"} {
+	for _, bad := range []string{"", "{}", "{\"rc\":", "[]", "{}\nnull", "{\"rc\":0}"} {
 		if _, err := ParseResult(bad); err == nil {
 			t.Errorf("ParseResult(%q): want an error", bad)
 		}
@@ -129,8 +129,8 @@ func FuzzValidatePath(f *testing.F) {
 
 // FuzzParseResult: the parser never panics on what a playbook might print.
 func FuzzParseResult(f *testing.F) {
-	f.Add(`{"rc":0,"stats":{"hosts":{}}}`)
-	f.Add(`{"rc":1}`)
+	f.Add(report1(0, `{"hosts":{}}`))
+	f.Add("{\"rc\":1}\nnull")
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseResult(s)
 	})

@@ -528,13 +528,13 @@ func TestParseResultCases(t *testing.T) {
 		hosts   map[string]HostStats
 		ooms    int64
 	}{
-		{`{"rc":0}`, 0, nil, 0},
-		{`{"rc":0,"stats":{}}`, 0, nil, 0},
-		{`{"rc":4,"stats":{"hosts":{"a":{"ok":1},"b":{"unreachable":1,"rescued":2,"ignored":3}}},"extra":true}`, 4,
+		{"{\"rc\":0}\nnull", 0, nil, 0},
+		{"{\"rc\":0}\n{}", 0, nil, 0},
+		{"{\"rc\":4}\n" + `{"hosts":{"a":{"ok":1},"b":{"unreachable":1,"rescued":2,"ignored":3}},"extra":true}`, 4,
 			map[string]HostStats{"a": {OK: 1}, "b": {Unreachable: 1, Rescued: 2, Ignored: 3}}, 0},
-		{` {"rc":-1} `, -1, nil, 0},
-		{`{"rc":2,"oom_kills":1,"stats":null}`, 2, nil, 1},
-		{`{"oom_kills":-3,"rc":0}`, 0, nil, 0}, // a counter reset reads as none
+		{" {\"rc\":-1} \n null \n", -1, nil, 0},
+		{"{\"rc\":2,\"oom_kills\":1}\nnull", 2, nil, 1},
+		{"{\"oom_kills\":-3,\"rc\":0}\nnull", 0, nil, 0}, // a counter reset reads as none
 	}
 	for _, c := range good {
 		r, err := ParseResult(c.payload)
@@ -549,13 +549,13 @@ func TestParseResultCases(t *testing.T) {
 		}
 	}
 	bad := []struct{ payload, want string }{
-		{`null`, "no exit code"},
-		{`{"rc":null}`, "no exit code"},
-		{`{"stats":{"hosts":{}}}`, "no exit code"},
-		{`{"rc":"0"}`, "not JSON"},
-		{`{"rc":1.5}`, "not JSON"},
-		{`{"rc":0,"stats":{"hosts":[]}}`, "not JSON"},
-		{`rc=0`, "not JSON"},
+		{"null\nnull", "no exit code"},
+		{"{\"rc\":null}\nnull", "no exit code"},
+		{"{\"oom_kills\":0}\n{\"hosts\":{}}", "no exit code"},
+		{"{\"rc\":\"0\"}\nnull", "not JSON"},
+		{"{\"rc\":1.5}\nnull", "not JSON"},
+		{"{\"rc\":0,\"stats\":{}}\nnull", "not JSON"},
+		{"rc=0\nnull", "not JSON"},
 	}
 	for _, c := range bad {
 		if _, err := ParseResult(c.payload); err == nil || !strings.Contains(err.Error(), c.want) {

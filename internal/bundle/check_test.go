@@ -9,10 +9,10 @@ import (
 )
 
 func TestDecodeCheck(t *testing.T) {
-	doc := `{"rc":0,"stats":{"hosts":{"web1":{"ok":2,"changed":1}},"check":{"changes":[` +
+	doc := "{\"rc\":0}\n" + `{"hosts":{"web1":{"ok":2,"changed":1}},"check":{"changes":[` +
 		`{"host":"web1","task":"Template the config","action":"ansible.builtin.template","diff":"--- before\n+++ after\n-a\n+b\n","diff_size":0,"ran":false},` +
 		`{"host":"web1","task":"Restart","action":"command","diff":"","ran":true,"extra":{"x":1}}],` +
-		`"change_count":2,"not_checkable":3,"future":[1]}}}`
+		`"change_count":2,"not_checkable":3,"future":[1]}}`
 	r, err := ParseResult(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +31,11 @@ func TestDecodeCheck(t *testing.T) {
 		t.Errorf("second change = %+v", c.Changes[1])
 	}
 	// A run that was not in check mode reports none.
-	r, err = ParseResult(`{"rc":0,"stats":{"hosts":{}}}`)
+	r, err = ParseResult(report1(0, `{"hosts":{}}`))
 	if err != nil || r.Check != nil {
 		t.Fatalf("check without check mode: %+v, %v", r.Check, err)
 	}
-	r, err = ParseResult(`{"rc":0,"stats":{"check":null}}`)
+	r, err = ParseResult(report1(0, `{"check":null}`))
 	if err != nil || r.Check != nil {
 		t.Fatalf("null check: %+v, %v", r.Check, err)
 	}
@@ -43,7 +43,7 @@ func TestDecodeCheck(t *testing.T) {
 
 func TestDecodeCheckLimits(t *testing.T) {
 	var sb strings.Builder
-	sb.WriteString(`{"rc":0,"stats":{"check":{"change_count":1,"changes":[`)
+	sb.WriteString("{\"rc\":0}\n" + `{"check":{"change_count":1,"changes":[`)
 	for i := range MaxChanges + 7 {
 		if i > 0 {
 			sb.WriteString(",")
@@ -54,7 +54,7 @@ func TestDecodeCheckLimits(t *testing.T) {
 		}
 		fmt.Fprintf(&sb, `{"host":"h%d","task":%q,"diff":%q}`, i, strings.Repeat("t", MaxTaskMessage+5), diff)
 	}
-	sb.WriteString(`],"not_checkable":-4}}}`)
+	sb.WriteString(`],"not_checkable":-4}}`)
 	r, err := ParseResult(sb.String())
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func FuzzDecodeCheck(f *testing.F) {
 	f.Add(`{"changes":[{}],"changes":[],"x":{"y":[]}}`)
 	f.Add(`{"changes":[{"diff":"\u00e9\u00e9"}],"change_count":"1"}`)
 	f.Fuzz(func(t *testing.T, check string) {
-		r, err := ParseResult(`{"rc":0,"stats":{"check":` + check + `}}`)
+		r, err := ParseResult(report1(0, `{"check":`+check+`}`))
 		if err != nil || r.Check == nil {
 			return
 		}
@@ -95,7 +95,7 @@ func FuzzDecodeCheck(f *testing.F) {
 		}
 		// What was kept encodes and decodes to itself.
 		b, _ := json.Marshal(map[string]any{"changes": c.Changes, "change_count": c.ChangeCount, "not_checkable": c.NotCheckable})
-		r2, err := ParseResult(`{"rc":0,"stats":{"check":` + string(b) + `}}`)
+		r2, err := ParseResult(report1(0, `{"check":`+string(b)+`}`))
 		if err != nil || len(r2.Check.Changes) != len(c.Changes) || r2.Check.ChangeCount != c.ChangeCount {
 			t.Fatalf("round trip: %v, %+v, want %+v", err, r2.Check, c)
 		}

@@ -1,14 +1,16 @@
 package bundle
 
 import (
+	"bufio"
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -56,7 +58,7 @@ const MaxTaskMessage = 2048
 const MaxChanges = 100
 
 // MaxDiff bounds a changed task's diff, in characters; the callback cuts
-// longer ones and says how long they were (Change.DiffSize). Its MAX_DIFF.
+// longer ones (Change.DiffSize is the whole length). Its MAX_DIFF.
 const MaxDiff = 8192
 
 // maxAction bounds a change's module name, in characters.
@@ -68,10 +70,13 @@ type Change struct {
 	Task   string `json:"task"`
 	Action string `json:"action"`
 	// Diff is the task's diff (--diff), at most MaxDiff characters; "" for
-	// a module that reports none.
+	// a module that reports none, and for a check without CheckDiffs.
 	Diff string `json:"diff"`
-	// DiffSize is the whole diff's length when Diff was cut, else 0.
+	// DiffSize is the whole diff's length in characters, cut or not.
 	DiffSize int64 `json:"diff_size"`
+	// LinesAdded and LinesRemoved count the diff's lines.
+	LinesAdded   int64 `json:"lines_added"`
+	LinesRemoved int64 `json:"lines_removed"`
 	// Ran marks a task with check_mode: false, which ran for real.
 	Ran bool `json:"ran"`
 }
@@ -218,29 +223,45 @@ func ParseResult(payload string) (Result, error) {
 }
 
 // DecodeResult reads one result document, at most MaxResultSize bytes,
-// from r: {"rc": N, "stats": null | {"hosts": {...}, "failed_tasks": [...],
-// "failed_task_count": N, "artifacts": {...}}}. Nothing but white space may
-// follow it. It decodes a host or a task at a time, keeping the first
-// MaxHosts hosts by name, the first MaxFailedHosts of those that failed or
-// were unreachable, and the first MaxFailedTasks failed tasks (their
-// host and task names and messages cut to MaxTaskMessage characters) and
-// counting the rest, so that memory stays bounded whatever the document
-// holds. Artifacts over MaxArtifacts are an error.
+// from r: a header line the script writes, {"rc": N, "oom_kills": N,
+// "output_size": N, "abandoned": B}, then the stats document, whatever
+// the stats file held: null | {"hosts": {...}, "failed_tasks": [...],
+// "failed_task_count": N, "artifacts": {...}, "check": {...}}. The two are
+// read apart, so no byte of the stats file, which any process of the run
+// may write, can change the header's exit code. Both are read strictly:
+// one JSON value each, no key twice in any object, at most maxDepth
+// levels, nothing but white space after. A header that is not so is an
+// error; stats that are not so are refused: the result keeps the header and
+// says why in StatsErr, with no stats. It decodes a host or a task at a
+// time, keeping the first MaxHosts hosts by name, the first MaxFailedHosts
+// of those that failed or were unreachable, and the first MaxFailedTasks
+// failed tasks (their host and task names and messages cut to
+// MaxTaskMessage characters) and counting the rest, so that memory stays
+// bounded whatever the document holds. Artifacts over MaxArtifacts are
+// refused.
 func DecodeResult(r io.Reader) (Result, error) {
 	lr := &io.LimitedReader{R: r, N: MaxResultSize + 1}
-	dec := json.NewDecoder(lr)
-	res, err := decodeReport(dec)
+	br := bufio.NewReaderSize(lr, maxHeader)
+	res, err := decodeHeader(br)
 	if err == nil {
-		if _, e := dec.Token(); e != io.EOF {
-			err = errors.New("data follows the report")
+		dec := json.NewDecoder(br)
+		dec.UseNumber()
+		stats, serr := decodeStatsDoc(dec)
+		if serr == nil {
+			if _, e := dec.Token(); e != io.EOF {
+				serr = errors.New("data follows the stats document")
+			}
+		}
+		if serr == nil {
+			stats.ExitCode, stats.OOMKills, stats.OutputSize, stats.Abandoned = res.ExitCode, res.OOMKills, res.OutputSize, res.Abandoned
+			res = stats
+		} else {
+			res.StatsErr = &StatsError{msg: serr.Error()}
 		}
 	}
+	_, _ = io.Copy(io.Discard, br) // to tell a document over the limit
 	if lr.N <= 0 {
 		return Result{}, &ResultTooLargeError{Limit: MaxResultSize}
-	}
-	var ae *artifactsError
-	if errors.As(err, &ae) {
-		return Result{}, err
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("the runner's report is not JSON: %w", err)
@@ -248,57 +269,114 @@ func DecodeResult(r io.Reader) (Result, error) {
 	return res, nil
 }
 
-// artifactsError is artifacts the provider refuses: an error of its own,
-// not "not JSON".
+// maxHeader bounds the report's header line, which the script writes with
+// four numbers.
+const maxHeader = 4096
+
+// maxDepth bounds the nesting of the stats document. The callback's
+// documents are a few levels deep; set_stats data deeper than Python's
+// recursion limit cannot be written by it.
+const maxDepth = 1000
+
+// StatsError is a stats document the provider refused (Result.StatsErr):
+// not one JSON object or null, a key given twice, too deep, data after it,
+// or artifacts it does not keep.
+type StatsError struct{ msg string }
+
+func (e *StatsError) Error() string {
+	return "the run's stats document (the file $KUBEPLAY_STATS_FILE, which the callback writes and any process of the " +
+		"run can) was refused: " + e.msg
+}
+
+// decodeHeader reads the report's first line, which the script writes:
+// an object of rc and, as the script writes them, oom_kills, output_size
+// and abandoned, each at most once, and nothing else.
+func decodeHeader(br *bufio.Reader) (Result, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return Result{}, errors.New("the report's header line is too long")
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			return Result{}, errors.New("the runner's report has no exit code")
+		}
+		return Result{}, fmt.Errorf("the report's header line has no end: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var res Result
+	var rc bool
+	null, err := openOrNull(dec, '{')
+	if err != nil || null {
+		return Result{}, errOr(err, errors.New("the runner's report has no exit code"))
+	}
+	err = keysOf(dec, func(key string) error {
+		var err error
+		var n int64
+		switch key {
+		case "rc":
+			if tok, e := dec.Token(); e != nil || tok == nil {
+				return errOr(e, errors.New("the runner's report has no exit code"))
+			} else if n, err = intOf(tok); err == nil {
+				res.ExitCode, rc = int(n), true
+			}
+		case "oom_kills":
+			if n, err = decodeInt(dec); err == nil {
+				res.OOMKills = max(0, n) // a counter reset reads as none
+			}
+		case "output_size":
+			if n, err = decodeInt(dec); err == nil {
+				res.OutputSize = max(0, n)
+			}
+		case "abandoned":
+			var tok json.Token
+			if tok, err = dec.Token(); err == nil {
+				var isBool bool
+				if res.Abandoned, isBool = tok.(bool); !isBool {
+					err = fmt.Errorf("abandoned is %v, not true or false", tok)
+				}
+			}
+		default:
+			err = fmt.Errorf("unexpected key %q in the report's header", key)
+		}
+		return err
+	})
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = errors.New("data follows the report's header")
+		}
+	}
+	switch {
+	case err != nil:
+		return Result{}, err
+	case !rc:
+		return Result{}, errors.New("the runner's report has no exit code")
+	}
+	return res, nil
+}
+
+// decodeStatsDoc reads the stats document: null, or the callback's object.
+func decodeStatsDoc(dec *json.Decoder) (Result, error) {
+	var res Result
+	if null, err := openOrNull(dec, '{'); null || err != nil {
+		return res, err
+	}
+	err := keysOf(dec, func(key string) error { return decodeStats(dec, key, &res) })
+	res.FailedTaskCount = max(res.FailedTaskCount, int64(len(res.FailedTasks)))
+	return res, err
+}
+
+// artifactsError is artifacts the provider refuses, said as such rather
+// than as a syntax error.
 type artifactsError struct{ msg string }
 
 func (e *artifactsError) Error() string { return e.msg }
 
-// decodeReport reads the report's object; keys other than the known ones
-// are skipped, a known key given twice counts its last value.
-func decodeReport(dec *json.Decoder) (Result, error) {
-	var res Result
-	var rc *int
-	var oomKills, outputSize int64
-	var abandoned bool
-	null, err := openOrNull(dec, '{')
-	if err != nil || null {
-		return Result{}, cmp.Or(err, errors.New("the runner's report has no exit code"))
-	}
-	err = keysOf(dec, func(key string) error {
-		switch key {
-		case "rc":
-			rc = nil
-			return dec.Decode(&rc)
-		case "oom_kills":
-			var n int64
-			if err := dec.Decode(&n); err != nil {
-				return err
-			}
-			oomKills = max(0, n)
-			return nil
-		case "output_size":
-			return dec.Decode(&outputSize)
-		case "abandoned":
-			return dec.Decode(&abandoned)
-		case "stats":
-			res = Result{}
-			if null, err := openOrNull(dec, '{'); null || err != nil {
-				return err
-			}
-			return keysOf(dec, func(key string) error { return decodeStats(dec, key, &res) })
-		}
-		return skip(dec)
-	})
+func errOr(err, otherwise error) error {
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	if rc == nil {
-		return Result{}, errors.New("the runner's report has no exit code")
-	}
-	res.ExitCode, res.OOMKills, res.OutputSize, res.Abandoned = *rc, oomKills, max(0, outputSize), abandoned
-	res.FailedTaskCount = max(res.FailedTaskCount, int64(len(res.FailedTasks)))
-	return res, nil
+	return otherwise
 }
 
 func decodeStats(dec *json.Decoder, key string, res *Result) error {
@@ -309,19 +387,14 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 			return err
 		}
 		res.Hosts, res.FailedHosts = map[string]HostStats{}, map[string]HostStats{}
-		err := keysOf(dec, func(host string) error {
+		err := keysOf(dec, func(host string) error { // keysOf refuses a host given twice
 			var s HostStats
-			if err := dec.Decode(&s); err != nil {
+			if err := decodeStrict(dec, &s); err != nil {
 				return err
 			}
-			if old, dup := res.Hosts[host]; dup { // a key given twice is one host, with its last value
-				res.HostCounts.add(old, -1)
-			} else {
-				res.HostCount++
-			}
+			res.HostCount++
 			res.HostCounts.add(s, 1)
 			res.Hosts[host] = s
-			delete(res.FailedHosts, host)
 			if s.NotOK() {
 				res.FailedHosts[host] = s
 			}
@@ -344,7 +417,7 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 		}
 		err := elemsOf(dec, func() error {
 			var t FailedTask
-			if err := dec.Decode(&t); err != nil {
+			if err := decodeStrict(dec, &t); err != nil {
 				return err
 			}
 			if seen++; len(res.FailedTasks) < MaxFailedTasks {
@@ -357,8 +430,8 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 		res.FailedTaskCount = max(res.FailedTaskCount, seen)
 		return err
 	case "failed_task_count":
-		var n int64
-		if err := dec.Decode(&n); err != nil {
+		n, err := decodeInt(dec)
+		if err != nil {
 			return err
 		}
 		res.FailedTaskCount = max(res.FailedTaskCount, n)
@@ -374,6 +447,9 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 		}
 		if a[0] != '{' {
 			return &artifactsError{"the runner's report has artifacts that are not a JSON object"}
+		}
+		if err := strictValue(a, maxDepth, false); err != nil {
+			return err
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, a); err != nil {
@@ -409,16 +485,18 @@ func decodeCheck(dec *json.Decoder, key string, c *Check) error {
 		}
 		err := elemsOf(dec, func() error {
 			var ch Change
-			if err := dec.Decode(&ch); err != nil {
+			if err := decodeStrict(dec, &ch); err != nil {
 				return err
 			}
 			if seen++; len(c.Changes) < MaxChanges {
 				ch.Host, ch.Task = cutRunes(ch.Host, MaxTaskMessage), cutRunes(ch.Task, MaxTaskMessage)
 				ch.Action = cutRunes(ch.Action, maxAction)
-				if n := int64(len([]rune(ch.Diff))); n > MaxDiff {
-					ch.Diff, ch.DiffSize = string([]rune(ch.Diff)[:MaxDiff]), max(ch.DiffSize, n)
+				n := int64(len([]rune(ch.Diff)))
+				if n > MaxDiff {
+					ch.Diff = string([]rune(ch.Diff)[:MaxDiff])
 				}
-				ch.DiffSize = max(ch.DiffSize, 0)
+				ch.DiffSize = max(ch.DiffSize, n)
+				ch.LinesAdded, ch.LinesRemoved = max(ch.LinesAdded, 0), max(ch.LinesRemoved, 0)
 				c.Changes = append(c.Changes, ch)
 			}
 			return nil
@@ -426,8 +504,8 @@ func decodeCheck(dec *json.Decoder, key string, c *Check) error {
 		c.ChangeCount = max(c.ChangeCount, seen)
 		return err
 	case "change_count", "not_checkable":
-		var n int64
-		if err := dec.Decode(&n); err != nil {
+		n, err := decodeInt(dec)
+		if err != nil {
 			return err
 		}
 		if key == "change_count" {
@@ -452,8 +530,22 @@ func keepFirst(hosts map[string]HostStats, n int) {
 }
 
 // keysOf reads an object's members once its '{' is read, calling fn with
-// each key with the decoder at its value; fn must consume the value.
+// each key with the decoder at its value; fn must consume the value. A key
+// given twice is an error: JSON leaves its meaning open, and a decoder
+// that takes the last would let a writer of the stats' end override their
+// start.
 func keysOf(dec *json.Decoder, fn func(key string) error) error {
+	return members(dec, false, fn)
+}
+
+// keySeed hashes keys to tell duplicates: a document's keys cost 8 bytes
+// each however long they are.
+var keySeed = maphash.MakeSeed()
+
+// members is keysOf; with fold, keys that differ only in case count as
+// the same, as encoding/json matches them to a struct's fields.
+func members(dec *json.Decoder, fold bool, fn func(key string) error) error {
+	seen := map[uint64]struct{}{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -463,6 +555,15 @@ func keysOf(dec *json.Decoder, fn func(key string) error) error {
 		if !ok {
 			return fmt.Errorf("unexpected %v for an object key", tok)
 		}
+		h := key
+		if fold {
+			h = strings.ToLower(key)
+		}
+		sum := maphash.String(keySeed, h)
+		if _, dup := seen[sum]; dup {
+			return fmt.Errorf("the key %.64q is given twice in an object", key)
+		}
+		seen[sum] = struct{}{}
 		if err := fn(key); err != nil {
 			return err
 		}
@@ -508,25 +609,73 @@ func openOrNull(dec *json.Decoder, want json.Delim) (bool, error) {
 	return false, nil
 }
 
-// skip reads and drops one value, a token at a time.
-func skip(dec *json.Decoder) error {
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
-				depth++
-			} else {
-				depth--
-			}
-		}
-		if depth == 0 {
-			return nil
-		}
+// skip reads and drops one value, a token at a time, as strictly as the
+// rest: no key twice, at most maxDepth levels.
+func skip(dec *json.Decoder) error { return walk(dec, maxDepth, false) }
+
+// walk reads one value, at most depth levels deep.
+func walk(dec *json.Decoder, depth int, fold bool) error {
+	if depth <= 0 {
+		return fmt.Errorf("the document is nested more than %d levels deep", maxDepth)
 	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		return members(dec, fold, func(string) error { return walk(dec, depth-1, fold) })
+	case json.Delim('['):
+		return elemsOf(dec, func() error { return walk(dec, depth-1, fold) })
+	}
+	return nil
+}
+
+// strictValue checks that doc is one JSON value as walk reads it.
+func strictValue(doc []byte, depth int, fold bool) error {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if err := walk(dec, depth, fold); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data follows a value")
+	}
+	return nil
+}
+
+// decodeStrict decodes the next value into the struct v once it is
+// strict: encoding/json takes the last of a key given twice, in any case.
+func decodeStrict(dec *json.Decoder, v any) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	if err := strictValue(raw, maxDepth, true); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// decodeInt reads an integer that fits an int64.
+func decodeInt(dec *json.Decoder) (int64, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return 0, err
+	}
+	return intOf(tok)
+}
+
+// intOf is a token (of a decoder that uses json.Number) as an int64.
+func intOf(tok json.Token) (int64, error) {
+	n, ok := tok.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%v is not a number", tok)
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%.32s is not an integer kubeplay reads", n)
+	}
+	return i, nil
 }
 
 // cutRunes cuts s to n runes, the last three of them "...", as the

@@ -22,7 +22,7 @@ func hugeResult(w io.Writer, hosts, tasks int, artifacts string) {
 			buf = buf[:0]
 		}
 	}
-	buf = append(buf, "\n"+testMarker+"\n"+`{"rc":2,"stats":{"hosts":{`...)
+	buf = append(buf, "\n"+testMarker+"\n"+"{\"rc\":2}\n"+`{"hosts":{`...)
 	for i := range hosts {
 		if i > 0 {
 			buf = append(buf, ',')
@@ -38,7 +38,7 @@ func hugeResult(w io.Writer, hosts, tasks int, artifacts string) {
 		buf = fmt.Appendf(buf, `{"host":"host-%07d.example","task":"t","message":"m","unreachable":false}`, i)
 		flush(false)
 	}
-	buf = fmt.Appendf(buf, `],"failed_task_count":%d,"artifacts":%s}}`, tasks, artifacts)
+	buf = fmt.Appendf(buf, `],"failed_task_count":%d,"artifacts":%s}`, tasks, artifacts)
 	flush(true)
 }
 
@@ -128,14 +128,15 @@ func TestResultMemoryBounded(t *testing.T) {
 	}
 }
 
-// Artifacts over MaxArtifacts end the run with an error that says so.
+// Artifacts over MaxArtifacts are refused with the stats, saying so; the
+// exit code stands.
 func TestResultArtifactsBounded(t *testing.T) {
 	big := `{"k":"` + strings.Repeat("x", MaxArtifacts) + `"}`
-	_, err := ParseResult(`{"rc":0,"stats":{"hosts":{},"artifacts":` + big + `}}`)
-	if err == nil || !strings.Contains(err.Error(), "artifacts") || !strings.Contains(err.Error(), "MiB") {
-		t.Fatalf("artifacts of %d bytes: %v", len(big), err)
+	r, err := ParseResult(report1(0, `{"hosts":{},"artifacts":`+big+`}`))
+	if err != nil || r.StatsErr == nil || !strings.Contains(r.StatsErr.Error(), "artifacts") || !strings.Contains(r.StatsErr.Error(), "MiB") {
+		t.Fatalf("artifacts of %d bytes: %v, %v", len(big), err, r.StatsErr)
 	}
-	if _, err := ParseResult(`{"rc":0,"stats":{"artifacts":{"k":"` + strings.Repeat("x", MaxArtifacts-16) + `"}}}`); err != nil {
-		t.Fatalf("artifacts under the cap: %v", err)
+	if r, err := ParseResult(report1(0, `{"artifacts":{"k":"`+strings.Repeat("x", MaxArtifacts-16)+`"}}`)); err != nil || r.StatsErr != nil {
+		t.Fatalf("artifacts under the cap: %v, %v", err, r.StatsErr)
 	}
 }

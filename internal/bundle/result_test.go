@@ -17,8 +17,8 @@ func hostsDoc(rc, n int) string {
 	for i := range n {
 		hosts[fmt.Sprintf("host-%05d.example.com", i)] = HostStats{OK: 1}
 	}
-	j, _ := json.Marshal(map[string]any{"rc": rc, "stats": map[string]any{"hosts": hosts}})
-	return string(j)
+	j, _ := json.Marshal(map[string]any{"hosts": hosts})
+	return report1(rc, string(j))
 }
 
 // stream feeds stderr to a ResultStream in chunks of size k.
@@ -57,7 +57,7 @@ func TestResultStreamErrors(t *testing.T) {
 		t.Fatalf("no separator: %q, %v", before, err)
 	}
 	// The marker must be a line of its own: a playbook line holding it is not one.
-	if _, _, err := stream("x"+testMarker+"\n{\"rc\":0}", 5, 100); !errors.Is(err, ErrNoResult) {
+	if _, _, err := stream("x"+testMarker+"\n{\"rc\":0}\nnull", 5, 100); !errors.Is(err, ErrNoResult) {
 		t.Fatalf("marker inside a line: %v", err)
 	}
 	var tooLarge *ResultTooLargeError
@@ -66,10 +66,9 @@ func TestResultStreamErrors(t *testing.T) {
 		t.Fatalf("over the limit: %v", err)
 	}
 	for _, c := range []struct{ doc, want string }{
-		{`{"rc":0`, "not JSON"},
-		{`{"rc":0} {"rc":1}`, "data follows"},
-		{`{"stats":null}`, "no exit code"},
-		{`{"rc":0,"stats":{"artifacts":[1]}}`, "not a JSON object"},
+		{"{\"rc\":0\nnull", "not JSON"},
+		{"{\"rc\":0} {\"rc\":1}\nnull", "data follows"},
+		{"{\"oom_kills\":0}\nnull", "no exit code"},
 	} {
 		if _, _, err := stream("\n"+testMarker+"\n"+c.doc, 10, 1000); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
@@ -83,11 +82,11 @@ func TestDecodeResultFailedTasksAndArtifacts(t *testing.T) {
 		tasks = append(tasks, FailedTask{Host: fmt.Sprint("h", i), Task: "t", Message: strings.Repeat("é", MaxTaskMessage+i)})
 	}
 	tasks[0].Unreachable = true
-	j, _ := json.Marshal(map[string]any{"rc": 2, "stats": map[string]any{
+	j, _ := json.Marshal(map[string]any{
 		"hosts": map[string]any{}, "failed_tasks": tasks, "failed_task_count": 3,
 		"artifacts": json.RawMessage(`{ "b": [1, 2],  "a": {"x": "y"} }`),
-	}})
-	r, err := ParseResult(string(j))
+	})
+	r, err := ParseResult(report1(2, string(j)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +107,7 @@ func TestDecodeResultFailedTasksAndArtifacts(t *testing.T) {
 	if r.Artifacts != `{"b":[1,2],"a":{"x":"y"}}` {
 		t.Fatalf("artifacts %s", r.Artifacts)
 	}
-	if r, err := ParseResult(`{"rc":0,"stats":{"artifacts":null}}`); err != nil || r.Artifacts != "" {
+	if r, err := ParseResult(report1(0, `{"artifacts":null}`)); err != nil || r.Artifacts != "" {
 		t.Fatalf("null artifacts: %q, %v", r.Artifacts, err)
 	}
 }
@@ -129,7 +128,7 @@ func TestCallbackLimitsMatch(t *testing.T) {
 // stdout, so it cannot reach the result channel.
 func TestScriptReportsOnItsOwnStderr(t *testing.T) {
 	doc := hostsDoc(0, 400)
-	stats := doc[len(`{"rc":0,"stats":`) : len(doc)-1]
+	stats := strings.TrimSpace(doc[strings.IndexByte(doc, '\n'):])
 	b := Bundle{Command: []string{"sh", "-c", `printf '%s' "$1" > stats.json; echo out; echo err >&2; printf 'no newline'; exit 3`, "sh", stats}, Marker: testMarker}
 	stdout, stderr, code := runScript(t, extract(t, &b))
 	if code != 3 || stdout != "out\nerr\nno newline" {
@@ -141,18 +140,24 @@ func TestScriptReportsOnItsOwnStderr(t *testing.T) {
 	}
 }
 
-// FuzzDecodeResult: any stream decodes without a panic, and a decoded
-// result holds at most MaxFailedTasks tasks of bounded messages.
+// FuzzDecodeResult: any stream decodes without a panic, a decoded result
+// holds at most MaxFailedTasks tasks of bounded messages, and its exit code
+// is the header line's whatever follows it: the stats' bytes, which any
+// process of the run may write, never change it.
 func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte(hostsDoc(2, 3)), 5)
-	f.Add([]byte(`{"rc":0,"stats":{"failed_tasks":[{"host":"a","task":"b","message":"c","unreachable":true}],"failed_task_count":9,"artifacts":{"k":[1,{"x":null}]}}}`), 1)
-	f.Add([]byte(`{"rc":1,"stats":{"artifacts":"x"}}`), 100)
-	f.Add([]byte("\n"+testMarker+"\n{\"rc\":0}"), 2)
-	f.Add([]byte(`{"rc":1,"x":{"y":[{}]},"stats":{"hosts":null,"failed_tasks":null,"artifacts":null}}`), 3)
-	f.Add([]byte(`{"stats":{},"rc":0} `), 4)
-	f.Add([]byte(`{"rc":0,"stats":{"hosts":{"a":{"ok":1},"a":{"ok":2}}}}`), 5)
-	f.Add([]byte(`null`), 6)
-	f.Add([]byte(`{"rc":0}{}`), 7)
+	f.Add([]byte(report1(0, `{"failed_tasks":[{"host":"a","task":"b","message":"c","unreachable":true}],"failed_task_count":9,"artifacts":{"k":[1,{"x":null}]}}`)), 1)
+	f.Add([]byte(report1(1, `{"artifacts":"x"}`)), 100)
+	f.Add([]byte("\n"+testMarker+"\n{\"rc\":0}\nnull"), 2)
+	f.Add([]byte(report1(1, `{"x":{"y":[{}]},"hosts":null,"failed_tasks":null,"artifacts":null}`)), 3)
+	f.Add([]byte("{\"abandoned\":true,\"rc\":0} \n{} "), 4)
+	f.Add([]byte(report1(3, `{"hosts":{"a":{"ok":1},"a":{"ok":2}}}`)), 5)
+	f.Add([]byte("null\nnull"), 6)
+	f.Add([]byte("{\"rc\":0}\n{}{}"), 7)
+	for _, stats := range forgedStats {
+		f.Add([]byte(report1(3, stats)), 8)
+	}
+	f.Add([]byte("{\"rc\":1,\"rc\":0}\nnull"), 9)
 	f.Fuzz(func(t *testing.T, doc []byte, k int) {
 		k = max(1, k%64+1)
 		var before bytes.Buffer
@@ -168,6 +173,33 @@ func FuzzDecodeResult(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// The header is the first line, one JSON object with rc once: the
+		// exit code is its rc.
+		line, rest, ok := bytes.Cut(doc, []byte("\n"))
+		var header map[string]json.RawMessage
+		if !ok || json.Unmarshal(line, &header) != nil || bytes.Count(line, []byte(`"rc"`)) != 1 {
+			t.Fatalf("accepted %q, whose first line is not a header with one rc", doc)
+		}
+		if rc := 0; json.Unmarshal(header["rc"], &rc) != nil || rc != r.ExitCode {
+			t.Fatalf("rc %d, header %q", r.ExitCode, line)
+		}
+		// Whatever follows has the same exit code, or is refused.
+		for _, tail := range [][]byte{[]byte(`,"rc":0}`), []byte("\n{\"rc\":0}\nnull\n")} {
+			if r2, err := DecodeResult(bytes.NewReader(append(bytes.Clone(doc), tail...))); err == nil && r2.ExitCode != r.ExitCode {
+				t.Fatalf("appending %q changed the exit code from %d to %d", tail, r.ExitCode, r2.ExitCode)
+			}
+		}
+		if r.StatsErr != nil {
+			if r.Hosts != nil || r.HostCount != 0 || r.FailedTasks != nil || r.FailedTaskCount != 0 || r.Artifacts != "" || r.Check != nil {
+				t.Fatalf("refused stats (%v) left %+v", r.StatsErr, r)
+			}
+			return
+		}
+		// Accepted stats are one JSON value: null or an object.
+		var stats map[string]json.RawMessage
+		if !json.Valid(rest) || json.Unmarshal(rest, &stats) != nil {
+			t.Fatalf("accepted stats %q, not a JSON object or null", rest)
+		}
 		if len(r.FailedTasks) > MaxFailedTasks || r.FailedTaskCount < int64(len(r.FailedTasks)) {
 			t.Fatalf("%d tasks, count %d", len(r.FailedTasks), r.FailedTaskCount)
 		}
@@ -178,15 +210,6 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 		if r.Artifacts != "" && !json.Valid([]byte(r.Artifacts)) {
 			t.Fatalf("artifacts %q are not JSON", r.Artifacts)
-		}
-		// The streaming decoder accepts only a JSON object, and reads its rc
-		// as encoding/json does; hosts are capped and counted.
-		var raw map[string]json.RawMessage
-		if !json.Valid(bytes.TrimSpace(doc)) || json.Unmarshal(doc, &raw) != nil {
-			t.Fatalf("accepted %q, not a JSON object", doc)
-		}
-		if rc := 0; json.Unmarshal(raw["rc"], &rc) != nil || rc != r.ExitCode {
-			t.Fatalf("rc %d, document %q", r.ExitCode, doc)
 		}
 		if len(r.Hosts) > MaxHosts || int64(len(r.Hosts)) > r.HostCount || len(r.Artifacts) > MaxArtifacts {
 			t.Fatalf("%d hosts of %d, %d bytes of artifacts", len(r.Hosts), r.HostCount, len(r.Artifacts))
@@ -204,23 +227,16 @@ func FuzzDecodeResult(f *testing.F) {
 	})
 }
 
-// A host named twice in the stats (JSON allows it; the last value wins) is
-// one host, not two.
-func TestHostCountIgnoresDuplicateKeys(t *testing.T) {
-	res, err := DecodeResult(strings.NewReader(`{"rc":0,"stats":{"hosts":{"a":{"ok":1},"a":{"ok":2},"b":{"ok":1}}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.HostCount != 2 || len(res.Hosts) != 2 || res.Hosts["a"].OK != 2 {
-		t.Errorf("host_count %d, hosts %v", res.HostCount, res.Hosts)
-	}
-	// Counted by its last value: a host that failed, then did not, is ok.
-	res, err = DecodeResult(strings.NewReader(`{"rc":0,"stats":{"hosts":{"a":{"failures":1,"ignored":1},"a":{"ok":2},"b":{"changed":1}}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (HostCounts{OK: 1, Changed: 1}); res.HostCounts != want || len(res.FailedHosts) != 0 {
-		t.Errorf("host counts %+v, want %+v; failed hosts %v", res.HostCounts, want, res.FailedHosts)
+// A host named twice in the stats (JSON leaves its meaning open) refuses
+// the stats: counted by its last value, a host that failed, then did not,
+// would read as ok.
+func TestHostNamedTwiceRefusesStats(t *testing.T) {
+	for _, stats := range []string{`{"hosts":{"a":{"ok":1},"a":{"ok":2},"b":{"ok":1}}}`,
+		`{"hosts":{"a":{"failures":1,"ignored":1},"a":{"ok":2},"b":{"changed":1}}}`} {
+		res, err := DecodeResult(strings.NewReader(report1(2, stats)))
+		if err != nil || res.StatsErr == nil || res.ExitCode != 2 || res.Hosts != nil || res.HostCount != 0 {
+			t.Errorf("%s: %+v, %v; want rc 2, no hosts, the stats refused", stats, res, err)
+		}
 	}
 }
 
@@ -297,8 +313,8 @@ func TestDecodeHostCounts(t *testing.T) {
 	for i := range 30 {
 		hosts[fmt.Sprintf("host-%05d", MaxHosts+500+i)] = HostStats{Unreachable: 1}
 	}
-	j, _ := json.Marshal(map[string]any{"rc": 2, "stats": map[string]any{"hosts": hosts}})
-	res, err := ParseResult(string(j))
+	j, _ := json.Marshal(map[string]any{"hosts": hosts})
+	res, err := ParseResult(report1(2, string(j)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,13 +353,14 @@ func resultChunks(s string, cuts []byte) *ResultStream {
 // closed by the separator is whole once it has come (Done), and reads as
 // the document alone; without the closing separator Done stays open.
 func FuzzResultStreamEnd(f *testing.F) {
-	f.Add([]byte{1, 5, 30}, "ok: [localhost]\n", `{"rc":2,"stats":null}`)
-	f.Add([]byte{40, 3, 1, 1, 1}, "", `{"rc":0,"stats":{"hosts":{"a":{"ok":1}}}}`)
-	f.Add([]byte{0, 22, 2}, "line\n", `{"rc":1,"stats":null}`)
+	f.Add([]byte{1, 5, 30}, "ok: [localhost]\n", `{"rc":2}`)
+	f.Add([]byte{40, 3, 1, 1, 1}, "", `{"rc":0}`)
+	f.Add([]byte{0, 22, 2}, "line\n", `{"rc":1,"oom_kills":0,"output_size":3,"abandoned":false}`)
 	f.Fuzz(func(t *testing.T, cuts []byte, before, doc string) {
 		if strings.Contains(before, testMarker) || strings.Contains(doc, "\n") || strings.Contains(doc, testMarker) {
 			return
 		}
+		doc += "\nnull\n" // the header line, then no stats
 		want, werr := ParseResult(doc)
 		sep := "\n" + testMarker + "\n"
 		rs := resultChunks(before+sep+doc+sep, cuts)

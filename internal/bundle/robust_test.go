@@ -252,14 +252,15 @@ func FuzzParseResultRoundTrip(f *testing.F) {
 	f.Add(-1, "", int64(-5), int64(1<<62), int64(3), int64(4), true)
 	f.Fuzz(func(t *testing.T, rc int, host string, ok, changed, failed, skipped int64, noStats bool) {
 		hs := HostStats{OK: ok, Changed: changed, Failed: failed, Skipped: skipped}
-		payload := map[string]any{"rc": rc, "stats": map[string]any{"hosts": map[string]HostStats{host: hs}}}
+		var stats any = map[string]any{"hosts": map[string]HostStats{host: hs}}
 		if noStats {
-			payload["stats"] = nil
+			stats = nil
 		}
-		j, err := json.Marshal(payload)
+		j, err := json.Marshal(stats)
 		if err != nil {
 			t.Fatal(err)
 		}
+		j = []byte(report1(rc, string(j)))
 		r, err := ParseResult(string(j))
 		if err != nil || r.ExitCode != rc {
 			t.Fatalf("ParseResult(%s) = %+v, %v", j, r, err)

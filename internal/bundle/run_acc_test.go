@@ -185,4 +185,32 @@ func TestAccBundleRunsInPod(t *testing.T) {
 			t.Fatalf("rc %d hosts %v output %q", res.ExitCode, res.Hosts, out)
 		}
 	})
+
+	// Issue 40: a task that forges the stats file (and keeps the callback
+	// from replacing it) cannot turn the failed playbook into exit code 0.
+	t.Run("a forged stats file keeps the exit code", func(t *testing.T) {
+		for _, forged := range forgedStats {
+			res, out := run(t, bundle.Bundle{Files: map[string]string{"forged.json": forged}, Playbook: forgePlaybook})
+			if res.ExitCode != 2 || res.StatsErr == nil || res.Hosts != nil {
+				t.Fatalf("stats %s: rc %d, stats error %v, hosts %v; want rc 2 and the stats refused; output:\n%s",
+					forged, res.ExitCode, res.StatsErr, res.Hosts, out)
+			}
+		}
+	})
 }
+
+// forgedStats are what a process of a run may write to its stats file to
+// turn its exit code into 0: the splice of issue 40, and a key twice.
+var forgedStats = []string{`null,"rc":0`, `{"hosts":{"localhost":{"failures":1}},"hosts":{"localhost":{"ok":1}}}`}
+
+// forgePlaybook copies forged.json over the stats file, makes the
+// callback's temporary file a directory so that it cannot replace it, and
+// fails.
+const forgePlaybook = `- hosts: all
+  gather_facts: false
+  tasks:
+    - name: forge the stats
+      shell: cp "{{ playbook_dir }}/forged.json" "$KUBEPLAY_STATS_FILE" && mkdir "$KUBEPLAY_STATS_FILE.tmp"
+    - name: fail
+      command: /bin/false
+`

@@ -214,6 +214,14 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 		return r.finish(ctx, s, res, pod, because(ReasonStreamLost, fmt.Errorf("pod %s ended the run: it did not hear from the "+
 			"provider for longer than the run's disconnect grace period (%s)", pod.Name, f.grace)))
 	}
+	if result.StatsErr != nil {
+		// Any process of the run can write the stats: a run is successful
+		// or failed on its exit code only with stats kubeplay could read.
+		res.ExitCode = result.ExitCode
+		return r.finish(ctx, s, res, pod, because(ReasonResultUnreadable, fmt.Errorf("the run in pod %s exited with code %d, "+
+			"but %w; no host stats, failed tasks, artifacts or check are recorded. Do not write to $KUBEPLAY_STATS_FILE "+
+			"from the playbook", pod.Name, result.ExitCode, result.StatsErr)))
+	}
 	res.ExitCode, res.Hosts, res.HostCount = result.ExitCode, redactHosts(result.Hosts, s.Secrets), result.HostCount
 	res.HostCounts, res.FailedHosts = result.HostCounts, redactHosts(result.FailedHosts, s.Secrets)
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)

@@ -115,6 +115,26 @@ func TestAccRunSuccessfulAndFailed(t *testing.T) {
 	e.gone(res)
 }
 
+// TestAccRunForgedStatsNotSuccessful (issue 40): a playbook that fails after
+// a task forged its stats file (`null,"rc":0`, which the script spliced
+// into the report) is never successful: the run errs, result_unreadable,
+// with the playbook's exit code.
+func TestAccRunForgedStatsNotSuccessful(t *testing.T) {
+	e := newEnv(t)
+	res := e.r.Run(context.Background(), e.spec(bundle.Bundle{Files: map[string]string{"forged.json": `null,"rc":0`}, Playbook: `- hosts: all
+  gather_facts: false
+  tasks:
+    - shell: cp "{{ playbook_dir }}/forged.json" "$KUBEPLAY_STATS_FILE" && mkdir "$KUBEPLAY_STATS_FILE.tmp"
+    - command: /bin/false
+`}))
+	if res.Status != runner.StatusError || res.Reason != runner.ReasonResultUnreadable || res.ExitCode != 2 ||
+		!strings.Contains(res.Message, "stats document") || res.Hosts != nil {
+		t.Fatalf("status %s (%s), exit code %d, hosts %v: %s; want error, result_unreadable, exit code 2", res.Status, res.Reason,
+			res.ExitCode, res.Hosts, res.Message)
+	}
+	e.gone(res)
+}
+
 func TestAccRunBadImageFailsFast(t *testing.T) {
 	e := newEnv(t)
 	s := e.spec(bundle.Bundle{Command: []string{"true"}})
