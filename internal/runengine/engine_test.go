@@ -27,6 +27,7 @@ import (
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/capacity"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
@@ -300,6 +301,22 @@ func TestRunSpec(t *testing.T) {
 	}
 }
 
+// A check (--check --diff) never copies its output, which shows what the
+// play renders from secrets, to the container's log, even without secrets.
+func TestRunCheckPrivateOutput(t *testing.T) {
+	f := newFake(t)
+	var got runner.Spec
+	f.e.run = func(_ context.Context, s runner.Spec) runner.Result {
+		got = s
+		return runner.Result{Status: runner.StatusSuccessful}
+	}
+	req := request(testGroup())
+	req.Bundle.Check, req.Bundle.Diff = true, true
+	if _, err := f.e.Run(t.Context(), req); err != nil || !got.Bundle.PrivateOutput {
+		t.Errorf("a check without secrets: %v, PrivateOutput %v", err, got.Bundle.PrivateOutput)
+	}
+}
+
 func TestRunGroupUnavailable(t *testing.T) {
 	f := newFake(t)
 	g := limitedGroup(10)
@@ -419,7 +436,7 @@ func TestLog(t *testing.T) {
 	kube := fake.NewClientset()
 	e := New(&kubeclient.Clients{Config: &rest.Config{}, Kube: kube}, Options{Log: func(l slog.Level, _ string, _ map[string]any) {
 		levels = append(levels, l)
-	}})
+	}, Key: func(context.Context) (*catalogkey.Key, error) { return nodeKey, nil }})
 	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("down")
 	})

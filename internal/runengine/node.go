@@ -211,6 +211,14 @@ func (e *Engine) verifyNode(ctx context.Context, g Group, p *corev1.Pod) error {
 	return warmpool.Verify(key, nodeOwner(g, p), p)
 }
 
+// NodeSignedBefore reports whether kubeplay made p, the group's held node,
+// under a previous catalog key: after a rotation, no run uses it, so the
+// node is replaced. It makes no request but for the key.
+func (e *Engine) NodeSignedBefore(ctx context.Context, g Group, p *corev1.Pod) bool {
+	var r *warmpool.RefusedError
+	return errors.As(e.verifyNode(ctx, g, p), &r) && r.Previous
+}
+
 // NodeState is a held node's pod as it is now: nil, with a nil error, when
 // it is gone, terminating or ended, as a node deleted out of band.
 func (e *Engine) NodeState(ctx context.Context, g Group, name string) (*corev1.Pod, error) {

@@ -62,8 +62,7 @@ func orphaned(p *corev1.Pod, now time.Time) bool {
 func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, []types.UID, error) {
 	key, err := e.key(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the catalog key, which tells kubeplay's run pods from others, is not available, "+
-			"so none is deleted: %w", err)
+		return nil, nil, fmt.Errorf("%w: %w", errSweepKey, err)
 	}
 	pods, err := e.clients.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runSelector(g.Name)})
 	if err != nil {
@@ -85,6 +84,10 @@ func (e *Engine) orphanPods(ctx context.Context, g Group) ([]string, []types.UID
 	}
 	return names, uids, nil
 }
+
+// errSweepKey: without the catalog key the sweep tells no pod of kubeplay's
+// from others, so it deletes none; an engine without a key signed none.
+var errSweepKey = errors.New("the catalog key, which tells kubeplay's run pods from others, is not available, so the orphan sweep deletes none")
 
 // signRunPod signs each run pod right after its create, so that the orphan
 // sweep of a later provider knows it as kubeplay's. A pod that cannot be
@@ -112,6 +115,10 @@ func (e *Engine) signRunPod(runID string) func(context.Context, *corev1.Pod) err
 // gone so that the quota they held is free.
 func (e *Engine) reapPods(ctx context.Context, g Group) {
 	names, uids, err := e.orphanPods(ctx, g)
+	if errors.Is(err, errSweepKey) {
+		e.log(slog.LevelDebug, err.Error(), map[string]any{"group": g.Name})
+		return
+	}
 	if err != nil {
 		e.log(slog.LevelWarn, "listing orphaned run pods failed", map[string]any{"error": err.Error()})
 		return

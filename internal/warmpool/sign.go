@@ -70,7 +70,9 @@ func (t Template) owner(rev string) Owner {
 type RefusedError struct {
 	Namespace, Name string
 	Ours            bool
-	Reason          string
+	// Previous: ours, signed under a previous catalog key (a rotation).
+	Previous bool
+	Reason   string
 }
 
 func (e *RefusedError) Error() string {
@@ -168,8 +170,8 @@ func Verify(key *catalogkey.Key, o Owner, p *corev1.Pod) error {
 		return refuse(false, "carries kubeplay's labels but no kubeplay signature: kubeplay did not make it (or a "+
 			"kubeplay from before pods were signed did)")
 	case p.UID != "" && !key.Verify(sig, o.Kind, identity(o, p)...) && signedBefore(key, sig, o.Kind, identity(o, p)...):
-		return refuse(true, "was made by kubeplay under a previous catalog key (one of previous_catalog_keys), "+
-			"so it is not used again")
+		return &RefusedError{Namespace: p.Namespace, Name: p.Name, Ours: true, Previous: true, Reason: "was made by " +
+			"kubeplay under a previous catalog key (one of previous_catalog_keys), so it is not used again"}
 	case p.UID == "" || !key.Verify(sig, o.Kind, identity(o, p)...):
 		return refuse(false, "carries a kubeplay signature that is not its own: kubeplay did not make it as a "+
 			o.Kind+" of "+what+" (or the catalog key changed since, and the old key is not in previous_catalog_keys)")
