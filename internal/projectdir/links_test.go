@@ -220,3 +220,58 @@ func TestSwapAfterListing(t *testing.T) {
 		})
 	}
 }
+
+// TestHardLinks (#40): a file with a hard link outside what is shipped (a
+// file outside the project, or one the project ignores) is refused, by
+// Scan and by List, naming the file; hard links that all lie within what
+// is shipped are shipped as the files they are.
+func TestHardLinks(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(outside, []byte("token-s3cr3t-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		mk      func(root string) error
+		refused string
+	}{
+		"link to a file outside": {refused: "vars/secret.yml", mk: func(root string) error {
+			return os.Link(outside, filepath.Join(root, "vars", "secret.yml"))
+		}},
+		"link to an ignored file": {refused: "vars/copy.yml", mk: func(root string) error {
+			write(t, root, "cache/x.yml", "a: 1\n", 0o644)
+			return os.Link(filepath.Join(root, "cache", "x.yml"), filepath.Join(root, "vars", "copy.yml"))
+		}},
+		"links within the project": {mk: func(root string) error {
+			return os.Link(filepath.Join(root, "site.yml"), filepath.Join(root, "vars", "site.yml"))
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, "site.yml", "- hosts: all\n", 0o644)
+			write(t, root, "vars/main.yml", "a: 1\n", 0o644)
+			if err := c.mk(root); err != nil {
+				t.Fatal(err)
+			}
+			for fn, read := range map[string]func(string, []string) (*Manifest, error){"Scan": Scan, "List": List} {
+				m, err := read(root, []string{"cache"})
+				if c.refused == "" {
+					if err != nil {
+						t.Fatalf("%s: %v", fn, err)
+					}
+					if _, ok := m.Find("vars/site.yml"); !ok {
+						t.Errorf("%s: the second link is not shipped", fn)
+					}
+					continue
+				}
+				var pe *PathError
+				if !errors.Is(err, ErrHardLink) || !errors.As(err, &pe) || pe.Path != c.refused {
+					t.Fatalf("%s: %v; want %s refused with ErrHardLink", fn, err, c.refused)
+				}
+				if strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "2 links, 1 of them") {
+					t.Errorf("%s: %v", fn, err)
+				}
+			}
+		})
+	}
+}

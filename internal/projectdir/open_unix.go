@@ -22,3 +22,11 @@ func fileID(info fs.FileInfo) (dev, ino uint64) {
 	}
 	return 0, 0
 }
+
+// linkCount is a file's number of hard links.
+func linkCount(info fs.FileInfo) uint64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink) //nolint:unconvert // uint16 or uint32 on some systems
+	}
+	return 0
+}

@@ -63,6 +63,8 @@ type Entry struct {
 	// dev and ino identify a file as listed, so that the file opened to
 	// be read is the one listed (0 where the system gives none).
 	dev, ino uint64
+	// links is the file's hard link count (0 where the system gives none).
+	links uint64
 }
 
 // Manifest is a project as scanned: every entry that is not ignored,
@@ -84,6 +86,8 @@ var (
 		"of the project, never through a link, from a FIFO or a device; replace it with a plain file")
 	ErrIgnoreFileSize = fmt.Errorf("the ignore file is larger than the %d KiB kubeplay reads: keep it to patterns, "+
 		"one a line", MaxIgnoreFileSize>>10)
+	ErrHardLink = errors.New("the file has hard links outside what is shipped: its content is shared with a " +
+		"file outside the project (or one it ignores), and a change made there would be shipped")
 )
 
 // PathError names the project path (or ignore pattern) at fault.
@@ -311,6 +315,9 @@ func scan(root string, extra []string, sum bool) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkHardLinks(); err != nil {
+		return nil, err
+	}
 	for _, e := range m.Entries {
 		if e.Kind == Symlink && !m.linkStaysInside(e.Path) {
 			return nil, &PathError{Path: e.Path, Err: fmt.Errorf("%w (-> %s, followed through the project's links as "+
@@ -318,6 +325,24 @@ func scan(root string, extra []string, sum bool) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkHardLinks refuses a file with more hard links than the project
+// ships: the others are outside it (a pnpm store, a `cp -al` copy) or
+// ignored. Git never makes hard links in a work tree.
+func (m *Manifest) checkHardLinks() error {
+	shipped := map[[2]uint64]uint64{}
+	for _, e := range m.Entries {
+		if e.Kind == File && e.links > 1 {
+			shipped[[2]uint64{e.dev, e.ino}]++
+		}
+	}
+	for _, e := range m.Entries {
+		if n := shipped[[2]uint64{e.dev, e.ino}]; e.Kind == File && e.links > n && n > 0 {
+			return &PathError{Path: e.Path, Err: fmt.Errorf("%w (%d links, %d of them in the project as shipped)", ErrHardLink, e.links, n)}
+		}
+	}
+	return nil
 }
 
 // linkStaysInside resolves the link at rel as the pod's kernel will, within
@@ -382,6 +407,7 @@ func entry(p, rel string, d fs.DirEntry, buf []byte) (Entry, error) {
 	case 0:
 		e.Kind, e.Size = File, info.Size()
 		e.dev, e.ino = fileID(info)
+		e.links = linkCount(info)
 		if buf == nil { // List: WriteTar sums the file as it ships it
 			break
 		}

@@ -158,6 +158,10 @@ func projectError(dir string, extra []string, err error, diags *diag.Diagnostics
 		diags.AddAttributeError(path.Root("project_dir"), "Project Link Leaves The Project", fmt.Sprintf("In %s, %v. "+
 			"Only links to paths inside the project can be shipped: copy the target in, or ignore the link in "+
 			"project_ignore or %s.", dir, err, projectdir.IgnoreFile))
+	case errors.Is(err, projectdir.ErrHardLink):
+		diags.AddAttributeError(path.Root("project_dir"), "Project File Is A Shared Hard Link", fmt.Sprintf("In %s, %v. "+
+			"Replace the file with a copy of its own (cp FILE FILE.tmp && mv FILE.tmp FILE), or ignore it in "+
+			"project_ignore or %s.", dir, err, projectdir.IgnoreFile))
 	case errors.Is(err, projectdir.ErrSpecial):
 		diags.AddAttributeError(path.Root("project_dir"), "Project Holds A Special File", fmt.Sprintf("In %s, %v. "+
 			"Remove it or ignore it in project_ignore or %s.", dir, err, projectdir.IgnoreFile))

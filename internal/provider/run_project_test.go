@@ -200,6 +200,23 @@ resource "kubeplay_run" "test" {
 				ExpectError: expectError(`(?s)Project Link Leaves The Project.*escape`),
 			},
 			{
+				// A hard link to a file outside the project (#40); the next
+				// step removes it.
+				PreConfig: func() {
+					shared := filepath.Join(t.TempDir(), "shared.txt")
+					writeFile(t, shared, "outside\n")
+					if err := os.Remove(outside); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Link(shared, outside); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:      simple(`playbook_path = "site.yml"`),
+				PlanOnly:    true,
+				ExpectError: expectError(`(?s)Project File Is A Shared Hard Link.*escape: the file has hard links outside.*copy of its own`),
+			},
+			{
 				PreConfig: func() {
 					if err := os.Remove(outside); err != nil {
 						t.Fatal(err)
