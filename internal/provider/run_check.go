@@ -304,7 +304,8 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	// terraform plan never applies: its check is always a fresh one. Other
 	// plans show the check of this configuration not applied yet, if any.
 	if !inv.Known || inv.Command != "plan" {
-		res, ok := r.loadCheck(ctx, key)
+		res, written, lerr := r.loadCheck(ctx, key)
+		ok := lerr == nil
 		// A drift check's record is for the apply of the replacement it
 		// planned (whose walk deleted the drifted run first, or a saved plan):
 		// another plan of a create checks afresh.
@@ -312,9 +313,17 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 			ok = false
 		}
 		if ok {
-			tflog.Info(ctx, "plan-time check reused", map[string]any{"record": key})
+			reusedCheck(ctx, key, written, inv.PlanFile, &resp.Diagnostics)
 			plan.PlannedChanges = res.value()
 			return
+		}
+		if r.data.applying.Load() || inv.PlanFile {
+			// The plan showed a check that is gone: an error now, before
+			// anything exists, not Terraform's inconsistent final plan.
+			if why := r.checkGone(ctx, key, lerr); why != "" {
+				r.checkGoneError(why, &resp.Diagnostics)
+				return
+			}
 		}
 	}
 	if r.data.applying.Load() || inv.PlanFile {
