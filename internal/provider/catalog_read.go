@@ -39,8 +39,9 @@ func readForResource[T any](ctx context.Context, d *providerData, kind catalog.K
 	return e, true
 }
 
-// readForDataSource reads a definition for a data source: a missing one is
-// an error, one changed outside Terraform a warning.
+// readForDataSource reads a definition for a data source through get, a
+// Trusted getter: a missing definition is an error, and so is one changed
+// outside kubeplay.
 func readForDataSource[T any](ctx context.Context, d *providerData, kind catalog.Kind, name string, get catalogGetter[T], diags *diag.Diagnostics) (catalog.Entry[T], bool) {
 	store := d.catalogReader(diags)
 	if store == nil {
@@ -55,6 +56,5 @@ func readForDataSource[T any](ctx context.Context, d *providerData, kind catalog
 		addCatalogError(diags, err)
 		return e, false
 	}
-	warnDrift(diags, kind, name, e.Drift)
 	return e, true
 }

@@ -123,7 +123,8 @@ func (d *containerGroupDataSource) Read(ctx context.Context, req datasource.Read
 	}
 	m := &dm.containerGroupModel
 	name := m.Name.ValueString()
-	e, ok := readForDataSource(ctx, d.data, catalog.KindGroup, name, (*catalog.Store).GetGroup, &resp.Diagnostics)
+	// A group changed outside kubeplay is refused, as it is for runs.
+	e, ok := readForDataSource(ctx, d.data, catalog.KindGroup, name, (*catalog.Store).TrustedGroup, &resp.Diagnostics)
 	if !ok {
 		return
 	}

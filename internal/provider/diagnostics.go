@@ -283,17 +283,6 @@ func planDrift(ctx context.Context, req resource.ModifyPlanRequest, diags *diag.
 	return true
 }
 
-// warnDrift tells a data source's reader that a definition was changed
-// outside kubeplay since it was written.
-func warnDrift(diags *diag.Diagnostics, k catalog.Kind, name, drift string) {
-	if drift == "" {
-		return
-	}
-	diags.AddWarning(kindTitle(k)+" Changed Outside Kubeplay",
-		fmt.Sprintf("The %s %q no longer holds what kubeplay wrote: %s. Applying the workspace that manages it "+
-			"writes it again.", k, name, drift))
-}
-
 // addCredentialCheckError reports why checking a credential against its
 // cluster failed, at the attribute to look at.
 func addCredentialCheckError(diags *diag.Diagnostics, spec credential.Spec, host string, err error) {

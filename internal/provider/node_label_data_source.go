@@ -82,7 +82,8 @@ func (d *nodeLabelDataSource) Read(ctx context.Context, req datasource.ReadReque
 		return
 	}
 	name := m.Name.ValueString()
-	e, ok := readForDataSource(ctx, d.data, catalog.KindLabel, name, (*catalog.Store).GetLabel, &resp.Diagnostics)
+	// A label changed outside kubeplay is refused, as it is for runs.
+	e, ok := readForDataSource(ctx, d.data, catalog.KindLabel, name, (*catalog.Store).TrustedLabel, &resp.Diagnostics)
 	if !ok {
 		return
 	}
