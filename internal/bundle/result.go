@@ -359,6 +359,9 @@ func decodeHeader(br *bufio.Reader) (Result, error) {
 func decodeStatsDoc(dec *json.Decoder) (Result, error) {
 	var res Result
 	if null, err := openOrNull(dec, '{'); null || err != nil {
+		if err == io.EOF {
+			err = errors.New("it is empty")
+		}
 		return res, err
 	}
 	err := keysOf(dec, func(key string) error { return decodeStats(dec, key, &res) })
