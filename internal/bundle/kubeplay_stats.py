@@ -5,6 +5,7 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import difflib
 import json
 import os
 
@@ -34,7 +35,7 @@ KEYS = ('ok', 'changed', 'unreachable', 'failures', 'skipped', 'rescued', 'ignor
 MAX_FAILED_TASKS = 100
 MAX_MESSAGE = 2048
 # bundle.MaxChanges and bundle.MaxDiff: the changed tasks a check keeps,
-# and the characters of each one's diff.
+# and the characters of each one's diff (kept with KUBEPLAY_CHECK_DIFFS=1).
 MAX_CHANGES = 100
 MAX_DIFF = 8192
 
@@ -44,6 +45,12 @@ def _check_mode():
         return bool(ansible_context.CLIARGS.get('check'))
     except Exception:
         return False
+
+
+def _check_diffs():
+    # The run's plan_check_diffs: without it no diff text leaves the pod, as
+    # a diff may hold what the play renders from secrets.
+    return os.environ.get('KUBEPLAY_CHECK_DIFFS') == '1'
 
 
 def _stable(diffs):
@@ -69,10 +76,46 @@ def _stable(diffs):
     return out
 
 
+def _lines(value):
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        # As Ansible's _get_diff shows a dict (a file's state).
+        try:
+            value = json.dumps(value, cls=AnsibleJSONEncoder, indent=4, sort_keys=True) + '\n'
+        except Exception:
+            value = str(value)
+    return value.splitlines()
+
+
+def _count(diffs):
+    # The lines each diff adds and removes: before/after compared as
+    # --diff does, or a module's prepared text's +/- lines.
+    added = removed = 0
+    for d in diffs:
+        if isinstance(d, list):
+            a, r = _count(d)
+            added, removed = added + a, removed + r
+        if not isinstance(d, dict):
+            continue
+        if 'before' in d or 'after' in d:
+            ops = difflib.SequenceMatcher(None, _lines(d.get('before')), _lines(d.get('after')), autojunk=False)
+            for tag, i1, i2, j1, j2 in ops.get_opcodes():
+                if tag in ('replace', 'delete'):
+                    removed += i2 - i1
+                if tag in ('replace', 'insert'):
+                    added += j2 - j1
+        elif isinstance(d.get('prepared'), str):
+            for line in d['prepared'].splitlines():
+                if line.startswith('+') and not line.startswith('+++ '):
+                    added += 1
+                elif line.startswith('-') and not line.startswith('--- '):
+                    removed += 1
+    return added, removed
+
+
 def _cut_diff(text):
-    if len(text) <= MAX_DIFF:
-        return text, 0
-    return text[:MAX_DIFF], len(text)
+    return text[:MAX_DIFF]
 
 
 def _text(value):
@@ -111,22 +154,29 @@ class CallbackModule(CallbackBase):
         self.failed_tasks = []
         self.failed_task_count = 0
         # In check mode (--check): the tasks that would change a host, with
-        # their diffs (--diff), and the tasks skipped as not checkable.
+        # the size of their diffs (--diff), the text too with
+        # KUBEPLAY_CHECK_DIFFS=1, and the tasks skipped as not checkable.
         self.check = _check_mode()
+        self.diffs = _check_diffs()
         self.changes = []
         self.change_count = 0
         self.not_checkable = 0
 
-    def _diff_text(self, res):
+    def _diffs(self, res):
         diffs = res.get('diff')
         if not diffs:
             results = res.get('results')
             if isinstance(results, list):
                 diffs = [r.get('diff') for r in results if isinstance(r, dict) and r.get('changed') and r.get('diff')]
         if not diffs:
+            return []
+        return _stable(diffs)
+
+    def _diff_text(self, diffs):
+        if not diffs:
             return ''
         try:
-            return self._get_diff(_stable(diffs)) or ''
+            return self._get_diff(diffs) or ''
         except Exception:
             return _text(diffs)
 
@@ -139,13 +189,18 @@ class CallbackModule(CallbackBase):
         self.change_count += 1
         if len(self.changes) >= MAX_CHANGES:
             return
-        diff, full = _cut_diff(self._diff_text(res))
+        diffs = self._diffs(res)
+        text = self._diff_text(diffs)
+        added, removed = _count(diffs)
         self.changes.append({
             'host': _text(result._host.get_name()),
             'task': _text(result._task.get_name()),
             'action': _text(getattr(result._task, 'action', '') or ''),
-            'diff': diff,
-            'diff_size': full,
+            # The size of the change always; its text only when asked for.
+            'diff': _cut_diff(text) if self.diffs else None,
+            'diff_size': len(text),
+            'lines_added': added,
+            'lines_removed': removed,
             # check_mode: false on the task: it ran for real.
             'ran': getattr(result._task, 'check_mode', None) is False,
         })

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -33,26 +34,27 @@ type Resolver struct {
 	// base returns the provider's own clients; store the catalog.
 	base  func() (*kubeclient.Clients, error)
 	store func() (*catalog.Store, error)
-	// execOptIn names the catalog credentials whose kubeconfig's exec
-	// plugin the configuration allows to run on this host.
-	execOptIn map[string]bool
+	// execPins maps the catalog credentials whose kubeconfig's exec plugin
+	// the configuration allows to run on this host to the SHA-256 of the
+	// exec blocks it allows (credential.Spec.ExecSHA256).
+	execPins map[string]string
 }
 
-// New returns a resolver that pools clients in pool. execPlugins are the
+// New returns a resolver that pools clients in pool. execPins are the
 // credentials the configuration allows to run their kubeconfig's exec
-// plugin (the provider's exec_plugin_credentials); a credential read from
-// the catalog runs one only when named here and when it declares it.
-func New(pool *kubeclient.Pool, base func() (*kubeclient.Clients, error), store func() (*catalog.Store, error), execPlugins []string) *Resolver {
-	r := &Resolver{pool: pool, base: base, store: store, execOptIn: map[string]bool{}}
-	for _, n := range execPlugins {
-		r.execOptIn[n] = true
-	}
-	return r
+// plugin, with the digest of the exec blocks allowed (the provider's
+// exec_plugin_credentials); a credential read from the catalog runs one
+// only when named here with its digest and when it declares it.
+func New(pool *kubeclient.Pool, base func() (*kubeclient.Clients, error), store func() (*catalog.Store, error), execPins map[string]string) *Resolver {
+	return &Resolver{pool: pool, base: base, store: store, execPins: maps.Clone(execPins)}
 }
 
-// ExecAllowed reports whether the configuration allows the exec plugin of
-// the catalog credential called name.
-func (r *Resolver) ExecAllowed(name string) bool { return r.execOptIn[name] }
+// ExecPin returns the digest the configuration pins for the exec plugin of
+// the catalog credential called name; false when it does not allow one.
+func (r *Resolver) ExecPin(name string) (string, bool) {
+	pin, ok := r.execPins[name]
+	return pin, ok
+}
 
 // chainKey carries, in a context, the cluster_api credentials being
 // resolved, so a parent cycle is an error instead of endless recursion.
@@ -75,9 +77,16 @@ func (r *Resolver) Named(ctx context.Context, name string) (*kubeclient.Clients,
 	if err != nil {
 		return nil, err
 	}
-	// The Secret's allow-exec-plugin is anyone's who can write it: the
-	// configuration's own opt-in must name the credential too.
-	return r.spec(ctx, e.Value.Spec, e.Digest, base, r.execOptIn[name])
+	// The Secret's allow-exec-plugin is anyone's who can write it, and so is
+	// its signature for whoever holds the catalog key: the configuration's
+	// own opt-in must name the credential and pin its exec blocks.
+	pin, optIn := r.execPins[name]
+	if optIn && e.Value.Spec.AllowExecPlugin {
+		if err := e.Value.Spec.CheckExecPin(pin); err != nil {
+			return nil, err
+		}
+	}
+	return r.spec(ctx, e.Value.Spec, e.Digest, base, optIn)
 }
 
 // Spec returns the clients of a credential written in this configuration

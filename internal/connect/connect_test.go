@@ -33,14 +33,17 @@ contexts:
 current-context: x
 `
 
-func newResolver(t *testing.T, execPlugins ...string) (*Resolver, *catalog.Store, *fake.Clientset) {
+func newResolver(t *testing.T, execPins ...map[string]string) (*Resolver, *catalog.Store, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewClientset()
 	base := &kubeclient.Clients{Config: &rest.Config{Host: "https://127.0.0.1:6443"}, Kube: kube}
 	store := catalog.New(kube, "kubeplay-system", nil)
 	r := New(kubeclient.NewPool(),
 		func() (*kubeclient.Clients, error) { return base, nil },
-		func() (*catalog.Store, error) { return store, nil }, execPlugins)
+		func() (*catalog.Store, error) { return store, nil }, nil)
+	if len(execPins) > 0 {
+		r.execPins = execPins[0]
+	}
 	return r, store, kube
 }
 
@@ -175,7 +178,7 @@ func TestNamedExecNeedsOptIn(t *testing.T) {
 	execKubeconfig := strings.Replace(childKubeconfig, "user: {token: abc}",
 		"user: {exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/touch, args: [/tmp/kubeplay-pwned]}}", 1)
 	spec := credential.Spec{Name: "kc", Kind: credential.KindKubeconfig, Kubeconfig: execKubeconfig, AllowExecPlugin: true}
-	r, store, _ := newResolver(t, "other")
+	r, store, _ := newResolver(t, map[string]string{"other": spec.ExecSHA256()})
 	put(t, store, spec)
 	c, err := r.Named(context.Background(), "kc")
 	if c != nil {
@@ -193,7 +196,7 @@ func TestNamedExecNeedsOptIn(t *testing.T) {
 		t.Errorf("after Spec built exec clients, Named without opt-in: %v %v, want refused", c, err)
 	}
 
-	opted, store, _ := newResolver(t, "kc")
+	opted, store, _ := newResolver(t, map[string]string{"kc": spec.ExecSHA256()})
 	put(t, store, spec)
 	c, err = opted.Named(context.Background(), "kc")
 	if err != nil || c.Config.ExecProvider == nil || c.Config.ExecProvider.Command != "/bin/touch" {
@@ -205,5 +208,34 @@ func TestNamedExecNeedsOptIn(t *testing.T) {
 	var he *kubeclient.HostAccessError
 	if c, err := opted.Named(context.Background(), "kc"); c != nil || !errors.As(err, &he) || errors.As(err, &ne) || he.Field != "exec" {
 		t.Errorf("opted in, not declared: %v %v, want a HostAccessError", c, err)
+	}
+}
+
+// A catalog credential opted in by digest whose exec command (or
+// arguments) someone changed and signed again, as a holder of the catalog
+// key can, is refused before client-go sees it: the pin is the exec
+// blocks' content, not the credential's name (issue 40).
+func TestNamedExecPinnedByContent(t *testing.T) {
+	pinned := strings.Replace(childKubeconfig, "user: {token: abc}",
+		"user: {exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/true}}", 1)
+	spec := credential.Spec{Name: "kc", Kind: credential.KindKubeconfig, Kubeconfig: pinned, AllowExecPlugin: true}
+	pin := spec.ExecSHA256()
+	r, store, _ := newResolver(t, map[string]string{"kc": pin})
+	put(t, store, spec)
+	if c, err := r.Named(context.Background(), "kc"); err != nil || c.Config.ExecProvider == nil || c.Config.ExecProvider.Command != "/bin/true" {
+		t.Fatalf("the pinned exec plugin: %v, want it configured", err)
+	}
+	for _, swapped := range []string{
+		"command: /bin/touch, args: [/tmp/kubeplay-pwned]",
+		"command: /bin/true, args: [--pwned]",
+		"command: /bin/true, env: [{name: LD_PRELOAD, value: /tmp/x.so}]",
+	} {
+		spec.Kubeconfig = strings.Replace(pinned, "command: /bin/true", swapped, 1)
+		put(t, store, spec) // signed as kubeplay signs it
+		c, err := r.Named(context.Background(), "kc")
+		var pe *credential.ExecPinMismatchError
+		if c != nil || !errors.As(err, &pe) || pe.Pinned != pin || pe.Found != spec.ExecSHA256() || pe.Found == pin {
+			t.Errorf("%s: %v %v, want an ExecPinMismatchError", swapped, c, err)
+		}
 	}
 }

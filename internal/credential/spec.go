@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -256,6 +257,8 @@ type ExecNotAllowedError struct {
 	Credential string
 	// Host is the refusal of the plugin: entry, field "exec" and command.
 	Host *kubeclient.HostAccessError
+	// ExecSHA256 is the digest of the kubeconfig's exec blocks, for the remedy.
+	ExecSHA256 string
 }
 
 func (e *ExecNotAllowedError) Error() string {
@@ -264,6 +267,56 @@ func (e *ExecNotAllowedError) Error() string {
 }
 
 func (e *ExecNotAllowedError) Unwrap() error { return e.Host }
+
+// ExecPinMismatchError: a kubeconfig credential's exec blocks are not the
+// ones the configuration that uses it pinned (exec_plugin_credentials), so
+// its command is not the one that workspace agreed to run.
+type ExecPinMismatchError struct {
+	Credential string
+	// Command is the command the kubeconfig runs now, for the message.
+	Command string
+	// Pinned and Found are the SHA-256 of the exec blocks (ExecSHA256).
+	Pinned, Found string
+}
+
+func (e *ExecPinMismatchError) Error() string {
+	return fmt.Sprintf("credential %q: its kubeconfig's exec plugin (command %s) has exec_sha256 %s, but this "+
+		"provider's exec_plugin_credentials pins %s", e.Credential, e.Command, e.Found, e.Pinned)
+}
+
+// Unwrap makes the refusal a host access refusal like the others.
+func (e *ExecPinMismatchError) Unwrap() error { return kubeclient.ErrHostAccess }
+
+// ExecSHA256 is the digest of the kubeconfig's exec blocks
+// (kubeclient.ExecSHA256); "" for other kinds, a kubeconfig that does not
+// parse, or one without exec.
+func (s Spec) ExecSHA256() string {
+	if s.Kind != KindKubeconfig {
+		return ""
+	}
+	raw, err := clientcmd.Load([]byte(s.Kubeconfig))
+	if err != nil {
+		return ""
+	}
+	return kubeclient.ExecSHA256(raw)
+}
+
+// CheckExecPin refuses a kubeconfig whose exec blocks are not the pinned
+// ones; one without exec passes, as it runs nothing.
+func (s Spec) CheckExecPin(pinned string) error {
+	found := s.ExecSHA256()
+	if found == "" || found == pinned {
+		return nil
+	}
+	raw, _ := clientcmd.Load([]byte(s.Kubeconfig))
+	var cmds []string
+	for _, name := range slices.Sorted(maps.Keys(raw.AuthInfos)) {
+		if u := raw.AuthInfos[name]; u != nil && u.Exec != nil {
+			cmds = append(cmds, u.Exec.Command)
+		}
+	}
+	return &ExecPinMismatchError{Credential: s.Name, Command: strings.Join(cmds, ", "), Pinned: pinned, Found: found}
+}
 
 // RESTConfig returns the client configuration the credential describes.
 // provider is the provider's own connection, used by kind "provider".
@@ -297,7 +350,7 @@ func (s Spec) RESTConfig(provider *rest.Config, execOptIn bool) (*rest.Config, e
 		err = kubeclient.CheckUntrusted(raw, s.AllowExecPlugin && execOptIn)
 		var he *kubeclient.HostAccessError
 		if errors.As(err, &he) && he.Field == "exec" && s.AllowExecPlugin {
-			return nil, &ExecNotAllowedError{Credential: s.Name, Host: he}
+			return nil, &ExecNotAllowedError{Credential: s.Name, Host: he, ExecSHA256: s.ExecSHA256()}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("credential %q: its kubeconfig: %w", s.Name, err)

@@ -1,6 +1,9 @@
 package kubeclient
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -71,6 +74,55 @@ func CheckUntrusted(cfg *clientcmdapi.Config, allowExec bool) error {
 		}
 	}
 	return nil
+}
+
+// execStanza is one user's exec block in the canonical form ExecSHA256
+// digests: every field that decides what runs and with what, in a fixed
+// order, empty lists as [].
+type execStanza struct {
+	User               string          `json:"user"`
+	APIVersion         string          `json:"apiVersion"`
+	Command            string          `json:"command"`
+	Args               []string        `json:"args"`
+	Env                []execStanzaEnv `json:"env"`
+	ProvideClusterInfo bool            `json:"provideClusterInfo"`
+	InteractiveMode    string          `json:"interactiveMode"`
+	InstallHint        string          `json:"installHint"`
+}
+
+type execStanzaEnv struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ExecSHA256 is the hex SHA-256 of the canonical JSON of a kubeconfig's exec
+// blocks: a list of {user, apiVersion, command, args, env,
+// provideClusterInfo, interactiveMode, installHint}, one per user that sets
+// exec, sorted by user name. "" when no user sets exec. It is what a
+// workspace pins to let an exec plugin run: a changed command, argument or
+// environment variable changes it.
+func ExecSHA256(cfg *clientcmdapi.Config) string {
+	var stanzas []execStanza
+	for _, name := range slices.Sorted(maps.Keys(cfg.AuthInfos)) {
+		u := cfg.AuthInfos[name]
+		if u == nil || u.Exec == nil {
+			continue
+		}
+		s := execStanza{User: name, APIVersion: u.Exec.APIVersion, Command: u.Exec.Command, Args: []string{},
+			Env: []execStanzaEnv{}, ProvideClusterInfo: u.Exec.ProvideClusterInfo,
+			InteractiveMode: string(u.Exec.InteractiveMode), InstallHint: u.Exec.InstallHint}
+		s.Args = append(s.Args, u.Exec.Args...)
+		for _, e := range u.Exec.Env {
+			s.Env = append(s.Env, execStanzaEnv{Name: e.Name, Value: e.Value})
+		}
+		stanzas = append(stanzas, s)
+	}
+	if len(stanzas) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(stanzas) // strings and bools only: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // InsecureClusters lists the clusters of a kubeconfig that skip TLS

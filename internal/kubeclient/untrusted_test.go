@@ -124,3 +124,36 @@ func TestInsecureClusters(t *testing.T) {
 		t.Errorf("insecure clusters %v, want [b c]", got)
 	}
 }
+
+// ExecSHA256 changes with every field of an exec block that decides what
+// runs, not with the rest of the kubeconfig or the order of its fields.
+func TestExecSHA256(t *testing.T) {
+	digest := func(user string) string {
+		t.Helper()
+		raw, err := clientcmd.Load([]byte(kubeconfigWith(user, "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ExecSHA256(raw)
+	}
+	const base = "    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token], env: [{name: A, value: b}]}"
+	want := digest(base)
+	if len(want) != 64 || digest("    token: abc") != "" {
+		t.Fatalf("digest %q, or a user without exec has one", want)
+	}
+	reordered := "    exec: {env: [{value: b, name: A}], args: [eks, get-token], command: aws, apiVersion: client.authentication.k8s.io/v1}"
+	if got := digest(reordered); got != want {
+		t.Errorf("the same block in another order: %s, want %s", got, want)
+	}
+	for _, changed := range []string{
+		"    exec: {apiVersion: client.authentication.k8s.io/v1, command: /tmp/aws, args: [eks, get-token], env: [{name: A, value: b}]}",
+		"    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token, -x], env: [{name: A, value: b}]}",
+		"    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token], env: [{name: A, value: c}]}",
+		"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: aws, args: [eks, get-token], env: [{name: A, value: b}]}",
+		"    exec: {apiVersion: client.authentication.k8s.io/v1, command: aws, args: [eks, get-token], env: [{name: A, value: b}], provideClusterInfo: true}",
+	} {
+		if digest(changed) == want {
+			t.Errorf("%s: same digest as %s", changed, base)
+		}
+	}
+}

@@ -36,6 +36,7 @@ type credentialDataModel struct {
 	VerifySSL          types.Bool   `tfsdk:"verify_ssl"`
 	Context            types.String `tfsdk:"context"`
 	AllowExecPlugin    types.Bool   `tfsdk:"allow_exec_plugin"`
+	ExecSHA256         types.String `tfsdk:"exec_sha256"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
 	Parent             types.String `tfsdk:"parent"`
@@ -79,6 +80,9 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 					"the credential also lists it in `exec_plugin_credentials`.",
 				Computed: true,
 			},
+			"exec_sha256": computed("For `kubeconfig`: the SHA-256 of the kubeconfig's `exec` blocks as the catalog holds " +
+				"them now, which `exec_plugin_credentials` pins; null without `exec`. Whoever can write the catalog can " +
+				"change it: compare it with the digest the credential's owner gives before you pin it."),
 			"namespace":            computed("The namespace checked for run permissions, or the service account's namespace."),
 			"service_account_name": computed("The provisioned ServiceAccount, for `service_account`."),
 			"parent":               computed("The credential of the parent (management) cluster, for `cluster_api`."),
@@ -131,6 +135,7 @@ func (d *credentialDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	m.VerifySSL = types.BoolValue(spec.VerifySSL)
 	m.Context = stringOrNull(spec.Context)
 	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
+	m.ExecSHA256 = stringOrNull(spec.ExecSHA256())
 	m.Namespace = stringOrNull(spec.Namespace)
 	m.ServiceAccountName = stringOrNull(spec.ServiceAccount)
 	m.Parent = stringOrNull(spec.Parent)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -69,9 +70,11 @@ func markerAbsent(marker string) error {
 // plugin writes a marker file, never makes the provider run the plugin on
 // its own: a container group and a cluster_api child naming it fail with
 // the opt-in diagnostic and the marker stays absent. The provider's
-// exec_plugin_credentials must name it, and the credential must declare
+// exec_plugin_credentials must pin it, and the credential must declare
 // it: a listed credential that does not declare it is still refused. With
-// both, the plugin runs and the group is created.
+// both, the plugin runs and the group is created. Then its command is
+// swapped and the credential signed again, as a holder of the catalog key
+// can: the pin is the exec blocks' digest, so the new command never runs.
 func TestAccCredential_catalogExecNeedsOptIn(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
@@ -82,9 +85,12 @@ func TestAccCredential_catalogExecNeedsOptIn(t *testing.T) {
 	}
 	marker := filepath.Join(t.TempDir(), "exec-plugin-ran")
 	undeclaredMarker := filepath.Join(t.TempDir(), "undeclared-exec-plugin-ran")
+	swappedMarker := filepath.Join(t.TempDir(), "swapped-exec-plugin-ran")
 	t.Cleanup(func() {
-		if err := markerAbsent(undeclaredMarker); err != nil {
-			t.Error(err)
+		for _, m := range []string{undeclaredMarker, swappedMarker} {
+			if err := markerAbsent(m); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	declared, undeclared := randName("cred-exec"), randName("cred-noexec")
@@ -93,12 +99,13 @@ func TestAccCredential_catalogExecNeedsOptIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Planted by whoever may write Secrets in the catalog namespace.
-	for _, s := range []credential.Spec{
+	specs := []credential.Spec{
 		{Name: declared, Kind: credential.KindKubeconfig, Kubeconfig: e.pluginKubeconfig(markerPlugin(t, marker, tokenFile)),
 			AllowExecPlugin: true, Namespace: ns},
 		{Name: undeclared, Kind: credential.KindKubeconfig, Kubeconfig: e.pluginKubeconfig(markerPlugin(t, undeclaredMarker, tokenFile)),
 			Namespace: ns},
-	} {
+	}
+	for _, s := range specs {
 		if _, err := store.PutCredential(ctx, catalog.Credential{Spec: s, CheckedAt: time.Now()}, catalog.NewOnly); err != nil {
 			t.Fatal(err)
 		}
@@ -112,8 +119,12 @@ resource "kubeplay_container_group" "test" {
 }
 `, randName("cred-grp"), ns, cred)
 	}
+	pinned := specs[0].ExecSHA256()
 	optIn := fmt.Sprintf("provider \"kubeplay\" {\n  config_path             = %q\n  catalog_namespace       = %q\n"+
-		"  exec_plugin_credentials = [%q, %q]\n}\n", e.kubeconfig, e.catalog, declared, undeclared)
+		"  exec_plugin_credentials = { %q = %q, %q = %q }\n}\n", e.kubeconfig, e.catalog, declared, pinned, undeclared,
+		specs[1].ExecSHA256())
+	swapped := specs[0]
+	swapped.Kubeconfig = e.pluginKubeconfig(markerPlugin(t, swappedMarker, tokenFile))
 	notAllowed := `(?s)Exec Plugin Not Allowed.*credential "` + declared + `".*runs command .*kubeplay-test-marker-plugin on this host.*` +
 		`exec_plugin_credentials`
 	resource.Test(t, resource.TestCase{
@@ -165,6 +176,17 @@ resource "kubeplay_credential" "child" {
 					}
 					return nil
 				},
+			},
+			{
+				// The command swapped and signed as kubeplay signs it.
+				PreConfig: func() {
+					if _, err := store.PutCredential(ctx, catalog.Credential{Spec: swapped, CheckedAt: time.Now()}, catalog.CreateOrUpdate); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: group(optIn, declared),
+				ExpectError: expectError(`(?s)Exec Plugin Differs From Pin.*credential "` + declared + `".*command .*kubeplay-test-marker-plugin.*` +
+					`has exec_sha256 ` + swapped.ExecSHA256() + `.*pins ` + pinned + `.*` + regexp.QuoteMeta(fmt.Sprintf("%q = %q", declared, swapped.ExecSHA256()))),
 			},
 		},
 	})

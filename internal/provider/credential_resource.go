@@ -65,6 +65,7 @@ type credentialModel struct {
 	KubeconfigVersion  types.Int64  `tfsdk:"kubeconfig_wo_version"`
 	Context            types.String `tfsdk:"context"`
 	AllowExecPlugin    types.Bool   `tfsdk:"allow_exec_plugin"`
+	ExecSHA256         types.String `tfsdk:"exec_sha256"`
 	Namespace          types.String `tfsdk:"namespace"`
 	ServiceAccountName types.String `tfsdk:"service_account_name"`
 	ExportKubeconfig   types.Bool   `tfsdk:"export_kubeconfig"`
@@ -218,6 +219,13 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
+			},
+			"exec_sha256": schema.StringAttribute{
+				MarkdownDescription: "For `kubeconfig`: the SHA-256 of the canonical JSON of the kubeconfig's `exec` " +
+					"blocks (per user: `apiVersion`, `command`, `args`, `env`, `provideClusterInfo`, `interactiveMode`, " +
+					"`installHint`), the digest a workspace's `exec_plugin_credentials` pins to let the plugin run. Null " +
+					"without an `exec` block. Give it to the workspaces that use the credential, for example as an output.",
+				Computed: true,
 			},
 			"namespace": schema.StringAttribute{
 				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the " +
@@ -440,8 +448,7 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 		return
 	}
 	r.checkParentCycle(ctx, plan, &resp.Diagnostics)
-	r.warnExecNotListed(plan, &resp.Diagnostics)
-	changed := false
+	changed := r.planExecSHA256(ctx, req, &plan, &resp.Diagnostics)
 	if plan.ID.IsUnknown() && !plan.Name.IsUnknown() {
 		// The id is the name: references to it are known at plan, as the name is.
 		plan.ID, changed = plan.Name, true
@@ -471,19 +478,44 @@ func (r *credentialResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 }
 
-// warnExecNotListed: a credential that declares its exec plugin, which this
-// workspace's other uses would refuse, since its provider does not list it.
-func (r *credentialResource) warnExecNotListed(plan credentialModel, diags *diag.Diagnostics) {
-	if r.data == nil || r.data.connect == nil || !plan.AllowExecPlugin.ValueBool() || plan.Name.IsUnknown() ||
-		r.data.connect.ExecAllowed(plan.Name.ValueString()) {
-		return
+// planExecSHA256 plans exec_sha256 from the configured kubeconfig when the
+// credential changes (the write-only value is in the config at plan), and
+// warns of a declared exec plugin that this workspace's other uses would
+// refuse: not listed, or pinned to other exec blocks. true: plan changed.
+func (r *credentialResource) planExecSHA256(ctx context.Context, req resource.ModifyPlanRequest, plan *credentialModel, diags *diag.Diagnostics) bool {
+	changed := false
+	if plan.ExecSHA256.IsUnknown() {
+		var kc types.String
+		diags.Append(req.Config.GetAttribute(ctx, path.Root("kubeconfig_wo"), &kc)...)
+		switch {
+		case plan.Kind.IsUnknown() || plan.Kind.ValueString() == credential.KindKubeconfig && kc.IsUnknown():
+		case plan.Kind.ValueString() != credential.KindKubeconfig:
+			plan.ExecSHA256, changed = types.StringNull(), true
+		default:
+			plan.ExecSHA256 = stringOrNull(credential.Spec{Kind: credential.KindKubeconfig, Kubeconfig: kc.ValueString()}.ExecSHA256())
+			changed = true
+		}
 	}
-	name := plan.Name.ValueString()
-	diags.AddAttributeWarning(path.Root("allow_exec_plugin"), "Exec Plugin Not Listed By Provider",
-		fmt.Sprintf("Credential %q declares allow_exec_plugin = true, but this provider's exec_plugin_credentials does "+
-			"not list it. This resource's own check runs the plugin; every other use of the credential, in this workspace "+
-			"or another, reads its kubeconfig back from the catalog and refuses the plugin unless that workspace's provider "+
-			"lists the credential. Add %q to exec_plugin_credentials in the provider block of each workspace that uses it.", name, name))
+	if r.data == nil || r.data.connect == nil || !plan.AllowExecPlugin.ValueBool() || plan.Name.IsUnknown() {
+		return changed
+	}
+	name, digest := plan.Name.ValueString(), plan.ExecSHA256.ValueString()
+	pin, listed := r.data.connect.ExecPin(name)
+	switch {
+	case !listed:
+		diags.AddAttributeWarning(path.Root("allow_exec_plugin"), "Exec Plugin Not Listed By Provider",
+			fmt.Sprintf("Credential %q declares allow_exec_plugin = true, but this provider's exec_plugin_credentials does "+
+				"not list it. This resource's own check runs the plugin; every other use of the credential, in this workspace "+
+				"or another, reads its kubeconfig back from the catalog and refuses the plugin unless that workspace's provider "+
+				"pins it. Add %q = %q to exec_plugin_credentials in the provider block of each workspace that uses it "+
+				"(the credential's exec_sha256).", name, name, digest))
+	case digest != "" && digest != pin:
+		diags.AddAttributeWarning(path.Root("exec_sha256"), "Exec Plugin Differs From Provider's Pin",
+			fmt.Sprintf("Credential %q's kubeconfig has exec_sha256 %s, but this provider's exec_plugin_credentials pins "+
+				"%s. This resource's own check runs the plugin; every other use of the credential refuses it until the pin "+
+				"is %q in the provider block of each workspace that uses it.", name, digest, pin, digest))
+	}
+	return changed
 }
 
 func markCheckUnknown(m *credentialModel) {
@@ -802,6 +834,7 @@ func (r *credentialResource) fill(ctx context.Context, m *credentialModel, spec 
 	m.BearerTokenVersion, m.KubeconfigVersion = types.Int64Null(), types.Int64Null()
 	m.CACert, m.VerifySSL, m.Context, m.ServiceAccountName = types.StringNull(), types.BoolValue(true), types.StringNull(), types.StringNull()
 	m.AllowExecPlugin = types.BoolValue(spec.AllowExecPlugin)
+	m.ExecSHA256 = stringOrNull(spec.ExecSHA256())
 	m.ExportedKubeconfig = types.StringNull()
 	m.OwnerID = stringOrNull(spec.OwnerID)
 	m.Parent, m.ClusterName = stringOrNull(spec.Parent), stringOrNull(spec.ClusterName)

@@ -178,7 +178,8 @@ resource "kubeplay_container_group" "test" {
 // configuration may use an exec plugin only with allow_exec_plugin; the
 // declaration is stored with it, and a reader of the catalog (here the
 // parent of a cluster_api credential) runs the plugin when the provider
-// also lists the credential in exec_plugin_credentials.
+// also pins the credential in exec_plugin_credentials, and the resource
+// shows the digest to pin (exec_sha256).
 func TestAccCredential_kubeconfigExecPlugin(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
@@ -212,7 +213,8 @@ func TestAccCredential_kubeconfigExecPlugin(t *testing.T) {
 		provider := e.providerBlock()
 		if optIn != "" {
 			provider = fmt.Sprintf("provider \"kubeplay\" {\n  config_path = %q\n  catalog_namespace = %q\n"+
-				"  exec_plugin_credentials = [%q]\n}\n", e.kubeconfig, e.catalog, name)
+				"  exec_plugin_credentials = { %q = %q }\n}\n", e.kubeconfig, e.catalog, name,
+				credential.Spec{Kind: credential.KindKubeconfig, Kubeconfig: string(kc)}.ExecSHA256())
 		}
 		return provider + fmt.Sprintf(`
 resource "kubeplay_credential" "test" {
@@ -253,6 +255,10 @@ data "kubeplay_credential" "test" {
 					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("username"), knownvalue.StringExact("system:serviceaccount:"+ns+":runner")),
 					statecheck.ExpectKnownValue("kubeplay_credential.child", tfjsonpath.New("username"), knownvalue.StringExact(e.adminUser)),
 					statecheck.ExpectKnownValue("data.kubeplay_credential.test", tfjsonpath.New("allow_exec_plugin"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue(credAddr, tfjsonpath.New("exec_sha256"), knownvalue.StringExact(
+						credential.Spec{Kind: credential.KindKubeconfig, Kubeconfig: string(kc)}.ExecSHA256())),
+					statecheck.ExpectKnownValue("data.kubeplay_credential.test", tfjsonpath.New("exec_sha256"), knownvalue.StringExact(
+						credential.Spec{Kind: credential.KindKubeconfig, Kubeconfig: string(kc)}.ExecSHA256())),
 				},
 			},
 			{

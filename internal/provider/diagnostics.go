@@ -52,6 +52,8 @@ func refusalSummary(err error) string {
 		return "Credential Changed Outside Kubeplay"
 	case errors.As(err, &ne):
 		return "Exec Plugin Not Allowed"
+	case errors.As(err, new(*credential.ExecPinMismatchError)):
+		return "Exec Plugin Differs From Pin"
 	case errors.Is(err, kubeclient.ErrHostAccess):
 		return "Unsafe Kubeconfig Refused"
 	}
@@ -65,9 +67,12 @@ func refusalRemedy(err error) string {
 	var ce *catalog.Error
 	var he *kubeclient.HostAccessError
 	var ne *credential.ExecNotAllowedError
+	var pe *credential.ExecPinMismatchError
 	switch {
 	case errors.As(err, &ne):
 		return execNotAllowedRemedy(ne)
+	case errors.As(err, &pe):
+		return execPinRemedy(pe)
 	case errors.Is(err, catalog.ErrTampered) && errors.As(err, &ce):
 		typ, what := definitionResource(ce.Kind)
 		object, _, _ := strings.Cut(ce.Object, " ")
@@ -91,7 +96,7 @@ func hostAccessRemedy(he *kubeclient.HostAccessError, fromConfig bool) string {
 	case he.Field == "exec" && fromConfig:
 		return "An exec plugin runs on every host that uses this credential, whenever it connects. Set " +
 			"allow_exec_plugin = true if you trust the command there, or embed a token instead; each workspace that uses " +
-			"the credential from the catalog must also list it in its provider's exec_plugin_credentials"
+			"the credential from the catalog must also pin it, by its exec_sha256, in its provider's exec_plugin_credentials"
 	case fromConfig:
 		return "The kubeconfig is stored in the catalog and read back by other workspaces and hosts, so it may hold only " +
 			"inline data: token, client-certificate-data, client-key-data, certificate-authority-data. " +
@@ -110,8 +115,18 @@ func execNotAllowedRemedy(ne *credential.ExecNotAllowedError) string {
 	return fmt.Sprintf("The kubeconfig was read from the catalog, which anyone who can write Secrets in the catalog "+
 		"namespace can change, so its declaration allow_exec_plugin = true does not suffice: the workspace that uses the "+
 		"credential must allow the command too. If you trust everyone who can write that namespace to run commands on "+
-		"this host, add %q to exec_plugin_credentials in this provider block; otherwise have the credential's owner "+
-		"embed a token in the kubeconfig instead of the exec plugin", ne.Credential)
+		"this host, set %q = %q (its exec_sha256; check it with the credential's owner) in exec_plugin_credentials "+
+		"in this provider block; otherwise have the credential's owner embed a token in the kubeconfig instead of the "+
+		"exec plugin", ne.Credential, ne.ExecSHA256)
+}
+
+// execPinRemedy says why a pinned exec plugin whose blocks changed is
+// refused, signed or not, and how to allow the new ones.
+func execPinRemedy(pe *credential.ExecPinMismatchError) string {
+	return fmt.Sprintf("The plugin did not run. Whoever can write the catalog namespace, or holds the catalog key, can "+
+		"change a credential's kubeconfig and sign it again, so this workspace pins the exec blocks it agreed to run. "+
+		"If the credential's owner changed the command and you trust the new one, ask them for its exec_sha256 and set "+
+		"%q = %q in exec_plugin_credentials; if nobody did, find out who can write the catalog namespace", pe.Credential, pe.Found)
 }
 
 // addHostAccessError reports a kubeconfig refused because it would run a
@@ -120,6 +135,11 @@ func addHostAccessError(diags *diag.Diagnostics, p path.Path, err error, fromCon
 	var ne *credential.ExecNotAllowedError
 	if errors.As(err, &ne) {
 		diags.AddAttributeError(p, "Exec Plugin Not Allowed", fmt.Sprintf("%s. %s.", upperFirst(err.Error()), execNotAllowedRemedy(ne)))
+		return true
+	}
+	var pe *credential.ExecPinMismatchError
+	if errors.As(err, &pe) {
+		diags.AddAttributeError(p, "Exec Plugin Differs From Pin", fmt.Sprintf("%s. %s.", upperFirst(err.Error()), execPinRemedy(pe)))
 		return true
 	}
 	var he *kubeclient.HostAccessError

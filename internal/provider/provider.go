@@ -69,7 +69,7 @@ type providerModel struct {
 	CatalogNamespace      types.String `tfsdk:"catalog_namespace"`
 	CatalogKey            types.String `tfsdk:"catalog_key"`
 	Exec                  *execModel   `tfsdk:"exec"`
-	ExecPluginCredentials types.Set    `tfsdk:"exec_plugin_credentials"`
+	ExecPluginCredentials types.Map    `tfsdk:"exec_plugin_credentials"`
 }
 
 type execModel struct {

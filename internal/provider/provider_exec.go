@@ -4,7 +4,10 @@
 package provider
 
 import (
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -12,29 +15,37 @@ import (
 
 // execPluginCredentialsAttribute is the provider's opt-in for the exec
 // plugins of kubeconfigs read from the catalog: the only thing that lets
-// one run, since a flag in the catalog is anyone's who can write it.
-func execPluginCredentialsAttribute() schema.SetAttribute {
-	return schema.SetAttribute{
-		MarkdownDescription: "The names of `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its " +
-			"`exec` credential plugin, a program, on the host where Terraform runs; the credential must also set " +
-			"`allow_exec_plugin`. Defaults to none. Whoever can write Secrets in `catalog_namespace` can change a " +
-			"credential's kubeconfig, so list one only if you trust them to run commands on this host, and only if its " +
-			"command exists here (such as `aws eks get-token`). `cluster_api` credentials never run exec plugins, and " +
-			"the provider's own `exec` block is not affected.",
+// one run, since a flag in the catalog is anyone's who can write it, and
+// its signature anyone's who holds the catalog key: so it pins the content.
+func execPluginCredentialsAttribute() schema.MapAttribute {
+	return schema.MapAttribute{
+		MarkdownDescription: "The `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its `exec` " +
+			"credential plugin, a program, on the host where Terraform runs: a map from credential name to the " +
+			"credential's `exec_sha256`, the SHA-256 of its kubeconfig's `exec` blocks (command, arguments, " +
+			"environment). The credential must also set `allow_exec_plugin`. Defaults to none. A plugin whose `exec` " +
+			"blocks no longer match the digest is refused, even when the credential is correctly signed. Take the " +
+			"digest from the credential's owner, not from the catalog, and list a credential only if its command " +
+			"exists here (such as `aws eks get-token`). `cluster_api` credentials never run exec plugins, and the " +
+			"provider's own `exec` block is not affected.",
 		Optional:    true,
 		ElementType: types.StringType,
-		Validators:  []validator.Set{setvalidator.ValueStringsAre(dnsLabel())},
+		Validators: []validator.Map{
+			mapvalidator.KeysAre(dnsLabel()),
+			mapvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9a-f]{64}$`),
+				"must be the credential's exec_sha256: 64 lowercase hex digits")),
+		},
 	}
 }
 
-// execPluginCredentials returns the names the configuration lists; a name
-// not known yet allows nothing (Configure defers connecting then anyway).
-func (m *providerModel) execPluginCredentials() []string {
-	var names []string
-	for _, v := range m.ExecPluginCredentials.Elements() {
+// execPluginCredentials returns the credentials the configuration allows,
+// with their pinned digests; one not known yet allows nothing (Configure
+// defers connecting then anyway).
+func (m *providerModel) execPluginCredentials() map[string]string {
+	pins := map[string]string{}
+	for name, v := range m.ExecPluginCredentials.Elements() {
 		if s, ok := v.(types.String); ok && !s.IsNull() && !s.IsUnknown() {
-			names = append(names, s.ValueString())
+			pins[name] = s.ValueString()
 		}
 	}
-	return names
+	return pins
 }

@@ -70,7 +70,7 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"its progress and its error instead."
 
 // runActionOnly are the resource's inputs that an action has no use for.
-var runActionOnly = []string{"triggers", "destroy_playbook", "plan_check"}
+var runActionOnly = []string{"triggers", "destroy_playbook", "plan_check", "plan_check_diffs"}
 
 func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	var rs resource.SchemaResponse

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -65,12 +66,21 @@ func planCheckAttributes() map[string]schema.Attribute {
 			Optional:            true,
 			Validators:          []validator.String{stringvalidator.OneOf(planCheckModes...)},
 		},
+		"plan_check_diffs": schema.BoolAttribute{
+			MarkdownDescription: "Whether the plan-time check keeps the text of each task's diff, not only its size. " +
+				"With `true`, the diff text, which may hold secrets the playbook renders (vault-encrypted variables, " +
+				"the old content of a file it overwrites), goes into the plan's text, the plan JSON, the state and the " +
+				"check's record in the catalog namespace; only write-only values are redacted from it. Defaults to " +
+				"`false`: the plan shows each changed task's host, name, module and lines added and removed. A change " +
+				"updates the run in place.",
+			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+		},
 		"planned_changes": schema.SingleNestedAttribute{
 			MarkdownDescription: fmt.Sprintf("What the plan-time check (`plan_check`) found: the tasks that would "+
-				"change a host, in order, the first %d of them (`task_count` counts them all), each with its diff cut "+
-				"to %d characters (`diff_size` then gives the whole diff's length). Write-only values are redacted as "+
-				"in `output`. Null when no check ran; unknown at plan when a check could not run (a warning says why). "+
-				"The state keeps the check of the plan that created the run.", bundle.MaxChanges, bundle.MaxDiff),
+				"change a host, in order, the first %d of them (`task_count` counts them all), each with the size of its "+
+				"change and, with `plan_check_diffs`, its diff cut to %d characters. Null when no check ran; unknown at "+
+				"plan when a check could not run (a warning says why). The state keeps the check of the plan that "+
+				"created the run.", bundle.MaxChanges, bundle.MaxDiff),
 			Computed: true,
 			Attributes: map[string]schema.Attribute{
 				"hosts": schema.ListAttribute{MarkdownDescription: "The hosts that would change, by name.",
@@ -82,10 +92,15 @@ func planCheckAttributes() map[string]schema.Attribute {
 						"host":   schema.StringAttribute{MarkdownDescription: "The host.", Computed: true},
 						"task":   schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
 						"action": schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
-						"diff": schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it; empty for a " +
-							"module that reports none.", Computed: true},
-						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters " +
-							"when `diff` was cut to fit, else `0`.", Computed: true},
+						"diff": schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, with " +
+							"write-only values redacted as in `output`; empty for a module that reports none. Null unless " +
+							"`plan_check_diffs` is `true`.", Computed: true},
+						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters, " +
+							"also when `diff` is null or was cut to fit; `0` for a module that reports no diff.", Computed: true},
+						"lines_added": schema.Int64Attribute{MarkdownDescription: "How many lines the diff adds.",
+							Computed: true},
+						"lines_removed": schema.Int64Attribute{MarkdownDescription: "How many lines the diff removes.",
+							Computed: true},
 						"ran": schema.BoolAttribute{MarkdownDescription: "Whether the task has `check_mode: false`, so " +
 							"that it ran for real during the check.", Computed: true},
 					}},
@@ -102,7 +117,7 @@ func planCheckAttributes() map[string]schema.Attribute {
 
 var plannedTaskType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"host": types.StringType, "task": types.StringType, "action": types.StringType, "diff": types.StringType,
-	"diff_size": types.Int64Type, "ran": types.BoolType,
+	"diff_size": types.Int64Type, "lines_added": types.Int64Type, "lines_removed": types.Int64Type, "ran": types.BoolType,
 }}
 
 var plannedChangesType = types.ObjectType{AttrTypes: map[string]attr.Type{
@@ -117,6 +132,8 @@ type checkResult struct {
 	TaskCount    int64           `json:"task_count"`
 	NotCheckable int64           `json:"not_checkable"`
 	DriftedRun   string          `json:"drifted_run,omitempty"`
+	// Diffs: the run has plan_check_diffs, so Tasks keep their diff text.
+	Diffs bool `json:"diffs,omitempty"`
 }
 
 // hosts are the result's hosts, sorted.
@@ -135,9 +152,14 @@ func (c checkResult) hosts() []string {
 func (c checkResult) value() types.Object {
 	tasks := make([]attr.Value, 0, len(c.Tasks))
 	for _, t := range c.Tasks {
+		diff := types.StringNull()
+		if c.Diffs {
+			diff = types.StringValue(t.Diff)
+		}
 		tasks = append(tasks, types.ObjectValueMust(plannedTaskType.AttrTypes, map[string]attr.Value{
 			"host": types.StringValue(t.Host), "task": types.StringValue(t.Task), "action": types.StringValue(t.Action),
-			"diff": types.StringValue(t.Diff), "diff_size": types.Int64Value(t.DiffSize), "ran": types.BoolValue(t.Ran),
+			"diff": diff, "diff_size": types.Int64Value(t.DiffSize), "lines_added": types.Int64Value(t.LinesAdded),
+			"lines_removed": types.Int64Value(t.LinesRemoved), "ran": types.BoolValue(t.Ran),
 		}))
 	}
 	hosts := make([]attr.Value, 0)
@@ -151,12 +173,18 @@ func (c checkResult) value() types.Object {
 	})
 }
 
-// checkResultOf is the result of a check's run.
-func checkResultOf(c *bundle.Check) checkResult {
-	r := checkResult{Tasks: []bundle.Change{}}
+// checkResultOf is the result of a check's run; without diffs
+// (plan_check_diffs) it keeps no diff text, whatever the pod sent.
+func checkResultOf(c *bundle.Check, diffs bool) checkResult {
+	r := checkResult{Tasks: []bundle.Change{}, Diffs: diffs}
 	if c != nil {
 		r.Tasks = append(r.Tasks, c.Changes...)
 		r.TaskCount, r.NotCheckable = c.ChangeCount, c.NotCheckable
+	}
+	if !diffs {
+		for i := range r.Tasks {
+			r.Tasks[i].Diff = ""
+		}
 	}
 	return r
 }
@@ -415,7 +443,8 @@ func (r *runResource) runCheck(ctx context.Context, config tfsdk.Config, plan ru
 func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, timeout time.Duration, diags *diag.Diagnostics) (checkResult, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b.Check, b.Diff = true, true
+	diffs := m.PlanCheckDiffs.ValueBool()
+	b.Check, b.Diff, b.CheckDiffs = true, true, diffs
 	var d diag.Diagnostics
 	_, cands, groupsAt := r.candidates(ctx, m, runengine.OperationCreate, &d)
 	if d.HasError() {
@@ -428,8 +457,8 @@ func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, ti
 		RunInfo:   runengine.RunInfo{ID: id, Name: m.Name.ValueString()},
 		Operation: runengine.OperationCreate, Bundle: b, Forks: m.Forks.ValueInt64(),
 		OutputLimit: planCheckOutputLimit, Timeout: timeout,
-		OnLine: func(line string) { tflog.Debug(ctx, line, map[string]any{"check": id}) },
-		Node:   m.Node.ValueString(),
+		// No OnLine: a check's output, diffs included, goes to no log.
+		Node: m.Node.ValueString(),
 	}, cands)
 	if err != nil {
 		var nd diag.Diagnostics
@@ -447,17 +476,36 @@ func (r *runResource) place(ctx context.Context, m runModel, b bundle.Bundle, ti
 		case res.Message != "":
 			detail += ": " + res.Message
 		}
-		for _, t := range res.FailedTasks {
-			detail += fmt.Sprintf("\n  %s: %s: %s", t.Host, t.Task, t.Message)
-		}
-		if tail := lastLines(res.Output, 10); tail != "" {
-			detail += "\n\nThe output's last lines:\n" + tail
-		}
+		detail += failedDetail(res, diffs)
 		warnNotRun(detail, diags)
 		return checkResult{}, false
 	}
 	tflog.Info(ctx, "plan-time check done", map[string]any{"check": id, "pod": res.PodName})
-	return checkResultOf(res.Check), true
+	return checkResultOf(res.Check, diffs), true
+}
+
+// failedDetail names the failed tasks of a check that failed; their
+// messages and the output's last lines, which may quote what the play
+// rendered, only with diffs (plan_check_diffs).
+func failedDetail(res runner.Result, diffs bool) string {
+	var sb strings.Builder
+	for _, t := range res.FailedTasks {
+		fmt.Fprintf(&sb, "\n  %s: %s", t.Host, t.Task)
+		if diffs && t.Message != "" {
+			sb.WriteString(": " + t.Message)
+		}
+	}
+	if !diffs {
+		if len(res.FailedTasks) > 0 || res.Output != "" {
+			sb.WriteString("\n\nThe tasks' messages and the check's output are not shown, as they may hold secrets " +
+				"the playbook renders: run the playbook (or the check with plan_check_diffs = true) to see them.")
+		}
+		return sb.String()
+	}
+	if tail := lastLines(res.Output, 10); tail != "" {
+		sb.WriteString("\n\nThe output's last lines:\n" + tail)
+	}
+	return sb.String()
 }
 
 func warnNotRun(why string, diags *diag.Diagnostics) {
@@ -493,15 +541,22 @@ func countOf(n int64, what string) string {
 // summaryLines bounds the diff lines a summary quotes per task.
 const summaryLines = 20
 
-// checkDetail lists the result's tasks and the start of their diffs.
+// checkDetail lists the result's tasks with the size of their changes,
+// and with diffs (plan_check_diffs) the start of their diffs.
 func checkDetail(c checkResult) string {
 	var sb strings.Builder
 	for _, t := range c.Tasks {
 		fmt.Fprintf(&sb, "%s: %s (%s)", t.Host, t.Task, t.Action)
+		if t.DiffSize > 0 || t.LinesAdded > 0 || t.LinesRemoved > 0 {
+			fmt.Fprintf(&sb, " +%d -%d lines", t.LinesAdded, t.LinesRemoved)
+		}
 		if t.Ran {
 			sb.WriteString(" [check_mode: false, ran for real]")
 		}
 		sb.WriteString("\n")
+		if !c.Diffs {
+			continue
+		}
 		lines := strings.Split(strings.TrimRight(t.Diff, "\n"), "\n")
 		if t.Diff == "" {
 			lines = nil
@@ -513,7 +568,7 @@ func checkDetail(c checkResult) string {
 			}
 			sb.WriteString("    " + l + "\n")
 		}
-		if t.DiffSize > 0 {
+		if t.DiffSize > bundle.MaxDiff {
 			fmt.Fprintf(&sb, "    [diff cut at %d of its %d characters]\n", bundle.MaxDiff, t.DiffSize)
 		}
 	}

@@ -93,8 +93,10 @@ func planCheckLine(mode string) string {
 	return "  plan_check          = \"" + mode + "\"\n"
 }
 
-// withGroupDefault gives config's group a default_plan_check.
+// withGroupDefault gives config's group a default_plan_check, and lets it
+// apply (group_default_plan_checks).
 func withGroupDefault(config, mode string) string {
+	config = strings.Replace(config, "  catalog_namespace =", "  group_default_plan_checks = true\n  catalog_namespace =", 1)
 	return strings.Replace(config, "  image     =", "  default_plan_check = \""+mode+"\"\n  image     =", 1)
 }
 
@@ -188,10 +190,14 @@ func (c *runPodCounter) n() int {
 	return len(c.names)
 }
 
+// planCheckDiffsLine opts a run in to the check's diff text.
+const planCheckDiffsLine = "  plan_check_diffs    = true\n"
+
 // TestAccRun_planCheck: a run whose playbook templates a file on an SSH
-// target, with plan_check = "changes": the plan shows the host, the task and
-// the file's diff, the secret of extra_vars_wo redacted from it, and the
-// apply of that plan creates the file; the plan after shows no change.
+// target, with plan_check = "changes" and plan_check_diffs: the plan shows
+// the host, the task and the file's diff, the secret of extra_vars_wo
+// redacted from it, and the apply of that plan creates the file; the plan
+// after shows no change.
 func TestAccRun_planCheck(t *testing.T) {
 	e := newTestEnv(t)
 	c := newCheckTarget(t, e, "kp-check")
@@ -206,15 +212,21 @@ func TestAccRun_planCheck(t *testing.T) {
 	planned := task(map[string]knownvalue.Check{
 		"host": knownvalue.StringExact("t0"), "task": knownvalue.StringExact("template the config"),
 		"action": knownvalue.StringRegexp(regexp.MustCompile(`template$`)), "ran": knownvalue.Bool(false),
-		"diff":      knownvalue.StringRegexp(regexp.MustCompile(`(?s)\+word=one\n\+token=` + regexp.QuoteMeta(outputtail.Redacted))),
-		"diff_size": knownvalue.Int64Exact(0),
+		"diff": knownvalue.StringRegexp(regexp.MustCompile(`(?s)\+word=one\n\+token=` + regexp.QuoteMeta(outputtail.Redacted))),
+		"diff_size": knownvalue.Int64Func(func(v int64) error {
+			if v <= 0 {
+				return fmt.Errorf("diff_size %d, want the diff's length", v)
+			}
+			return nil
+		}),
+		"lines_added": knownvalue.Int64Exact(2), "lines_removed": knownvalue.Int64Exact(0),
 	})
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, TerraformVersionChecks: writeOnlyVersions,
 		Steps: []resource.TestStep{
 			{Config: c.groupOnly(group), ConfigVariables: c.vars()},
 			{
-				Config: c.config(group, planCheckChanges, "one", ""), ConfigVariables: c.vars(),
+				Config: c.config(group, planCheckChanges, "one", planCheckDiffsLine), ConfigVariables: c.vars(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("planned_changes"), planned),
 					noSecretInPlan{c.token, c.key},
@@ -228,7 +240,7 @@ func TestAccRun_planCheck(t *testing.T) {
 			},
 			{
 				// plan_check off: no check, and the change of mode updates the run in place.
-				Config: c.config(group, planCheckOff, "one", ""), ConfigVariables: c.vars(),
+				Config: c.config(group, planCheckOff, "one", planCheckDiffsLine), ConfigVariables: c.vars(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionUpdate),
 				}},
@@ -237,7 +249,7 @@ func TestAccRun_planCheck(t *testing.T) {
 				// No plan_check: the group's default_plan_check ("changes", set in the same apply)
 				// checks the replacement that a new word plans, whose diff starts from the file
 				// the run wrote.
-				Config: withGroupDefault(c.config(group, "", "two", ""), planCheckChanges), ConfigVariables: c.vars(),
+				Config: withGroupDefault(c.config(group, "", "two", planCheckDiffsLine), planCheckChanges), ConfigVariables: c.vars(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(runAddr, plancheck.ResourceActionReplace),
 					plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("planned_changes").AtMapKey("tasks").AtSliceIndex(0).AtMapKey("diff"),
@@ -251,7 +263,7 @@ func TestAccRun_planCheck(t *testing.T) {
 }
 
 // TestAccRun_planCheckFlows runs the terraform CLI as a user would, with
-// plan_check = "drift", and counts the run pods each command creates: a
+// plan_check = "drift" and plan_check_diffs, and counts the run pods each command creates: a
 // plan checks once, the apply of that plan (saved or not) never again; the
 // file edited on the target by hand makes the next plan replace the run,
 // with the diff, and exit 2 with -detailed-exitcode; the apply restores
@@ -271,7 +283,7 @@ func TestAccRun_planCheckFlows(t *testing.T) {
 	group := randName("grp")
 	write := func(word string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cliRequiredProviders+c.config(group, planCheckDrift, word, "")), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cliRequiredProviders+c.config(group, planCheckDrift, word, planCheckDiffsLine)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -510,7 +522,7 @@ func TestAccRun_planCheckNoCapacity(t *testing.T) {
 // TestAccRun_planCheckProject: a check of a run from a project directory,
 // with a vaulted variable (vault_password_wo), tags and limit, sees what the
 // run would do: the tagged task on the limited host, with the vaulted value
-// decrypted, and not the other tasks.
+// decrypted (shown with plan_check_diffs), and not the other tasks.
 func TestAccRun_planCheckProject(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-checkproj")
@@ -548,6 +560,7 @@ resource "kubeplay_run" "test" {
   tags              = ["cfg"]
   limit             = ["two"]
   plan_check        = "changes"
+  plan_check_diffs  = true
 }
 `
 	vars := config.Variables{"vault_pw": config.StringVariable(vaultPW)}

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
 )
 
@@ -59,12 +60,12 @@ func TestCanonicalConfig(t *testing.T) {
 	}
 }
 
-// TestCheckSummary: the plan's warning names the hosts and tasks, quotes
-// the start of each diff and says where a diff was cut and how many tasks
-// were not checkable.
+// TestCheckSummary: with plan_check_diffs, the plan's warning names the
+// hosts and tasks, quotes the start of each diff and says where a diff was
+// cut and how many tasks were not checkable.
 func TestCheckSummary(t *testing.T) {
 	long := strings.Repeat("+line\n", 30)
-	res := checkResult{TaskCount: 3, NotCheckable: 2, Tasks: []bundle.Change{
+	res := checkResult{TaskCount: 3, NotCheckable: 2, Diffs: true, Tasks: []bundle.Change{
 		{Host: "web2", Task: "template the config", Action: "template", Diff: "-a\n+b\n"},
 		{Host: "web1", Task: "big file", Action: "copy", Diff: long, DiffSize: 90000},
 		{Host: "web1", Task: "gather", Action: "command", Ran: true},
@@ -104,6 +105,63 @@ func TestCheckSummary(t *testing.T) {
 	}
 }
 
+// TestCheckSummaryNoDiffs: without plan_check_diffs, neither the plan's
+// warning nor planned_changes carries diff text, even when the pod sent
+// some: they show each task's host, name, module and size.
+func TestCheckSummaryNoDiffs(t *testing.T) {
+	const secret = "vault-plaintext-hunter2"
+	res := checkResultOf(&bundle.Check{ChangeCount: 2, Changes: []bundle.Change{
+		{Host: "web1", Task: "template the config", Action: "template", Diff: "-password=old\n+password=" + secret + "\n",
+			DiffSize: 48, LinesAdded: 1, LinesRemoved: 1},
+		{Host: "web1", Task: "secret task", Action: "copy"}, // no_log: no size
+	}}, false)
+	var d diag.Diagnostics
+	summarizeCheck(res, &d)
+	if len(d) != 1 {
+		t.Fatalf("diagnostics %v", d)
+	}
+	detail := d[0].Detail()
+	if strings.Contains(detail, secret) || strings.Contains(detail, "password") {
+		t.Errorf("the warning quotes the diff:\n%s", detail)
+	}
+	for _, want := range []string{"web1: template the config (template) +1 -1 lines\n", "web1: secret task (copy)\n"} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("detail lacks %q:\n%s", want, detail)
+		}
+	}
+	raw, _ := json.Marshal(res) // private state's and the record's
+	if strings.Contains(string(raw), secret) {
+		t.Errorf("the kept result holds the diff: %s", raw)
+	}
+	task := res.value().Attributes()["tasks"].(types.List).Elements()[0].(types.Object).Attributes()
+	if !task["diff"].IsNull() || task["diff_size"].(types.Int64).ValueInt64() != 48 ||
+		task["lines_added"].(types.Int64).ValueInt64() != 1 || task["lines_removed"].(types.Int64).ValueInt64() != 1 {
+		t.Errorf("planned task %v", task)
+	}
+	// With plan_check_diffs the diff is kept.
+	with := checkResultOf(&bundle.Check{ChangeCount: 1, Changes: res.Tasks[:1]}, true)
+	with.Tasks[0].Diff = "+password=" + secret + "\n"
+	if task := with.value().Attributes()["tasks"].(types.List).Elements()[0].(types.Object).Attributes(); task["diff"].(types.String).ValueString() != with.Tasks[0].Diff {
+		t.Errorf("with plan_check_diffs, diff %v", task["diff"])
+	}
+}
+
+// TestCheckNotRunDetail: a failed check's warning names its failed tasks,
+// but quotes their messages and the output only with plan_check_diffs.
+func TestCheckNotRunDetail(t *testing.T) {
+	const secret = "vault-plaintext-hunter2"
+	res := runner.Result{Output: "TASK [template]\n--- before\n+++ after\n+password=" + secret + "\n",
+		FailedTasks: []bundle.FailedTask{{Host: "web1", Task: "check the config", Message: "bad value " + secret}}}
+	var d diag.Diagnostics
+	warnNotRun("the check ended with status failed (exit code 2)"+failedDetail(res, false), &d)
+	if len(d) != 1 || strings.Contains(d[0].Detail(), secret) || !strings.Contains(d[0].Detail(), "web1: check the config") {
+		t.Errorf("without plan_check_diffs: %v", d)
+	}
+	if got := failedDetail(res, true); !strings.Contains(got, "bad value "+secret) || !strings.Contains(got, "+password="+secret) {
+		t.Errorf("with plan_check_diffs: %q", got)
+	}
+}
+
 // FuzzSummarizeCheck: any check result, as a check's pod may report it,
 // gives one warning (or none when nothing would change and nothing was
 // skipped), a detail that quotes at most summaryLines lines of each diff,
@@ -116,7 +174,7 @@ func FuzzSummarizeCheck(f *testing.F) {
 		// A result comes decoded from JSON (bundle.DecodeCheck): its strings
 		// are valid UTF-8, as Terraform's must be.
 		host, task, action, diff = validUTF8(host), validUTF8(task), validUTF8(action), validUTF8(diff)
-		res := checkResult{Tasks: []bundle.Change{}, TaskCount: count, NotCheckable: notCheckable}
+		res := checkResult{Tasks: []bundle.Change{}, TaskCount: count, NotCheckable: notCheckable, Diffs: n%2 == 0}
 		for i := range int(n % 6) {
 			res.Tasks = append(res.Tasks, bundle.Change{Host: host + strconv.Itoa(i%2), Task: task, Action: action,
 				Diff: diff, DiffSize: diffSize, Ran: ran})

@@ -141,6 +141,7 @@ type runModel struct {
 
 	// The plan-time check: see run_check.go.
 	PlanCheck      types.String `tfsdk:"plan_check"`
+	PlanCheckDiffs types.Bool   `tfsdk:"plan_check_diffs"`
 	PlannedChanges types.Object `tfsdk:"planned_changes"`
 }
 
@@ -391,7 +392,7 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	if diags.HasError() || m.Command.IsNull() {
 		return
 	}
-	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check"} {
+	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check", "plan_check_diffs"} {
 		var v attr.Value
 		diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
 		if v != nil && !v.IsNull() {
@@ -1132,7 +1133,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.HostCounts = carriedHostCounts(ctx, state.HostCounts, state.HostStats, &resp.Diagnostics)
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
-	state.PlanCheck = plan.PlanCheck
+	state.PlanCheck, state.PlanCheckDiffs = plan.PlanCheck, plan.PlanCheckDiffs
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
