@@ -341,6 +341,10 @@ func (r *nodeResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		resp.Diagnostics.AddWarning("Node Not Refreshed", fmt.Sprintf("Reading held node %q (pod %s/%s or namespace %s): "+
 			"%v. Its state is kept as it was.", name, g.Namespace, name, name, err))
 		return
+	case p != nil && e.NodeSignedBefore(ctx, g, p):
+		// Signed under a previous catalog key: no run uses it, so the plan
+		// replaces it, and the destroy deletes the old pod.
+		state.Status = types.StringValue(nodeGone)
 	case p != nil:
 		fillNode(&state, g, p)
 	case ns != nil:

@@ -68,6 +68,7 @@ type providerModel struct {
 	ProxyURL              types.String `tfsdk:"proxy_url"`
 	CatalogNamespace      types.String `tfsdk:"catalog_namespace"`
 	CatalogKey            types.String `tfsdk:"catalog_key"`
+	PreviousCatalogKeys   types.List   `tfsdk:"previous_catalog_keys"`
 	Exec                  *execModel   `tfsdk:"exec"`
 	ExecPluginCredentials types.Map    `tfsdk:"exec_plugin_credentials"`
 }
@@ -189,6 +190,7 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				Validators: []validator.String{dnsLabel()},
 			},
 			"catalog_key":             catalogKeyAttribute(),
+			"previous_catalog_keys":   previousCatalogKeysAttribute(),
 			"exec_plugin_credentials": execPluginCredentialsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
@@ -285,6 +287,10 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		return
 	}
 	data.catalogKey = key
+	data.previousKeys, diags = previousCatalogKeysFrom(ctx, m.PreviousCatalogKeys)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
 	if !req.Config.Raw.IsFullyKnown() {
 		// Known after another resource is applied: resources report this when
 		// they need the cluster, which keeps `terraform plan` of other parts working.

@@ -31,7 +31,10 @@ type providerData struct {
 	catalogNamespace string
 	// catalogKey is the configured catalog key; nil for the key Secret.
 	catalogKey []byte
-	version    string
+	// previousKeys are previous_catalog_keys: they only recognise
+	// kubeplay's pods signed before a rotation.
+	previousKeys [][]byte
+	version      string
 
 	storeMu sync.Mutex
 	store   *catalog.Store
@@ -150,6 +153,9 @@ func (d *providerData) catalog() (*catalog.Store, error) {
 	defer d.storeMu.Unlock()
 	if d.store == nil {
 		keys, err := catalogkey.NewSource(c.Kube, d.catalogNamespace, d.catalogKey)
+		if err == nil {
+			keys, err = keys.WithPrevious(d.previousKeys)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("the provider's catalog_key: %w", err)
 		}
