@@ -215,9 +215,9 @@ func (r *runResource) checkGone(ctx context.Context, name string, loadErr error)
 func (r *runResource) checkGoneError(why string, diags *diag.Diagnostics) {
 	diags.AddAttributeError(path.Root("planned_changes"), "Plan-Time Check Record Gone", fmt.Sprintf("The plan "+
 		"of this run showed a plan-time check (plan_check), which the apply must show again from the check's record "+
-		"in catalog namespace %s, but %s. Records live %s at most, and at most %d are kept. Nothing was created. "+
-		"Plan again (terraform plan -out=tfplan) and apply the new plan.", r.data.catalogNamespace, why,
-		ageText(checkRecordTTL), catalog.MaxCheckRecords))
+		"in catalog namespace %s, but %s. Records live %d hours at most, and at most %d are kept. Nothing was "+
+		"created. Plan again (terraform plan -out=tfplan) and apply the new plan.", r.data.catalogNamespace, why,
+		int(checkRecordTTL.Hours()), catalog.MaxCheckRecords))
 }
 
 // storeCheck writes the record name of res, replacing an older one, and
