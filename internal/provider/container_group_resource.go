@@ -457,7 +457,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				MarkdownDescription: "The `plan_check` of the group's runs that set none: `off`, `changes` (`terraform " +
 					"plan` runs a run's playbook in check mode before it is created or replaced, and shows what it would " +
 					"change) or `drift` (also at each refreshing plan of an applied run, which is replaced when a host " +
-					"drifted). See [Checking At Plan](run.md#checking-at-plan). Defaults to `off`.",
+					"drifted). It applies only in workspaces whose provider sets `group_default_plan_checks = true`. See " +
+					"[Checking At Plan](run.md#checking-at-plan). Defaults to `off`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(planCheckOff),

@@ -27,6 +27,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/connect"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
 )
 
 var (
@@ -43,12 +44,19 @@ const DefaultCatalogNamespace = "kubeplay-system"
 
 type kubeplayProvider struct {
 	version string
+	// invocation tells which Terraform command started the provider; tests
+	// that serve it in-process give their own (newWithInvocation).
+	invocation func() tfinvocation.Invocation
 }
 
 // New returns the provider factory for version.
 func New(version string) func() provider.Provider {
+	return newWithInvocation(version, tfinvocation.Current)
+}
+
+func newWithInvocation(version string, inv func() tfinvocation.Invocation) func() provider.Provider {
 	return func() provider.Provider {
-		return &kubeplayProvider{version: version}
+		return &kubeplayProvider{version: version, invocation: inv}
 	}
 }
 
@@ -70,6 +78,8 @@ type providerModel struct {
 	CatalogKey            types.String `tfsdk:"catalog_key"`
 	PreviousCatalogKeys   types.List   `tfsdk:"previous_catalog_keys"`
 	Exec                  *execModel   `tfsdk:"exec"`
+	GroupDefaultChecks    types.Bool   `tfsdk:"group_default_plan_checks"`
+	DisablePlanChecks     types.Bool   `tfsdk:"disable_plan_checks"`
 	ExecPluginCredentials types.Map    `tfsdk:"exec_plugin_credentials"`
 }
 
@@ -192,6 +202,9 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 			"catalog_key":             catalogKeyAttribute(),
 			"previous_catalog_keys":   previousCatalogKeysAttribute(),
 			"exec_plugin_credentials": execPluginCredentialsAttribute(),
+
+			"group_default_plan_checks": groupDefaultPlanChecksAttribute(),
+			"disable_plan_checks":       disablePlanChecksAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
@@ -272,6 +285,7 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		pool:             kubeclient.NewPool(),
 		catalogNamespace: DefaultCatalogNamespace,
 		version:          p.version,
+		invocation:       p.invocation(),
 	}
 	data.connect = connect.New(data.pool, data.clients, data.catalog, m.execPluginCredentials())
 	resp.DataSourceData = data
@@ -287,6 +301,10 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		return
 	}
 	data.catalogKey = key
+	data.checks, diags = checkSwitchesFrom(m.GroupDefaultChecks, m.DisablePlanChecks, os.Getenv)
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
 	data.previousKeys, diags = previousCatalogKeysFrom(ctx, m.PreviousCatalogKeys)
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return

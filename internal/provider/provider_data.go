@@ -20,6 +20,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
 )
 
 // providerData is what Configure hands to every resource and data source:
@@ -55,6 +56,13 @@ type providerData struct {
 	// applying: this walk created, updated or deleted a kubeplay resource,
 	// so it is an apply's, whose plans only reproduce what the plan showed.
 	applying atomic.Bool
+
+	// invocation is the Terraform command that started the provider, and
+	// checks the provider's switches for plan-time checks (run_check_mode.go).
+	invocation tfinvocation.Invocation
+	checks     checkSwitches
+	// warnedOff, warnedUnknown: their warnings once per provider process.
+	warnedOff, warnedUnknown atomic.Bool
 }
 
 // markApplying records that this walk applies a change; d may be nil.

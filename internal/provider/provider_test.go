@@ -30,12 +30,21 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
 )
 
 // testAccProtoV6ProviderFactories serves the provider in-process to the
-// Terraform CLI that acceptance tests run.
+// Terraform CLI that acceptance tests run. Its parent is go test, not
+// Terraform, so it takes testInvocation as the command that started it.
 var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
-	"kubeplay": providerserver.NewProtocol6WithError(New("test")()),
+	"kubeplay": providerserver.NewProtocol6WithError(newWithInvocation("test", testInvocation)()),
+}
+
+// testInvocation is terraform test's: like the steps of an acceptance test,
+// it plans, applies and destroys in one command, so plans may check and
+// reuse the records of checks not applied yet.
+func testInvocation() tfinvocation.Invocation {
+	return tfinvocation.Invocation{Known: true, Command: "test"}
 }
 
 // writeOnlyVersions: write-only attributes need Terraform 1.11.

@@ -30,7 +30,6 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/outputtail"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
-	"github.com/kubeplay/terraform-provider-kubeplay/internal/tfinvocation"
 )
 
 // The values of plan_check and of a group's default_plan_check.
@@ -56,7 +55,8 @@ const planCheckDescription = "Whether `terraform plan` runs the playbook in chec
 	"applied run whose configuration did not change at each plan that refreshes, and replaces it (runs it again) " +
 	"when a host would change. The check runs `ansible-playbook --check --diff` with the run's inputs, write-only " +
 	"values included, in a pod of its container group (warm pods and capacity apply as for a run), and " +
-	"`planned_changes` shows the result. Unset, the group's `default_plan_check` applies (`off` by default). A " +
+	"`planned_changes` shows the result. Unset, the group's `default_plan_check` applies when the provider's " +
+	"`group_default_plan_checks` is `true`; else `off`. The provider's `disable_plan_checks` turns every check off. A " +
 	"change updates the run in place. See [Checking At Plan](#checking-at-plan)."
 
 func planCheckAttributes() map[string]schema.Attribute {
@@ -239,20 +239,26 @@ func planTimeout(v timeouts.Value) time.Duration {
 	return d
 }
 
-// planCheckMode is the run's plan_check, else its group's
-// default_plan_check, else off; "" when it is known only at apply (the
-// group is).
-func (r *runResource) planCheckMode(ctx context.Context, m runModel) string {
-	switch {
-	case !m.Command.IsNull():
+// planCheckMode is the run's check mode under the provider's switches
+// (resolveCheckMode); "" when it is known only at apply (the group is).
+func (r *runResource) planCheckMode(ctx context.Context, m runModel, diags *diag.Diagnostics) string {
+	if !m.Command.IsNull() {
 		return planCheckOff // a command has no check mode
-	case m.PlanCheck.IsUnknown():
-		return ""
-	case !m.PlanCheck.IsNull():
-		return m.PlanCheck.ValueString()
-	case r.data == nil:
-		return planCheckOff
 	}
+	var sw checkSwitches
+	if r.data != nil {
+		sw = r.data.checks
+	}
+	mode, disabled := resolveCheckMode(m.PlanCheck, sw, func() string { return r.groupDefaultCheck(ctx, m) })
+	if disabled {
+		r.data.warnChecksOff(diags)
+	}
+	return mode
+}
+
+// groupDefaultCheck is the default_plan_check of the run's group; "" when
+// it is known only at apply.
+func (r *runResource) groupDefaultCheck(ctx context.Context, m runModel) string {
 	names, _ := groupNames(m, runengine.OperationCreate)
 	if len(names) == 0 || names[0] == "" {
 		return ""
@@ -267,23 +273,6 @@ func (r *runResource) planCheckMode(ctx context.Context, m runModel) string {
 	return g.DefaultPlanCheck
 }
 
-// skipReason says why this Terraform command runs no check; "" when it may.
-func skipReason(inv tfinvocation.Invocation) string {
-	switch {
-	case !inv.Known:
-		return ""
-	case inv.Destroy:
-		return "the plan is a destroy's"
-	case inv.NoRefresh:
-		return "the plan has -refresh=false"
-	case inv.RefreshOnly:
-		return "the plan is refresh-only"
-	case inv.Command != "plan" && inv.Command != "apply" && inv.Command != "test":
-		return "terraform " + inv.Command + " runs no check"
-	}
-	return ""
-}
-
 // checksKnown reports whether the run's inputs are all known, which a
 // check needs.
 func checksKnown(config tfsdk.Config, plan runModel) bool {
@@ -296,7 +285,7 @@ func checksKnown(config tfsdk.Config, plan runModel) bool {
 // walk, or by the plan a saved plan holds) is reused, so that the apply's
 // plan reproduces it without a second check.
 func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPlanRequest, plan *runModel, resp *resource.ModifyPlanResponse) {
-	mode := r.planCheckMode(ctx, *plan)
+	mode := r.planCheckMode(ctx, *plan, &resp.Diagnostics)
 	plan.PlannedChanges = types.ObjectUnknown(plannedChangesType.AttrTypes)
 	switch mode {
 	case planCheckOff:
@@ -316,9 +305,8 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	if r.data == nil || !checksKnown(req.Config, *plan) {
 		return // checked, if at all, by a plan that knows the inputs
 	}
-	inv := tfinvocation.Current()
-	if why := skipReason(inv); why != "" {
-		tflog.Info(ctx, "no plan-time check", map[string]any{"reason": why})
+	inv := r.data.invocation
+	if r.data.skipCheck(ctx, &resp.Diagnostics) {
 		return
 	}
 	key, err := r.checkKey(ctx, req.Config, *plan)
@@ -390,14 +378,13 @@ func privateCheck(ctx context.Context, req resource.ModifyPlanRequest) []byte {
 // planDriftCheck checks an applied run whose configuration did not change,
 // when this plan refreshed it: a host that would change replaces the run.
 func (r *runResource) planDriftCheck(ctx context.Context, req resource.ModifyPlanRequest, plan, state runModel, resp *resource.ModifyPlanResponse) {
-	if r.data == nil || r.planCheckMode(ctx, plan) != planCheckDrift || !r.data.wasRefreshed(state.ID.ValueString()) {
+	if r.data == nil || r.planCheckMode(ctx, plan, &resp.Diagnostics) != planCheckDrift || !r.data.wasRefreshed(state.ID.ValueString()) {
 		return // no refresh in this walk: -refresh=false, or the apply's plan
 	}
 	if !checksKnown(req.Config, plan) || state.Status.ValueString() != runner.StatusSuccessful {
 		return
 	}
-	if why := skipReason(tfinvocation.Current()); why != "" {
-		tflog.Info(ctx, "no drift check", map[string]any{"reason": why})
+	if r.data.skipCheck(ctx, &resp.Diagnostics) {
 		return
 	}
 	res, ok := r.runCheck(ctx, req.Config, plan, &resp.Diagnostics)

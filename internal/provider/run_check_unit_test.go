@@ -217,7 +217,8 @@ func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 func TestSkipReason(t *testing.T) {
 	for inv, want := range map[tfinvocation.Invocation]string{
-		{}: "", {Known: true, Command: "plan"}: "", {Known: true, Command: "apply", PlanFile: true}: "",
+		{Known: true, Command: "plan"}: "", {Known: true, Command: "apply", PlanFile: true}: "",
+		{}: "the command that started the provider could not be read", {Unknown: "dlv is not terraform"}: "dlv is not terraform",
 		{Known: true, Command: "destroy", Destroy: true}:   "the plan is a destroy's",
 		{Known: true, Command: "plan", NoRefresh: true}:    "the plan has -refresh=false",
 		{Known: true, Command: "apply", RefreshOnly: true}: "the plan is refresh-only",

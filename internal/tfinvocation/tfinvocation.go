@@ -8,13 +8,12 @@
 // -refresh=false, or the plan that terraform plan shows; the command line
 // does. A provider that Terraform did not start (a debugger, or the
 // acceptance tests, which serve it in their own process) gets an
-// Invocation that is not Known.
+// Invocation that is not Known, and callers must then assume the worst.
 package tfinvocation
 
 import (
+	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -34,6 +33,8 @@ type Invocation struct {
 	RefreshOnly bool
 	// PlanFile: terraform apply of a saved plan.
 	PlanFile bool
+	// Unknown says why the invocation is not Known; "" when it is.
+	Unknown string
 }
 
 // valued are the flags of plan and apply that may take their value as the
@@ -47,12 +48,17 @@ var valued = map[string]bool{
 // Parse reads a Terraform command line (argv[0] the program) and the
 // environment variables getenv gives.
 func Parse(argv []string, getenv func(string) string) Invocation {
-	if len(argv) == 0 {
-		return Invocation{}
+	if len(argv) == 0 || argv[0] == "" {
+		return Invocation{Unknown: "the command that started the provider is empty"}
 	}
-	prog := filepath.Base(argv[0])
+	// Either separator, whatever the OS: C:\tf\terraform.exe on Windows. Case
+	// does not matter there and on macOS.
+	prog := strings.ToLower(argv[0][strings.LastIndexAny(argv[0], `/\`)+1:])
 	if !strings.HasPrefix(prog, "terraform") && !strings.HasPrefix(prog, "tofu") {
-		return Invocation{}
+		if len(prog) > 40 {
+			prog = prog[:40] + "..."
+		}
+		return Invocation{Unknown: fmt.Sprintf("the program that started the provider, %q, is not terraform or tofu", prog)}
 	}
 	inv := Invocation{Known: true}
 	args := argv[1:]
@@ -144,20 +150,16 @@ var (
 // Current is the invocation of the parent process, read once.
 func Current() Invocation {
 	once.Do(func() {
-		argv, err := parentArgs(os.Getppid())
-		if err != nil {
-			return
-		}
-		current = Parse(argv, os.Getenv)
+		current = read(os.Getppid(), parentArgs, os.Getenv)
 	})
 	return current
 }
 
-// parentArgs reads the command line of process pid.
-func parentArgs(pid int) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+// read is the invocation of process pid, whose command line args reads.
+func read(pid int, args func(int) ([]string, error), getenv func(string) string) Invocation {
+	argv, err := args(pid)
 	if err != nil {
-		return nil, err
+		return Invocation{Unknown: "the command that started the provider could not be read: " + err.Error()}
 	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
+	return Parse(argv, getenv)
 }
