@@ -5,11 +5,14 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
@@ -94,5 +97,37 @@ func TestAccRun_planCheckSavedPlanRecordGone(t *testing.T) {
 	}
 	if out, err := tf("destroy", "-auto-approve"); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+}
+
+// A reused check shows its age: a warning when a saved plan is applied or
+// the check is older than staleCheckAge, none for the fresh check of this
+// apply's own plan.
+func TestReusedCheckAge(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		age       time.Duration
+		savedPlan bool
+		want      string
+	}{
+		{time.Minute, false, ""},
+		{20 * time.Minute, false, "Playbook Check From 20m Ago"},
+		{40 * time.Second, true, "Playbook Check From 40s Ago"},
+		{26*time.Hour + 5*time.Minute, true, "Playbook Check From 26h5m Ago"},
+	} {
+		var d diag.Diagnostics
+		reusedCheck(ctx, "kubeplay-check-x", time.Now().Add(-c.age), c.savedPlan, &d)
+		got := ""
+		if len(d) == 1 && d[0].Severity() == diag.SeverityWarning {
+			got = d[0].Summary()
+			if !strings.Contains(d[0].Detail(), "plan again") {
+				t.Errorf("%s: detail %q", got, d[0].Detail())
+			}
+		} else if len(d) > 0 {
+			got = fmt.Sprint(d)
+		}
+		if got != c.want {
+			t.Errorf("age %s, saved plan %v: %q, want %q", c.age, c.savedPlan, got, c.want)
+		}
 	}
 }
