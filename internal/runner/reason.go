@@ -69,7 +69,7 @@ var Reasons = []ReasonDoc{
 	{ReasonOOMKilled, "The kernel killed the pod's container, or a process of the run in it (status `failed`), for using more memory than the container's limit.", false},
 	{ReasonStreamLost, "The provider could not follow the run in its pod for longer than the group's `disconnect_grace_period` (a shorter break is survived), or the pod ended the run after hearing nothing from the provider for that long, or the run's files went from the pod: the run ended part way.", false},
 	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh`, `head`, `tar` or `mkfifo`, the bundle could not be unpacked, or a file of `project_dir` changed while it was sent.", false},
-	{ReasonResultUnreadable, "The run ended but its result could not be read.", false},
+	{ReasonResultUnreadable, "The run ended but its result could not be read, or its stats document (the play recap, failed tasks, artifacts and check that the stats callback reports) was refused as not strict JSON; `exit_code` is then the playbook's.", false},
 	{ReasonCleanupFailed, "The run ended but its pod could not be deleted (status `error` whatever the playbook did).", false},
 	{ReasonTimeout, "The run did not finish within its `timeouts` (`create`, or `delete` for a `destroy_playbook`).", false},
 	{ReasonCanceled, "Terraform was interrupted during the run (status `canceled`).", false},
