@@ -204,8 +204,12 @@ func (r *runResource) checkGone(ctx context.Context, name string, loadErr error)
 		tflog.Warn(ctx, "reading the plan-time check index failed", map[string]any{"record": name, "error": err.Error()})
 		return ""
 	}
-	if gone == nil {
+	switch {
+	case gone == nil:
 		return ""
+	case gone.Why == catalog.GoneDeleted && loadErr != nil && !errors.Is(loadErr, catalog.ErrNotFound):
+		// Listed as live: it may be there, but reading it failed.
+		return fmt.Sprintf("reading the check's record %s failed: %v", name, loadErr)
 	}
 	return gone.Error()
 }
