@@ -130,7 +130,9 @@ type runModel struct {
 	StartedAt    types.String `tfsdk:"started_at"`
 	FinishedAt   types.String `tfsdk:"finished_at"`
 	RenderedPod  types.String `tfsdk:"rendered_pod"`
-	RunNamespace types.String `tfsdk:"run_namespace"`
+	// PlannedTargets: see run_targets.go.
+	PlannedTargets types.List   `tfsdk:"planned_targets"`
+	RunNamespace   types.String `tfsdk:"run_namespace"`
 	// LaunchAttempts counts the pods the run launched.
 	LaunchAttempts types.Int64 `tfsdk:"launch_attempts"`
 
@@ -357,6 +359,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				"`dynamic_labels` use `{run.id}`, with `node`, or when `container_groups` render different pods. Apply " +
 				"fails the run if its pod differs from a known plan (see [Security " +
 				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
+			"planned_targets": plannedTargetsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
@@ -411,6 +414,8 @@ type runTarget struct {
 	// changing: the group, label or credential is created or updated by this
 	// apply, so the cluster does not show yet what the run will meet.
 	changing bool
+	// credChanging: the group's credential is, so its cluster is not known.
+	credChanging bool
 	// at is the attribute that names the group: container_group, or an
 	// element of container_groups.
 	at       path.Path
@@ -505,9 +510,10 @@ func (r *runResource) target(ctx context.Context, name string, at path.Path, m r
 	if err != nil {
 		return nil, err
 	}
+	credChanging := partial
 	if planning && g.Credential != "" {
 		if _, ok := r.data.changingCredentials.get(g.Credential); ok {
-			changing = true
+			changing, credChanging = true, true
 		}
 	}
 	var c *kubeclient.Clients
@@ -524,7 +530,7 @@ func (r *runResource) target(ctx context.Context, name string, at path.Path, m r
 		tflog.Debug(ctx, "no dry run of the run's pod: its credential is not usable yet", map[string]any{"reason": err.Error()})
 		c = nil
 	}
-	t := &runTarget{group: engineGroup(g), clients: c, changing: changing, at: at, priority: g.Priority}
+	t := &runTarget{group: engineGroup(g), clients: c, changing: changing, credChanging: credChanging, at: at, priority: g.Priority}
 	if c != nil {
 		t.group.PodSecurityVersion = serverPolicyVersion(ctx, c)
 	}
@@ -586,6 +592,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 		plan.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 		plan.PodName, plan.NodeName, plan.StartedAt, plan.FinishedAt = state.PodName, state.NodeName, state.StartedAt, state.FinishedAt
 		plan.RenderedPod, plan.RunNamespace, plan.LaunchAttempts = state.RenderedPod, state.RunNamespace, state.LaunchAttempts
+		plan.PlannedTargets = state.PlannedTargets
 		plan.FailedTasks, plan.FailedTaskCount, plan.Artifacts = state.FailedTasks, state.FailedTaskCount, state.Artifacts
 		if plan.ContainerGroup.IsUnknown() {
 			plan.ContainerGroup = state.ContainerGroup // where the run was placed
@@ -610,23 +617,32 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 }
 
 // planPods renders the run's pod in each of its groups and dry-runs it
-// there; the plan gets the pod when it is the same in every group.
+// there; the plan gets each group's target, and the pod when it is the same
+// in every group.
 func (r *runResource) planPods(ctx context.Context, plan runModel, resp *resource.ModifyPlanResponse) {
 	if !plan.Node.IsNull() {
 		return // the held node's pod, known after apply
 	}
 	names, paths := groupNames(plan, runengine.OperationCreate)
 	var rendered []string
+	var targets []attr.Value
 	var t *runTarget
 	for i, name := range names {
 		if name == "" {
 			return // known at apply
 		}
 		var pod string
-		if t, pod = r.planPod(ctx, plan, name, paths[i], resp); t == nil {
-			return
+		t, pod = r.planPod(ctx, plan, name, paths[i], resp)
+		targets = append(targets, plannedTarget(name, t, pod))
+		if t == nil {
+			rendered = append(rendered, "") // no pod known for all groups
+			continue
 		}
 		rendered = append(rendered, pod)
+	}
+	l, d := types.ListValue(plannedTargetType, targets)
+	if resp.Diagnostics.Append(d...); !d.HasError() {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_targets"), l)...)
 	}
 	if len(rendered) > 0 && rendered[0] != "" && !slices.ContainsFunc(rendered, func(p string) bool { return p != rendered[0] }) {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rendered_pod"), types.StringValue(rendered[0]))...)
@@ -788,19 +804,17 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if !resolveProject(ctx, &plan, false, &resp.Diagnostics) {
 		return
 	}
-	// The pod must be the one the plan showed, when the plan knew it: the
-	// group or label may have changed since (catalog signatures do not stop
-	// whoever holds the key).
-	hooks := runHooks{}
-	if !plan.RenderedPod.IsUnknown() && !plan.RenderedPod.IsNull() {
-		hooks.planned = plan.RenderedPod.ValueString()
-	}
+	// The cluster and pod must be the ones the plan showed, where the plan
+	// knew them: the group, its credential or the label may have changed
+	// since (catalog signatures do not stop whoever holds the key).
+	hooks := runHooks{planned: plannedTargets(plan)}
 	out, placed, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, hooks, &resp.Diagnostics)
 	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
 	plan.ContainerGroup = types.StringValue(placed)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
+	plan.PlannedTargets = targetsValue(out.Targets, &resp.Diagnostics)
 	r.record(&plan, out.Result, &resp.Diagnostics)
 	if plan.PlannedChanges.IsUnknown() {
 		plan.PlannedChanges = types.ObjectNull(plannedChangesType.AttrTypes) // no check ran at plan
@@ -815,8 +829,8 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 // kubeplay_run action streams them to Terraform's UI.
 type runHooks struct {
 	onLine, onEvent func(string)
-	// planned is the pod the plan showed (runengine.Request.Planned).
-	planned string
+	// planned are the targets the plan showed, by group (plannedTargets).
+	planned map[string]*runengine.Target
 }
 
 // execute runs playbook (or the command) once in a fresh pod of the run's
@@ -843,8 +857,7 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		},
 		OnEvent: hooks.onEvent,
 		Node:    plan.Node.ValueString(),
-		Planned: hooks.planned,
-	}, cands)
+	}, withPlanned(cands, hooks.planned))
 	if err != nil {
 		notStarted(err, groupsAt, diags)
 	}
@@ -909,11 +922,18 @@ func notStarted(err error, group path.Path, diags *diag.Diagnostics) {
 	var node *runengine.NodeError
 	var pm *runengine.PlanMismatchError
 	switch {
+	case errors.As(err, &pm) && pm.Cluster:
+		diags.AddAttributeError(path.Root("planned_targets"), "Run Target Differs From Plan", fmt.Sprintf("The cluster "+
+			"of container group %q, the server or CA of its credential, changed between plan and apply, so the run would "+
+			"send its pod, bundle and secrets somewhere the plan did not show. Nothing was created, claimed or sent. "+
+			"The difference, from the planned target to the one at apply:\n\n%s\nPlan again (terraform plan), check "+
+			"planned_targets, and apply that plan. If you did not make the change, find out who can write the catalog "+
+			"namespace before you do.", pm.Group, pm.Diff))
 	case errors.As(err, &pm):
 		diags.AddAttributeError(path.Root("rendered_pod"), "Run Pod Differs From Plan", fmt.Sprintf("Container group "+
 			"%q or the run's node label changed between plan and apply, so the run's pod is not the one the plan "+
 			"showed. Nothing was created, claimed or sent to a pod. The difference, from the planned pod to the pod "+
-			"at apply:\n\n%s\nPlan again (terraform plan), check rendered_pod, and apply that plan. If you did not "+
+			"at apply:\n\n%s\nPlan again (terraform plan), check rendered_pod and planned_targets, and apply that plan. If you did not "+
 			"make the change, find out who can write the catalog namespace before you do.", pm.Group, pm.Diff))
 	case errors.As(err, &node) && node.Busy:
 		diags.AddAttributeError(path.Root("node"), "Held Node Busy", err.Error()+". Nothing of the run is left, and "+

@@ -135,10 +135,11 @@ type Request struct {
 	// Node names a held node of the group (kubeplay_node) to run in,
 	// instead of a pod of the run's own; "" for none.
 	Node string
-	// Planned is the pod the plan showed (the run's rendered_pod), as YAML;
-	// "" when the plan did not know it. A run whose pod renders otherwise
-	// fails with *PlanMismatchError before anything is created or claimed.
-	Planned string
+	// Planned is the target the plan showed (the run's planned_targets and
+	// rendered_pod); nil when the plan did not know it. A run whose cluster
+	// or pod is otherwise fails with *PlanMismatchError before anything is
+	// created or claimed.
+	Planned *Target
 }
 
 // Outcome is what one execution gives.
@@ -146,6 +147,8 @@ type Outcome struct {
 	runner.Result
 	// Rendered is the pod as YAML, without its run label.
 	Rendered string
+	// Targets are the run's targets at apply, one per candidate in order.
+	Targets []Target
 	// Namespace is the run's namespace, for a namespace label.
 	Namespace string
 	// Warnings are clean-up failures that did not change the result:
@@ -183,9 +186,14 @@ func (e *Engine) prepare(ctx context.Context, req Request, out *Outcome) (*corev
 		return nil, err
 	}
 	out.Rendered, _ = podspec.ToYAML(pod)
-	// The pod's as planned, or nothing is created, claimed or sent: the
-	// warm pool claimed from is this pod's too.
-	if err := checkPlanned(req.Group.Name, req.Planned, out.Rendered); err != nil {
+	t := Target{Group: req.Group.Name, Pod: out.Rendered, PodSHA256: PodSHA256(out.Rendered)}
+	if e.clients != nil {
+		t.Server, t.CASHA256 = ClusterOf(e.clients.Config)
+	}
+	out.Targets = []Target{t}
+	// The cluster and pod are as planned, or nothing is created, claimed or
+	// sent: the warm pool claimed from is this pod's too.
+	if err := checkPlanned(req.Planned, t); err != nil {
 		return nil, err
 	}
 	pod.Labels[managed.LabelRun] = req.ID
@@ -238,6 +246,9 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 			claimed, b.Held = held, true
 			b.Local = PodLocal(held) // the node's label as it was when the node was made
 			out.Rendered, _ = podspec.ToYAML(CleanPod(held))
+			if len(out.Targets) == 1 {
+				out.Targets[0].Pod, out.Targets[0].PodSHA256 = out.Rendered, PodSHA256(out.Rendered)
+			}
 		}
 	}
 	if t, n := warmPool(req, pod); claimed == nil && n > 0 {

@@ -27,11 +27,17 @@ type Candidate struct {
 	// Priority orders the candidates, lower first (Nodepool's pool
 	// priority); nil counts as 0.
 	Priority *int64
+	// Planned is the group's target as the plan showed it; nil keeps the
+	// request's.
+	Planned *Target
 }
 
 // request is req for c.
 func (c Candidate) request(req Request) Request {
 	req.Group, req.Label = c.Group, c.Label
+	if c.Planned != nil {
+		req.Planned = c.Planned
+	}
 	return req
 }
 
@@ -110,6 +116,10 @@ func Place(ctx context.Context, req Request, cands []Candidate) (out Outcome, pl
 	e := cands[placed].Engine
 	defer func() { out.Warnings = append(out.Warnings, e.release(ctx, claims, recordOf(req.ID, out.Result))...) }()
 	out, err = e.runClaimed(ctx, cands[placed].request(req), pods[placed], outs[placed], tl)
+	out.Targets = nil
+	for i := range outs {
+		out.Targets = append(out.Targets, outs[i].Targets...)
+	}
 	return out, placed, err
 }
 
