@@ -235,3 +235,20 @@ resource "kubeplay_node" "n" {
 		},
 	})
 }
+
+// TestAccProvider_previousCatalogKeyInvalid: a previous key that is too
+// short, or not base64 after "base64:", fails the plan at its entry. It
+// needs no cluster, so it runs in plain go test.
+func TestAccProvider_previousCatalogKeyInvalid(t *testing.T) {
+	cfg := func(prev string) string {
+		return fmt.Sprintf("provider \"kubeplay\" {\n  host                  = \"https://127.0.0.1:1\"\n  previous_catalog_keys = [%q]\n}\n", prev) +
+			"resource \"kubeplay_credential\" \"test\" {\n  name = \"x\"\n  kind = \"provider\"\n}\n"
+	}
+	resource.UnitTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: cfg("short"), PlanOnly: true, ExpectError: expectError(`(?s)Invalid Previous Catalog Key.*needs at least 32 bytes, got 5`)},
+			{Config: cfg("base64:!!"), PlanOnly: true, ExpectError: expectError(`(?s)Invalid Previous Catalog Key.*must be base64`)},
+		},
+	})
+}
