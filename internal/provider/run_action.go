@@ -61,7 +61,7 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"was just created as tainted so that the next apply replaces it; `continue` turns the error into a warning and " +
 	"the apply goes on.\n\n" +
 	"An action has no plan of its pod: Terraform plans an action's invocation, not what it renders, so there is no " +
-	"`rendered_pod` to hold it to as the resource is. It uses its container group and node label as the catalog " +
+	"`rendered_pod` or `planned_targets` (cluster and pod) to hold it to as the resource is. It uses its container group and node label as the catalog " +
 	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
 	"that runs must be the one a reviewed plan showed.\n\n" +
 	"The inputs are the resource's, with its names, defaults and validation, but for `triggers` and `destroy_playbook`, which " +
