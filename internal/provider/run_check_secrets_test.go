@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -84,10 +85,12 @@ resource "kubeplay_run" "test" {
 	env := []string{"TF_VAR_key=" + c.key, "TF_VAR_vault_pw=" + vaultPW, "TF_LOG=trace", "TF_LOG_PATH=" + logFile}
 	tf := func(args ...string) string {
 		t.Helper()
+		start := time.Now()
 		out, err := terraformCommand(terraformBin, cliConfig, dir, env, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		t.Logf("terraform %s: %s", args[0], time.Since(start).Round(time.Millisecond))
 		return string(out)
 	}
 	secrets := map[string]string{"the vaulted variable": vaulted, "the file's old secret": fileSecret}
@@ -201,7 +204,7 @@ resource "kubeplay_run" "test" {
 
 	// With plan_check_diffs, the plan of a new run shows the diffs: its
 	// vaulted value, and the file's old content put back.
-	tf("destroy", "-input=false", "-no-color", "-auto-approve")
+	tf("destroy", "-input=false", "-no-color", "-auto-approve", "-target=kubeplay_run.test")
 	if _, err := c.exec(putSecret + " && rm -f " + checkFile); err != nil {
 		t.Fatal(err)
 	}
