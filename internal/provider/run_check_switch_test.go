@@ -4,12 +4,21 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 )
@@ -111,7 +120,6 @@ func TestAccRun_planCheckSwitches(t *testing.T) {
 			t.Errorf("%s: planned_changes %v, want %s for both runs", what, got, v)
 		}
 	}
-	tf(terraformBin, nil, e.switchConfig(group, ns, "", ""), "init", "-input=false", "-no-color")
 	tf(terraformBin, nil, e.switchConfig(group, ns, "", ""), "apply", "-input=false", "-no-color", "-auto-approve",
 		"-target=kubeplay_container_group.g")
 	plan := []string{"plan", "-input=false", "-no-color", "-out=tfplan"}
@@ -123,7 +131,7 @@ func TestAccRun_planCheckSwitches(t *testing.T) {
 		t.Errorf("group default, group_default_plan_checks unset: %d check pods", n)
 	}
 	want("group default, group_default_plan_checks unset", planned(nil), "null")
-	if strings.Contains(out, "Warning:") {
+	if strings.Contains(out, "Warning: Playbook Check") || strings.Contains(out, "Warning: Plan-Time Checks") {
 		t.Errorf("group default, group_default_plan_checks unset: a warning:\n%s", out)
 	}
 
@@ -163,4 +171,87 @@ func TestAccRun_planCheckSwitches(t *testing.T) {
 	want("group_default_plan_checks = true", planned(nil), "1")
 
 	tf(terraformBin, nil, e.switchConfig(group, ns, "", ""), "destroy", "-input=false", "-no-color", "-auto-approve")
+}
+
+// runDiagnostics records the diagnostics of the provider's plans of runs,
+// which terraform-plugin-testing does not show.
+type runDiagnostics struct {
+	mu    sync.Mutex
+	diags []*tfprotov6.Diagnostic
+}
+
+type runRecordingServer struct {
+	tfprotov6.ProviderServer
+	rec *runDiagnostics
+}
+
+func (s *runRecordingServer) PlanResourceChange(ctx context.Context, req *tfprotov6.PlanResourceChangeRequest) (*tfprotov6.PlanResourceChangeResponse, error) {
+	resp, err := s.ProviderServer.PlanResourceChange(ctx, req)
+	if resp != nil && req.TypeName == "kubeplay_run" {
+		s.rec.mu.Lock()
+		s.rec.diags = append(s.rec.diags, resp.Diagnostics...)
+		s.rec.mu.Unlock()
+	}
+	return resp, err
+}
+
+// count is how many recorded diagnostics have summary.
+func (r *runDiagnostics) count(summary string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, d := range r.diags {
+		if d.Summary == summary {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAccRun_planCheckInvocationUnknown serves the provider as New does,
+// with the real invocation: its parent is go test, which is not Terraform,
+// so a plan of two runs with plan_check = "changes" checks neither (no pod,
+// planned_changes unknown) and warns once.
+func TestAccRun_planCheckInvocationUnknown(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-checkinv")
+	group := randName("grp")
+	rec := &runDiagnostics{}
+	factories := map[string]func() (tfprotov6.ProviderServer, error){
+		"kubeplay": func() (tfprotov6.ProviderServer, error) {
+			s, err := providerserver.NewProtocol6WithError(New("test")())()
+			return &runRecordingServer{ProviderServer: s, rec: rec}, err
+		},
+	}
+	cfg := strings.TrimPrefix(e.switchConfig(group, ns, planCheckChanges, ""), cliRequiredProviders)
+	var pods *runPodCounter
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: e.runGroup(group, ns), Check: func(*terraform.State) error { pods = e.countRunPods(ns); return nil }},
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectUnknownValue("kubeplay_run.a", tfjsonpath.New("planned_changes")),
+					plancheck.ExpectUnknownValue("kubeplay_run.b", tfjsonpath.New("planned_changes")),
+					planCheckFunc(func() error {
+						if n := pods.n(); n != 0 {
+							return fmt.Errorf("%d check pods during the plan", n)
+						}
+						if n := rec.count("Playbook Checks Not Run"); n != 1 {
+							return fmt.Errorf("%d warnings Playbook Checks Not Run in the plan, want 1", n)
+						}
+						return nil
+					}),
+				}},
+			},
+		},
+	})
+}
+
+// planCheckFunc is a plan check that f makes.
+type planCheckFunc func() error
+
+func (f planCheckFunc) CheckPlan(_ context.Context, _ plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	resp.Error = f()
 }
