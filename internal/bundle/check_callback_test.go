@@ -46,6 +46,12 @@ func TestStatsCallbackCheckMode(t *testing.T) {
       check_mode: false
     - name: not checkable
       ansible.builtin.command: "true"
+    - name: no_log
+      ansible.builtin.copy: {dest: "` + target + `.hidden", content: "hidden=1\n"}
+      no_log: true
+    - name: no diff
+      ansible.builtin.copy: {dest: "` + target + `.nodiff", content: "nodiff=1\n"}
+      diff: false
 `
 	if err := os.WriteFile(filepath.Join(dir, "play.yml"), []byte(playbook), 0o644); err != nil {
 		t.Fatal(err)
@@ -82,7 +88,7 @@ func TestStatsCallbackCheckMode(t *testing.T) {
 		t.Fatal("no check in check mode")
 	}
 	c := r.Check
-	if c.ChangeCount != 2 || len(c.Changes) != 2 || c.NotCheckable != 1 {
+	if c.ChangeCount != 4 || len(c.Changes) != 4 || c.NotCheckable != 1 {
 		t.Fatalf("check %+v", c)
 	}
 	for _, leak := range []string{secret, "word=old", "word=new", "b=2"} {
@@ -101,8 +107,17 @@ func TestStatsCallbackCheckMode(t *testing.T) {
 
 	// With KUBEPLAY_CHECK_DIFFS=1 (plan_check_diffs) the text too.
 	d := run(true, "--check", "--diff").Check
-	if d == nil || len(d.Changes) != 2 {
+	if d == nil || len(d.Changes) != 4 {
 		t.Fatalf("check %+v", d)
+	}
+	// no_log and diff: false keep a task's diff out, size and all.
+	for _, h := range d.Changes[2:] {
+		if h.Diff != "" || h.DiffSize != 0 || h.LinesAdded != 0 || h.LinesRemoved != 0 {
+			t.Errorf("task %q: %+v, want no diff and no size", h.Task, h)
+		}
+	}
+	if strings.Contains(string(raw), "hidden=1") || strings.Contains(string(raw), "nodiff=1") {
+		t.Errorf("the stats document holds a diff of a task with no_log or diff: false: %s", raw)
 	}
 	dw := d.Changes[0]
 	if !strings.Contains(dw.Diff, "-word=old") || !strings.Contains(dw.Diff, "+word=new") || !strings.Contains(dw.Diff, "-token="+secret) ||
