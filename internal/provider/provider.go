@@ -285,7 +285,9 @@ func (p *kubeplayProvider) Configure(ctx context.Context, req provider.Configure
 		pool:             kubeclient.NewPool(),
 		catalogNamespace: DefaultCatalogNamespace,
 		version:          p.version,
-		invocation:       p.invocation(),
+	}
+	if p.invocation != nil { // else unknown: no check
+		data.invocation = p.invocation()
 	}
 	data.connect = connect.New(data.pool, data.clients, data.catalog, m.execPluginCredentials())
 	resp.DataSourceData = data
