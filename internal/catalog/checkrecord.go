@@ -69,6 +69,10 @@ const (
 	// GoneDeleted: the index lists the record as live, but its ConfigMap is
 	// not there (deleted outside kubeplay).
 	GoneDeleted = "deleted"
+	// GoneSuperseded: a later plan of the same configuration could not
+	// check, so its apply must not take the old record's absence for a
+	// saved plan's.
+	GoneSuperseded = "superseded"
 )
 
 // ErrIndexReset: the index did not open with the catalog key (edited, or
@@ -345,7 +349,7 @@ func (x checkIndex) gone(name string, now time.Time) *CheckRecordGoneError {
 		}
 		return &CheckRecordGoneError{Name: name, Why: GoneDeleted, Written: time.Unix(e.W, 0)}
 	}
-	if e, ok := x.Gone[name]; ok && e.Why != GoneApplied {
+	if e, ok := x.Gone[name]; ok && e.Why != GoneApplied && e.Why != GoneSuperseded {
 		return &CheckRecordGoneError{Name: name, Why: e.Why, At: time.Unix(e.At, 0), Written: time.Unix(e.W, 0)}
 	}
 	return nil
@@ -396,6 +400,40 @@ func (s *Store) PutCheckRecord(ctx context.Context, name string, doc []byte, ttl
 		return err
 	}
 	return ierr
+}
+
+// SupersedeCheckRecord marks record name, when it is gone (expired,
+// evicted or deleted), as superseded: a plan of the same configuration ran
+// no check, so an apply that finds no record is that plan's and not a
+// saved plan's whose record is gone. A record that is there stays.
+func (s *Store) SupersedeCheckRecord(ctx context.Context, name string) error {
+	if _, err := s.GetCheckRecord(ctx, name); err == nil {
+		return nil
+	}
+	g, err := s.CheckRecordGone(ctx, name)
+	if g == nil || err != nil {
+		if errors.Is(err, ErrIndexReset) {
+			return nil // the next write starts the index afresh
+		}
+		return err
+	}
+	key, err := s.Key(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.updateIndex(ctx, key, func(x *checkIndex, now time.Time) {
+		e, ok := x.Live[name]
+		if !ok {
+			e = x.Gone[name]
+		}
+		delete(x.Live, name)
+		e.At, e.Why = now.Unix(), GoneSuperseded
+		x.Gone[name] = e
+	})
+	if errors.Is(err, ErrIndexReset) {
+		return nil
+	}
+	return err
 }
 
 // DeleteCheckRecord deletes record name, which a run's create used, if

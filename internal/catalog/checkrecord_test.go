@@ -370,3 +370,46 @@ func TestCheckRecordNotOwned(t *testing.T) {
 		}
 	}
 }
+
+// A plan of the same configuration that ran no check supersedes the record
+// an older check left gone, so that its apply is not refused as a saved
+// plan's; a record that is there is left alone.
+func TestCheckRecordSuperseded(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	s := keyedStore(t, kube, "k")
+	cms := kube.CoreV1().ConfigMaps(ns)
+	if err := s.PutCheckRecord(ctx, "kubeplay-check-live", []byte(`{}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SupersedeCheckRecord(ctx, "kubeplay-check-live"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetCheckRecord(ctx, "kubeplay-check-live"); err != nil {
+		t.Errorf("a record that is there was superseded: %v", err)
+	}
+	if err := s.PutCheckRecord(ctx, "kubeplay-check-x", []byte(`{}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "kubeplay-check-x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.CheckRecordGone(ctx, "kubeplay-check-x"); g == nil || err != nil {
+		t.Fatalf("a deleted record before it is superseded: %v, %v", g, err)
+	}
+	if err := s.SupersedeCheckRecord(ctx, "kubeplay-check-x"); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.CheckRecordGone(ctx, "kubeplay-check-x"); g != nil || err != nil {
+		t.Errorf("a superseded record still reads as gone: %v, %v", g, err)
+	}
+	// A record never written: nothing to do, and no index write.
+	before, _ := cms.Get(ctx, CheckIndexName, metav1.GetOptions{})
+	if err := s.SupersedeCheckRecord(ctx, "kubeplay-check-never"); err != nil {
+		t.Fatal(err)
+	}
+	// The index is sealed with a fresh nonce at each write.
+	if after, _ := cms.Get(ctx, CheckIndexName, metav1.GetOptions{}); after.Data[checkIndexData] != before.Data[checkIndexData] {
+		t.Errorf("superseding a record never written wrote the index")
+	}
+}

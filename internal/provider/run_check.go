@@ -356,6 +356,7 @@ func (r *runResource) planCreateCheck(ctx context.Context, req resource.ModifyPl
 	}
 	res, ok := r.runCheck(ctx, req.Config, *plan, &resp.Diagnostics)
 	if !ok {
+		r.supersedeCheck(ctx, key)
 		return
 	}
 	r.storeCheck(ctx, key, res, &resp.Diagnostics)

@@ -270,3 +270,16 @@ func (r *runResource) deleteCheck(ctx context.Context, config tfsdk.Config, plan
 		tflog.Warn(ctx, "deleting a plan-time check's record failed; it expires by itself", map[string]any{"record": name, "error": err.Error()})
 	}
 }
+
+// supersedeCheck tells the index that this plan of the configuration ran no
+// check, so that its apply does not take an older check's expired record
+// for a saved plan's.
+func (r *runResource) supersedeCheck(ctx context.Context, name string) {
+	s, err := r.data.catalog()
+	if err == nil {
+		err = s.SupersedeCheckRecord(ctx, name)
+	}
+	if err != nil {
+		tflog.Warn(ctx, "marking a plan-time check's old record as superseded failed", map[string]any{"record": name, "error": err.Error()})
+	}
+}

@@ -398,7 +398,8 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check", "plan_check_diffs"} {
 		var v attr.Value
 		diags.Append(config.GetAttribute(ctx, path.Root(name), &v)...)
-		if v != nil && !v.IsNull() {
+		// plan_check_diffs = false is its default, which the action's config carries too.
+		if b, isBool := v.(types.Bool); v != nil && !v.IsNull() && (!isBool || !b.IsUnknown() && b.ValueBool()) {
 			diags.AddAttributeError(path.Root(name), "Attribute Needs A Playbook",
 				name+" applies to ansible-playbook, but this run has a command. Remove it, or use playbook instead of command.")
 		}

@@ -319,6 +319,8 @@ func TestAccRun_planErrors(t *testing.T) {
   env = { "1BAD" = "x" }`, `(?s)Invalid Environment Variable Name`},
 		{`command = ["true"]
   limit = ["web"]`, `(?s)Attribute Needs A Playbook.*limit`},
+		{`command = ["true"]
+  plan_check_diffs = true`, `(?s)Attribute Needs A Playbook.*plan_check_diffs`},
 		// Ansible splits on commas: one element would silently be two tags.
 		{`playbook = "x"
   tags = ["deploy", "a,b"]`, `(?s)Invalid Tag.*tags\[1\] is "a,b", but Ansible splits tags on commas.*\["a", "b"\]`},
