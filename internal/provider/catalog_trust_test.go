@@ -278,6 +278,27 @@ func TestAccRun_groupChangedAfterPlan(t *testing.T) {
 // TestHelperForgeGroup is not a test: TestAccRun_groupChangedDuringApply
 // runs the test binary with it from a local-exec provisioner, to forge the
 // group after Terraform applied it and before it applies the run.
+// forgeGroupHCL is a terraform_data resource whose provisioner runs
+// TestHelperForgeGroup on group when kubeplay_container_group.<addr>'s
+// max_concurrent_runs changes: a rewrite by someone holding the catalog
+// key, in the middle of an apply.
+func (e *testEnv) forgeGroupHCL(exe, group, addr string) string {
+	return fmt.Sprintf(`
+resource "terraform_data" "forge" {
+  triggers_replace = [kubeplay_container_group.%s.max_concurrent_runs]
+  provisioner "local-exec" {
+    command = "%s -test.run='^TestHelperForgeGroup$' -test.count=1"
+    environment = {
+      KUBEPLAY_PLAN_FORGE      = "1"
+      KUBEPLAY_PLAN_CATALOG    = %q
+      KUBEPLAY_PLAN_GROUP      = %q
+      KUBEPLAY_TEST_KUBECONFIG = %q
+    }
+  }
+}
+`, addr, exe, e.catalog, group, e.kubeconfig)
+}
+
 func TestHelperForgeGroup(t *testing.T) {
 	if os.Getenv("KUBEPLAY_PLAN_FORGE") != "1" {
 		t.Skip("a helper of TestAccRun_groupChangedDuringApply")
@@ -314,26 +335,13 @@ resource "kubeplay_container_group" "g" {
 }
 `, group, ns, acctest.TestImage(), runs)
 	}
-	forger := fmt.Sprintf(`
-resource "terraform_data" "forge" {
-  triggers_replace = [kubeplay_container_group.g.max_concurrent_runs]
-  provisioner "local-exec" {
-    command = "%s -test.run='^TestHelperForgeGroup$' -test.count=1"
-    environment = {
-      KUBEPLAY_PLAN_FORGE      = "1"
-      KUBEPLAY_PLAN_CATALOG    = %q
-      KUBEPLAY_PLAN_GROUP      = %q
-      KUBEPLAY_TEST_KUBECONFIG = %q
-    }
-  }
-}
-
+	forger := e.forgeGroupHCL(exe, group, "g") + `
 resource "kubeplay_run" "test" {
   container_group = kubeplay_container_group.g.name
   command         = ["sh", "-c", "echo ran"]
   depends_on      = [terraform_data.forge]
 }
-`, exe, e.catalog, group, e.kubeconfig)
+`
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy:             e.checkNoRunPods(ns),

@@ -133,15 +133,15 @@ func TestCheckSummaryNoDiffs(t *testing.T) {
 	if strings.Contains(string(raw), secret) {
 		t.Errorf("the kept result holds the diff: %s", raw)
 	}
-	task := res.value().Attributes()["tasks"].(types.List).Elements()[0].(types.Object).Attributes()
-	if !task["diff"].IsNull() || task["diff_size"].(types.Int64).ValueInt64() != 48 ||
-		task["lines_added"].(types.Int64).ValueInt64() != 1 || task["lines_removed"].(types.Int64).ValueInt64() != 1 {
+	task := firstPlannedTask(t, res)
+	if !task["diff"].IsNull() || task["diff_size"].String() != "48" ||
+		task["lines_added"].String() != "1" || task["lines_removed"].String() != "1" {
 		t.Errorf("planned task %v", task)
 	}
 	// With plan_check_diffs the diff is kept.
 	with := checkResultOf(&bundle.Check{ChangeCount: 1, Changes: res.Tasks[:1]}, true)
 	with.Tasks[0].Diff = "+password=" + secret + "\n"
-	if task := with.value().Attributes()["tasks"].(types.List).Elements()[0].(types.Object).Attributes(); task["diff"].(types.String).ValueString() != with.Tasks[0].Diff {
+	if task := firstPlannedTask(t, with); task["diff"].String() != strconv.Quote(with.Tasks[0].Diff) {
 		t.Errorf("with plan_check_diffs, diff %v", task["diff"])
 	}
 }
@@ -256,4 +256,18 @@ func TestPlanTimeoutKey(t *testing.T) {
 	if d := planTimeout(obj(types.StringNull())); d != defaultPlanCheckTimeout {
 		t.Errorf("plan unset: %s", d)
 	}
+}
+
+// firstPlannedTask is the first task of res as planned_changes has it.
+func firstPlannedTask(t *testing.T, res checkResult) map[string]attr.Value {
+	t.Helper()
+	tasks, ok := res.value().Attributes()["tasks"].(types.List)
+	if !ok || len(tasks.Elements()) == 0 {
+		t.Fatalf("planned_changes has no tasks: %v", res.value())
+	}
+	task, ok := tasks.Elements()[0].(types.Object)
+	if !ok {
+		t.Fatalf("a planned task is %T", tasks.Elements()[0])
+	}
+	return task.Attributes()
 }

@@ -136,26 +136,13 @@ resource "kubeplay_container_group" "g2" {
 }
 `, g1, ns1, acctest.TestImage(), runs, g2, ns2)
 	}
-	run := fmt.Sprintf(`
-resource "terraform_data" "forge" {
-  triggers_replace = [kubeplay_container_group.g2.max_concurrent_runs]
-  provisioner "local-exec" {
-    command = "%s -test.run='^TestHelperForgeGroup$' -test.count=1"
-    environment = {
-      KUBEPLAY_PLAN_FORGE      = "1"
-      KUBEPLAY_PLAN_CATALOG    = %q
-      KUBEPLAY_PLAN_GROUP      = %q
-      KUBEPLAY_TEST_KUBECONFIG = %q
-    }
-  }
-}
-
+	run := e.forgeGroupHCL(exe, g2, "g2") + `
 resource "kubeplay_run" "test" {
   container_groups = [kubeplay_container_group.g1.name, kubeplay_container_group.g2.name]
   command          = ["sh", "-c", "echo ran"]
   depends_on       = [terraform_data.forge]
 }
-`, exe, e.catalog, g2, e.kubeconfig)
+`
 	digest := knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f]{64}$`))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
