@@ -73,7 +73,8 @@ var RunPermissions = []Permission{
 var WarmPermissions = []Permission{
 	{Verb: "update", Resource: "pods", Why: "a run claims a warm pod by giving it the run's labels and deadline, " +
 		"conditioned on the pod's resourceVersion so that two runs never claim one pod; kubeplay signs each warm " +
-		"pod and held node's pod it creates (its UID and spec) with an update, so that only pods it made are claimed"},
+		"pod and held node's pod it creates (its UID and spec) with an update, so that only pods it made are claimed, " +
+		"and each run pod, so that the orphan sweep deletes only pods it made"},
 }
 
 // RoleRules are the rules of the Role that grants RunPermissions and
