@@ -63,12 +63,23 @@ func RunPods(ctx context.Context, kube kubernetes.Interface, g Group, now time.T
 			continue
 		}
 		out = append(out, RunPod{
-			Name: p.Name, RunID: id, Node: p.Spec.NodeName, Phase: p.Status.Phase,
+			Name: p.Name, RunID: id, Node: p.Spec.NodeName, Phase: knownPhase(p.Status.Phase),
 			Created: p.CreationTimestamp.Time, Liveness: liveness(p, now, ledgers, claims[id]),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
+}
+
+// knownPhase is phase when it is one of the API's, else Unknown: whoever may
+// update a pod's status may write any text there, which terraform query
+// would show.
+func knownPhase(phase corev1.PodPhase) corev1.PodPhase {
+	switch phase {
+	case corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed:
+		return phase
+	}
+	return corev1.PodUnknown
 }
 
 func liveness(p *corev1.Pod, now time.Time, ledgers, claimed bool) Liveness {

@@ -68,3 +68,21 @@ func TestRunPodsLiveness(t *testing.T) {
 		t.Errorf("a group without ledgers: %+v, %v; want one pod of unknown liveness (running)", pods, err)
 	}
 }
+
+// A pod's phase is any text its status writer sets: terraform query shows
+// only the API's phases, anything else as Unknown.
+func TestRunPodsPhaseIsTheAPIs(t *testing.T) {
+	forged := runPod("forged", "runs", "g", corev1.PodPhase("Running\x1b]8;;https://example.com\x07"), time.Second)
+	kube := fake.NewClientset(forged, runPod("ok", "runs", "g", corev1.PodSucceeded, time.Second))
+	pods, err := RunPods(context.Background(), kube, Group{Name: "g", Namespace: "runs"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]corev1.PodPhase{}
+	for _, p := range pods {
+		got[p.RunID] = p.Phase
+	}
+	if got["forged"] != corev1.PodUnknown || got["ok"] != corev1.PodSucceeded {
+		t.Errorf("phases %q, want forged Unknown and ok Succeeded", got)
+	}
+}
