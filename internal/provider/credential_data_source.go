@@ -77,7 +77,7 @@ func (d *credentialDataSource) Schema(_ context.Context, _ datasource.SchemaRequ
 			"allow_exec_plugin": schema.BoolAttribute{
 				MarkdownDescription: "For `kubeconfig`: whether the credential declares that its kubeconfig's `exec` " +
 					"credential plugin may run. It lets the plugin run only where the provider of the workspace that uses " +
-					"the credential also lists it in `exec_plugin_credentials`.",
+					"the credential also pins it in `exec_plugin_credentials` by its `exec_sha256`.",
 				Computed: true,
 			},
 			"exec_sha256": computed("For `kubeconfig`: the SHA-256 of the kubeconfig's `exec` blocks as the catalog holds " +

@@ -109,7 +109,7 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"`context`. It is read back from the catalog Secret by every workspace that uses the credential, so it may " +
 			"hold only inline data (no `auth-provider`, no file paths); an `exec` plugin only with " +
 			"`allow_exec_plugin = true`, and it runs where the credential is used only when that workspace's provider " +
-			"lists it in `exec_plugin_credentials`.\n" +
+			"pins it in `exec_plugin_credentials` by its `exec_sha256`.\n" +
 			"* `provider`: the provider's own connection.\n" +
 			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
 			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
