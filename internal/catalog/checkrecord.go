@@ -168,9 +168,13 @@ func (x *checkIndex) prune(now time.Time) []sweep {
 	return out
 }
 
-// bury moves live record name to the tombstones.
+// bury moves record name, live or a tombstone already, to the tombstones
+// with why.
 func (x *checkIndex) bury(name, why string, at int64) sweep {
-	e := x.Live[name]
+	e, ok := x.Live[name]
+	if !ok {
+		e = x.Gone[name]
+	}
 	delete(x.Live, name)
 	e.At, e.Why = at, why
 	x.Gone[name] = e
@@ -422,13 +426,7 @@ func (s *Store) SupersedeCheckRecord(ctx context.Context, name string) error {
 		return err
 	}
 	err = s.updateIndex(ctx, key, func(x *checkIndex, now time.Time) {
-		e, ok := x.Live[name]
-		if !ok {
-			e = x.Gone[name]
-		}
-		delete(x.Live, name)
-		e.At, e.Why = now.Unix(), GoneSuperseded
-		x.Gone[name] = e
+		x.bury(name, GoneSuperseded, now.Unix())
 	})
 	if errors.Is(err, ErrIndexReset) {
 		return nil
@@ -446,13 +444,7 @@ func (s *Store) DeleteCheckRecord(ctx context.Context, name string) error {
 		return err
 	}
 	ierr := s.updateIndex(ctx, key, func(x *checkIndex, now time.Time) {
-		e, ok := x.Live[name]
-		if !ok {
-			e = x.Gone[name]
-		}
-		delete(x.Live, name)
-		e.At, e.Why = now.Unix(), GoneApplied
-		x.Gone[name] = e
+		x.bury(name, GoneApplied, now.Unix())
 	})
 	if _, err := managed.DeleteOwned(ctx, s.kube.CoreV1().ConfigMaps(s.namespace), name, managed.LabelComponent, ComponentCheckRecord); err != nil {
 		return err

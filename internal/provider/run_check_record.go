@@ -209,7 +209,8 @@ func (r *runResource) checkGone(ctx context.Context, name string, loadErr error)
 		return ""
 	case gone.Why == catalog.GoneDeleted && loadErr != nil && !errors.Is(loadErr, catalog.ErrNotFound):
 		// Listed as live: it may be there, but reading it failed.
-		return fmt.Sprintf("reading the check's record %s failed: %v", name, loadErr)
+		return fmt.Sprintf("reading the check's record %s failed: %v (if the provider's credential lacks get on "+
+			"ConfigMaps in the catalog namespace, grant it; if the error was passing, apply the saved plan again)", name, loadErr)
 	}
 	return gone.Error()
 }
