@@ -193,7 +193,7 @@ func (r *runResource) checkGone(ctx context.Context, name string, loadErr error)
 		return gone.Error()
 	case errors.Is(loadErr, catalog.ErrTampered):
 		return fmt.Sprintf("the check's record %s in namespace %s does not open with the catalog key: it was changed "+
-			"outside kubeplay, or the catalog key changed since the plan", name, r.data.catalogNamespace)
+			"outside kubeplay, the catalog key changed since the plan, or another kubeplay version wrote it", name, r.data.catalogNamespace)
 	}
 	s, err := r.data.catalog()
 	if err != nil {
