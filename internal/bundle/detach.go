@@ -241,7 +241,8 @@ kp_follow() {
       if [ -n "$first" ] && [ "$first" -gt "$i" ]; then echo "kp-lost $((i * @S@ + k)) $((first * @S@))" >&2; kp_stop; fi
     fi
     if [ -e "$R/size" ]; then
-      read -r n <"$R/size"
+      n=; read -r n <"$R/size"
+      case $n in ''|*[!0-9]*) [ -e "$R/result" ] && break; IFS= read -r _ <&6; continue ;; esac
       [ $((i * @S@ + k)) -ge "$n" ] && break
       continue
     fi
@@ -284,7 +285,8 @@ kp_write() {
     fi
     kp_wake
   done
-  echo $((i * @S@ + w)) >"$R/size"
+  # Renamed into place: a follower never reads it half written.
+  echo $((i * @S@ + w)) >"$R/size.tmp" && mv -f "$R/size.tmp" "$R/size"
   kp_wake
 }
 kp_watch() {

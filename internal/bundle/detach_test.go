@@ -575,3 +575,53 @@ func FuzzParseControl(f *testing.F) {
 		}
 	})
 }
+
+// TestFollowSizeHalfWritten: a follower that finds the size file before it
+// holds a number (as a non-atomic write would leave it, or any process of
+// the run could) waits for the next wake-up instead of comparing with
+// nothing: sh would print "[: Illegal number" into the stream the
+// provider reads, in a loop. Then it sends the output once and the result.
+func TestFollowSizeHalfWritten(t *testing.T) {
+	dir := runDir(t)
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bdir := extract(t, &Bundle{Command: []string{"true"}, Marker: testMarker})
+	if err := os.Symlink(bdir, filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"out/0": "abc\n", "size": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := follow(t, dir, 0)
+	for end := time.Now().Add(10 * time.Second); len(s.output()) < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no output in 10 s; stderr %q", s.before.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the follower now reads the empty size
+	for name, content := range map[string]string{"size": "4\n",
+		"result": `{"rc":0,"oom_kills":0,"output_size":4,"abandoned":false}` + "\nnull\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wakes, _ := filepath.Glob(filepath.Join(dir, "w.*"))
+	for _, w := range wakes {
+		f, err := os.OpenFile(w, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.WriteString("\n")
+		_ = f.Close()
+	}
+	r := s.finish()
+	if s.output() != "abc\n" || r.OutputSize != 4 || r.ExitCode != 0 {
+		t.Errorf("output %q, result %+v", s.output(), r)
+	}
+	if b := s.before.String(); strings.Contains(b, "Illegal") || strings.Contains(b, "[:") {
+		t.Errorf("the follower printed a shell error: %q", b)
+	}
+}
