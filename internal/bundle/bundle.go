@@ -66,12 +66,15 @@ const DefaultInventory = "localhost ansible_connection=local ansible_python_inte
 
 // reserved names the files map may not use.
 var reserved = []string{ScriptName, PlaybookName, varsName, secretVars, secretEnvName, callbackDir, statsName, kubeconfig, "inventory", "inventory.yml",
-	secretDir, ProjectDir, requirementsName, galaxyDir}
+	secretDir, ProjectDir, requirementsName, galaxyDir, onlyHostsName, sliceInventory, hostsDir}
 
 // Bundle is one run's payload.
 type Bundle struct {
 	// Playbook is the playbook's content; empty in command mode.
 	Playbook string
+	// AdHoc, instead of a playbook, runs one module as the ansible
+	// command does (adhoc.go).
+	AdHoc *AdHoc
 	// Command runs instead of ansible-playbook when set.
 	Command []string
 	// Files maps relative paths to content, for roles, templates and the like.
@@ -141,6 +144,20 @@ type Bundle struct {
 	// logs): the run has secrets, which only the provider redacts. The log
 	// then says so instead.
 	PrivateOutput bool
+
+	// Slice (from 1) of Slices: with Slices > 1 the run targets the hosts
+	// at the positions p, from 0, of its sorted host list with p % Slices
+	// == Slice-1, as AWX slices a job (hosts.go).
+	Slice, Slices int
+	// OnlyHosts, when not nil, restricts the run to those of its hosts
+	// named here exactly (before slicing): a re-run of the hosts that
+	// failed. An empty list runs no host.
+	OnlyHosts []string
+	// ExpectHostsSHA256, when set and the run lists its hosts (Slices,
+	// OnlyHosts), is asked for the digest of the host list as the bundle is
+	// written: a run whose own list differs ends with ExitHostsChanged
+	// before its playbook. "" expects none.
+	ExpectHostsSHA256 func() string
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -198,8 +215,19 @@ func ValidateEnvName(n string) error {
 }
 
 func (b *Bundle) validate() error {
-	if n := btoi(b.Playbook != "") + btoi(b.ProjectPlaybook != "") + btoi(len(b.Command) > 0); n != 1 {
-		return errors.New("a bundle needs exactly one of a playbook and a command (a playbook is inline or a project path)")
+	if b.AdHoc != nil {
+		if b.Playbook != "" || b.ProjectPlaybook != "" || len(b.Command) > 0 {
+			return errors.New("an ad hoc run is its own playbook: it takes no playbook or command")
+		}
+		if err := b.AdHoc.validate(); err != nil {
+			return err
+		}
+	}
+	if n := btoi(b.hasInline()) + btoi(b.ProjectPlaybook != "") + btoi(len(b.Command) > 0); n != 1 {
+		return errors.New("a bundle needs exactly one of a playbook and a command (a playbook is inline or a project path, or an ad hoc run's)")
+	}
+	if err := b.validateHostStep(); err != nil {
+		return err
 	}
 	if err := b.ValidateProject(); err != nil {
 		return err
@@ -323,6 +351,10 @@ func (b *Bundle) write(w io.Writer, shape bool) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
+	want, err := b.expectedHosts(shape)
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(w)
 	add := func(name string, mode int64, content []byte) error { return addFile(tw, name, mode, content) }
 	if err := b.writeProject(tw, shape); err != nil {
@@ -363,12 +395,15 @@ func (b *Bundle) write(w io.Writer, shape bool) error {
 		invName = "inventory.yml"
 	}
 	files := []bundleFile{
-		{ScriptName, 0o700, []byte(b.script(invName))},
+		{ScriptName, 0o700, []byte(b.script(invName, want))},
 		{invName, 0o644, []byte(inv)},
 		{callbackDir + "/kubeplay_stats.py", 0o644, statsCallback},
 	}
-	if b.Playbook != "" {
-		files = append(files, bundleFile{b.filesPrefix() + b.playbookArg(), 0o644, []byte(b.Playbook)})
+	if b.hasInline() {
+		files = append(files, bundleFile{b.filesPrefix() + b.playbookArg(), 0o644, b.inlinePlaybook()})
+	}
+	if b.OnlyHosts != nil {
+		files = append(files, bundleFile{onlyHostsName, 0o644, b.onlyHostsFile()})
 	}
 	if len(b.ExtraVars) > 0 {
 		files = append(files, bundleFile{varsName, 0o644, b.ExtraVars})
@@ -416,9 +451,37 @@ func exports(env map[string]string) string {
 	return sb.String()
 }
 
-// Args returns ansible-playbook's arguments for the bundle.
+// hasInline is true when the bundle ships its playbook (inlinePlaybook).
+func (b *Bundle) hasInline() bool { return b.Playbook != "" || b.AdHoc != nil }
+
+// inlinePlaybook is the playbook the bundle ships: Playbook, or the ad hoc
+// run's.
+func (b *Bundle) inlinePlaybook() []byte {
+	if b.AdHoc != nil {
+		return b.AdHoc.playbook()
+	}
+	return []byte(b.Playbook)
+}
+
+// limitArgs is --limit with the patterns, if any: one argv element, quoted
+// by the script, never split by a shell.
+func limitArgs(patterns []string) []string {
+	if len(patterns) == 0 {
+		return nil
+	}
+	return []string{"--limit", strings.Join(patterns, ",")}
+}
+
+// Args returns ansible-playbook's arguments for the bundle. With a host
+// step (Slices, OnlyHosts) the playbook reads the step's inventory source
+// too and is limited to its group alone: the step applied Limit.
 func (b *Bundle) Args(inventory string) []string {
 	args := b.inventoryArgs(inventory)
+	limit := b.Limit
+	if b.hostStep() {
+		args = append(args, "-i", b.up()+sliceInventory)
+		limit = []string{sliceGroup}
+	}
 	if len(b.ExtraVars) > 0 {
 		args = append(args, "-e", "@"+b.up()+varsName)
 	}
@@ -426,10 +489,8 @@ func (b *Bundle) Args(inventory string) []string {
 		args = append(args, "-e", "@"+b.up()+secretVars)
 	}
 	args = append(args, b.vaultArgs()...)
+	args = append(args, limitArgs(limit)...)
 	// One argv element each, quoted by the script: never split by a shell.
-	if len(b.Limit) > 0 {
-		args = append(args, "--limit", strings.Join(b.Limit, ","))
-	}
 	if len(b.Tags) > 0 {
 		args = append(args, "--tags", strings.Join(b.Tags, ","))
 	}
@@ -497,8 +558,9 @@ fi
 // playbook (or command) with its output into the output's segments and the
 // container's log, writes the report (exit code, stats) to R/result once
 // everything ended, and waits until the provider says it has read it, or
-// its watchdog that the provider is gone.
-func (b *Bundle) script(inventory string) string {
+// its watchdog that the provider is gone. want is the digest the run's
+// host list must have (expectedHosts).
+func (b *Bundle) script(inventory, want string) string {
 	var sb strings.Builder
 	sb.WriteString("#!/bin/sh\n# Written by kubeplay; runs one playbook run inside its pod, apart from any exec session.\n" +
 		"set -u\ncd -P \"$(dirname \"$0\")\" || exit 125\n")
@@ -507,6 +569,12 @@ func (b *Bundle) script(inventory string) string {
 	sb.WriteString(oomCounter)
 	if len(b.SecretEnv) > 0 {
 		sb.WriteString(". ./" + secretEnvName + " && rm -f ./" + secretEnvName + "\n")
+	}
+	if b.AdHoc != nil {
+		// What the ansible command prints: each host's result, as
+		// "host | CHANGED | rc=0 >>" and the module's output. The run's
+		// env may choose another.
+		sb.WriteString("export ANSIBLE_STDOUT_CALLBACK=minimal\n")
 	}
 	if len(b.Env) > 0 {
 		sb.WriteString(exports(b.Env))
@@ -522,13 +590,9 @@ func (b *Bundle) script(inventory string) string {
 		sb.WriteString(`export ANSIBLE_CALLBACK_PLUGINS="$PWD/` + callbackDir + `" ANSIBLE_CALLBACKS_ENABLED=kubeplay_stats` +
 			` KUBEPLAY_STATS_FILE="$PWD/` + statsName + `" ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0` +
 			` ANSIBLE_RETRY_FILES_ENABLED=0 PYTHONUNBUFFERED=1` + checkDiffsEnv(b) + "\n")
-		cmd = b.playCommand(inventory)
+		cmd = b.playCommand(inventory, want)
 	}
-	quoted := make([]string, len(cmd))
-	for i, a := range cmd {
-		quoted[i] = Quote(a)
-	}
-	line := strings.Join(quoted, " ") + " 5<&-"
+	line := quoteAll(cmd) + " 5<&-"
 	if b.Held {
 		// flock blocks until the node's earlier run ends; the lock goes with
 		// the last process that holds its descriptor, the playbook's.
@@ -557,6 +621,9 @@ func (b *Bundle) script(inventory string) string {
 		"wait \"$kp_writer\"\n" +
 		"kill \"$kp_reap\" 2>/dev/null\n" +
 		"ooms=$(($(kp_ooms) - ooms))\n")
+	if b.hostStep() {
+		sb.WriteString(hostsHeader)
+	}
 	sb.WriteString(b.sshCleanup())
 	if len(b.SecretVars) > 0 {
 		sb.WriteString("rm -f ./" + secretVars + "\n")
@@ -572,7 +639,7 @@ func (b *Bundle) script(inventory string) string {
 	sb.WriteString("size=0; [ -e \"$R/size\" ] && read -r size <\"$R/size\"\n" +
 		"case $size in ''|*[!0-9]*|???????????????????*) size=0 ;; esac\n" +
 		"ab=false; [ -e \"$R/abandoned\" ] && ab=true\n" +
-		"{ printf '{\"rc\":%d,\"oom_kills\":%d,\"output_size\":%s,\"abandoned\":%s}\\n' \"$rc\" \"$ooms\" \"$size\" \"$ab\"\n" +
+		"{ printf '{\"rc\":%d,\"oom_kills\":%d,\"output_size\":%s,\"abandoned\":%s%s}\\n' \"$rc\" \"$ooms\" \"$size\" \"$ab\" \"${kp_hl:-}\"\n" +
 		"  cat ./" + statsName + " 2>/dev/null || printf null; printf '\\n'; } >\"$R/result.tmp\" && mv -f \"$R/result.tmp\" \"$R/result\"\n" +
 		"kp_wake\n" +
 		// The provider's "done", or the watchdog's word that it is gone.
@@ -700,6 +767,9 @@ type Result struct {
 	// of those that failed or were unreachable, among all the hosts (some
 	// may be past the MaxHosts that Hosts keeps).
 	FailedHosts map[string]HostStats
+	// NotOKHosts names every host that failed or was unreachable, in the
+	// order the stats gave them: what a re-run of only those targets.
+	NotOKHosts []string
 	// FailedTasks are the first MaxFailedTasks failed tasks, in order;
 	// FailedTaskCount counts them all.
 	FailedTasks     []FailedTask
@@ -716,6 +786,15 @@ type Result struct {
 	// Abandoned is set when the pod ended the run because the provider was
 	// not heard from for the run's lease grace.
 	Abandoned bool
+	// HostList is set when the run listed its hosts before the playbook
+	// (Bundle.Slices, Bundle.OnlyHosts): HostsTotal counts the hosts its
+	// inventories and limit gave, HostsSHA256 is the SHA-256 of their
+	// names sorted bytewise, one a line, and SliceHosts counts the hosts
+	// this run targeted.
+	HostList    bool
+	HostsTotal  int64
+	HostsSHA256 string
+	SliceHosts  int64
 	// Check is what a run in check mode reported (result.go); nil otherwise.
 	Check *Check
 	// StatsErr is set when the stats document was refused (see

@@ -149,7 +149,7 @@ func TestCheckDiffsEnv(t *testing.T) {
 	}{{true, false, "KUBEPLAY_CHECK_DIFFS=0"}, {true, true, "KUBEPLAY_CHECK_DIFFS=1"}, {false, true, ""}} {
 		b := Bundle{Playbook: "- hosts: all\n", Check: tc.check, Diff: tc.check, CheckDiffs: tc.diffs,
 			Env: map[string]string{"KUBEPLAY_CHECK_DIFFS": "1"}}
-		s := b.script("")
+		s := b.script("", noDigest)
 		own := strings.Index(s, "KUBEPLAY_CHECK_DIFFS=")
 		line := s[strings.Index(s, "export ANSIBLE_CALLBACK_PLUGINS="):]
 		line = line[:strings.IndexByte(line, '\n')]

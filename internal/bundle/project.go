@@ -74,7 +74,7 @@ func (b *Bundle) ValidateProject() error {
 			}
 		}
 	}
-	if b.Playbook != "" {
+	if b.hasInline() {
 		if _, ok := m.Find(InlinePlaybookName); ok {
 			return &ProjectPathError{Field: "playbook", Path: InlinePlaybookName, Err: ErrInProject}
 		}
@@ -163,14 +163,15 @@ func (b *Bundle) requirements() [][2]string {
 	return out
 }
 
-// playCommand is ansible-playbook's command line. With a project or
-// requirements, a shell first moves into the project and installs the
-// requirements with ansible-galaxy, ending the run with its exit code when
-// one fails.
-func (b *Bundle) playCommand(inventory string) []string {
+// playCommand is ansible-playbook's command line. With a project,
+// requirements or a host step, a shell first moves into the project,
+// installs the requirements with ansible-galaxy, ending the run with its
+// exit code when one fails, and takes the run's hosts (hostStepScript,
+// which gets want).
+func (b *Bundle) playCommand(inventory, want string) []string {
 	args := b.Args(inventory)
 	reqs := b.requirements()
-	if b.Project == nil && len(reqs) == 0 {
+	if b.Project == nil && len(reqs) == 0 && !b.hostStep() {
 		return append([]string{"ansible-playbook"}, args...)
 	}
 	var sb strings.Builder
@@ -187,6 +188,9 @@ func (b *Bundle) playCommand(inventory string) []string {
 				Quote("kubeplay: ansible-galaxy "+r[0]+" -r "+r[1]), r[0], Quote(r[1]),
 				Quote("kubeplay: ansible-galaxy could not install "+r[1]))
 		}
+	}
+	if b.hostStep() {
+		sb.WriteString(b.hostStepScript(inventory, want))
 	}
 	sb.WriteString(`exec ansible-playbook "$@"`)
 	return append([]string{"sh", "-c", sb.String(), "ansible-playbook"}, args...)

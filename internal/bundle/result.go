@@ -224,7 +224,8 @@ func ParseResult(payload string) (Result, error) {
 
 // DecodeResult reads one result document, at most MaxResultSize bytes,
 // from r: a header line the script writes, {"rc": N, "oom_kills": N,
-// "output_size": N, "abandoned": B}, then the stats document, whatever
+// "output_size": N, "abandoned": B} and, after a host step, "hosts_total":
+// N, "hosts_sha256": S, "slice_hosts": N; then the stats document, whatever
 // the stats file held: null | {"hosts": {...}, "failed_tasks": [...],
 // "failed_task_count": N, "artifacts": {...}, "check": {...}}. The two are
 // read apart, so no byte of the stats file, which any process of the run
@@ -254,6 +255,7 @@ func DecodeResult(r io.Reader) (Result, error) {
 		}
 		if serr == nil {
 			stats.ExitCode, stats.OOMKills, stats.OutputSize, stats.Abandoned = res.ExitCode, res.OOMKills, res.OutputSize, res.Abandoned
+			stats.HostList, stats.HostsTotal, stats.HostsSHA256, stats.SliceHosts = res.HostList, res.HostsTotal, res.HostsSHA256, res.SliceHosts
 			res = stats
 		} else {
 			res.StatsErr = &StatsError{msg: serr.Error()}
@@ -270,7 +272,7 @@ func DecodeResult(r io.Reader) (Result, error) {
 }
 
 // maxHeader bounds the report's header line, which the script writes with
-// four numbers.
+// a few numbers and a digest.
 const maxHeader = 4096
 
 // maxDepth bounds the nesting of the stats document. The callback's
@@ -290,7 +292,8 @@ func (e *StatsError) Error() string {
 
 // decodeHeader reads the report's first line, which the script writes:
 // an object of rc and, as the script writes them, oom_kills, output_size
-// and abandoned, each at most once, and nothing else.
+// and abandoned, and the host list's hosts_total, hosts_sha256 and
+// slice_hosts all or none, each at most once, and nothing else.
 func decodeHeader(br *bufio.Reader) (Result, error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
@@ -306,6 +309,7 @@ func decodeHeader(br *bufio.Reader) (Result, error) {
 	dec.UseNumber()
 	var res Result
 	var rc bool
+	var hostKeys int
 	null, err := openOrNull(dec, '{')
 	if err != nil || null {
 		return Result{}, errOr(err, errors.New("the runner's report has no exit code"))
@@ -336,11 +340,34 @@ func decodeHeader(br *bufio.Reader) (Result, error) {
 					err = fmt.Errorf("abandoned is %v, not true or false", tok)
 				}
 			}
+		case "hosts_total", "slice_hosts":
+			if n, err = decodeInt(dec); err == nil && n < 0 {
+				err = fmt.Errorf("%s is %d, not a count of hosts", key, n)
+			}
+			if key == "hosts_total" {
+				res.HostsTotal = n
+			} else {
+				res.SliceHosts = n
+			}
+			hostKeys++
+		case "hosts_sha256":
+			var tok json.Token
+			if tok, err = dec.Token(); err == nil {
+				if s, isString := tok.(string); isString && sha256Hex.MatchString(s) {
+					res.HostsSHA256 = s
+				} else {
+					err = fmt.Errorf("hosts_sha256 is %.80v, not a SHA-256 digest in lower-case hex", tok)
+				}
+			}
+			hostKeys++
 		default:
 			err = fmt.Errorf("unexpected key %q in the report's header", key)
 		}
 		return err
 	})
+	if err == nil {
+		err = checkHostList(&res, hostKeys)
+	}
 	if err == nil {
 		if _, e := dec.Token(); e != io.EOF {
 			err = errors.New("data follows the report's header")
@@ -353,6 +380,19 @@ func decodeHeader(br *bufio.Reader) (Result, error) {
 		return Result{}, errors.New("the runner's report has no exit code")
 	}
 	return res, nil
+}
+
+// checkHostList checks the header's host list fields, of which n were
+// given: all three or none, and the slice within the list.
+func checkHostList(res *Result, n int) error {
+	switch {
+	case n != 0 && n != 3:
+		return errors.New("the report's header has some of hosts_total, hosts_sha256 and slice_hosts, not all three")
+	case res.SliceHosts > res.HostsTotal:
+		return fmt.Errorf("the report's header has slice_hosts %d, more than hosts_total %d", res.SliceHosts, res.HostsTotal)
+	}
+	res.HostList = n == 3
+	return nil
 }
 
 // decodeStatsDoc reads the stats document: null, or the callback's object.
@@ -385,7 +425,7 @@ func errOr(err, otherwise error) error {
 func decodeStats(dec *json.Decoder, key string, res *Result) error {
 	switch key {
 	case "hosts":
-		res.Hosts, res.HostCount, res.HostCounts, res.FailedHosts = nil, 0, HostCounts{}, nil
+		res.Hosts, res.HostCount, res.HostCounts, res.FailedHosts, res.NotOKHosts = nil, 0, HostCounts{}, nil, nil
 		if null, err := openOrNull(dec, '{'); null || err != nil {
 			return err
 		}
@@ -400,6 +440,7 @@ func decodeStats(dec *json.Decoder, key string, res *Result) error {
 			res.Hosts[host] = s
 			if s.NotOK() {
 				res.FailedHosts[host] = s
+				res.NotOKHosts = append(res.NotOKHosts, host)
 			}
 			if len(res.Hosts) >= 2*MaxHosts {
 				keepFirst(res.Hosts, MaxHosts)

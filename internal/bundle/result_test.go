@@ -158,6 +158,9 @@ func FuzzDecodeResult(f *testing.F) {
 		f.Add([]byte(report1(3, stats)), 8)
 	}
 	f.Add([]byte("{\"rc\":1,\"rc\":0}\nnull"), 9)
+	sum := strings.Repeat("0123456789abcdef", 4)
+	f.Add([]byte(`{"rc":0,"oom_kills":0,"output_size":0,"abandoned":false,"hosts_total":10,"hosts_sha256":"`+sum+`","slice_hosts":4}`+"\nnull\n"), 10)
+	f.Add([]byte(`{"rc":0,"hosts_total":1,"slice_hosts":0}`+"\n"+`{"hosts_sha256":"`+sum+`"}`), 11)
 	f.Fuzz(func(t *testing.T, doc []byte, k int) {
 		k = max(1, k%64+1)
 		var before bytes.Buffer
@@ -182,6 +185,12 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 		if rc := 0; json.Unmarshal(header["rc"], &rc) != nil || rc != r.ExitCode {
 			t.Fatalf("rc %d, header %q", r.ExitCode, line)
+		}
+		// The host list's fields are the header's, all three, consistent.
+		_, hasTotal := header["hosts_total"]
+		if r.HostList != hasTotal || r.HostList && (!sha256Hex.MatchString(r.HostsSHA256) || r.SliceHosts < 0 || r.SliceHosts > r.HostsTotal) ||
+			!r.HostList && (r.HostsTotal != 0 || r.HostsSHA256 != "" || r.SliceHosts != 0) {
+			t.Fatalf("host list %v: %d hosts, sha256 %q, %d in the slice; header %q", r.HostList, r.HostsTotal, r.HostsSHA256, r.SliceHosts, line)
 		}
 		// Whatever follows has the same exit code, or is refused.
 		for _, tail := range [][]byte{[]byte(`,"rc":0}`), []byte("\n{\"rc\":0}\nnull\n")} {

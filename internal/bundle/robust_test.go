@@ -3,8 +3,11 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strings"
@@ -225,7 +228,7 @@ func FuzzWrite(f *testing.F) {
 			t.Fatalf("the script lacks %s:\n%s", want, script)
 		}
 		b.SecretEnv["SECRET"] = "other-" + strings.Repeat("x", len(secret))
-		if got := b.script(invNameOf(b.Inventory)); got != string(script) {
+		if got := b.script(invNameOf(b.Inventory), noDigest); got != string(script) {
 			t.Fatalf("the script depends on a secret's value:\n%s\n---\n%s", script, got)
 		}
 		// A held node's run takes turns and spares the worker; any other ends it.
@@ -248,9 +251,9 @@ func invNameOf(inv string) string {
 // FuzzParseResultRoundTrip: whatever the runner reports, ParseResult reads
 // back the exit code and every host's counts.
 func FuzzParseResultRoundTrip(f *testing.F) {
-	f.Add(0, "localhost", int64(1), int64(2), int64(0), int64(0), false)
-	f.Add(-1, "", int64(-5), int64(1<<62), int64(3), int64(4), true)
-	f.Fuzz(func(t *testing.T, rc int, host string, ok, changed, failed, skipped int64, noStats bool) {
+	f.Add(0, "localhost", int64(1), int64(2), int64(0), int64(0), false, int64(-1), int64(0), []byte{})
+	f.Add(-1, "", int64(-5), int64(1<<62), int64(3), int64(4), true, int64(10), int64(4), []byte{1, 2})
+	f.Fuzz(func(t *testing.T, rc int, host string, ok, changed, failed, skipped int64, noStats bool, total, slice int64, seed []byte) {
 		hs := HostStats{OK: ok, Changed: changed, Failed: failed, Skipped: skipped}
 		var stats any = map[string]any{"hosts": map[string]HostStats{host: hs}}
 		if noStats {
@@ -261,9 +264,20 @@ func FuzzParseResultRoundTrip(f *testing.F) {
 			t.Fatal(err)
 		}
 		j = []byte(report1(rc, string(j)))
+		// A host step's fields, as the script writes them, when the counts
+		// are ones it can write.
+		hostList := total >= 0 && slice >= 0 && slice <= total
+		sum := sha256.Sum256(seed)
+		digest := hex.EncodeToString(sum[:])
+		if hostList {
+			j = bytes.Replace(j, []byte("}\n"), fmt.Appendf(nil, `,"hosts_total":%d,"hosts_sha256":"%s","slice_hosts":%d}`+"\n", total, digest, slice), 1)
+		}
 		r, err := ParseResult(string(j))
 		if err != nil || r.ExitCode != rc {
 			t.Fatalf("ParseResult(%s) = %+v, %v", j, r, err)
+		}
+		if r.HostList != hostList || hostList && (r.HostsTotal != total || r.SliceHosts != slice || r.HostsSHA256 != digest) {
+			t.Fatalf("ParseResult(%s): host list %v, %d, %d, %s", j, r.HostList, r.HostsTotal, r.SliceHosts, r.HostsSHA256)
 		}
 		var key string // the host name as JSON carries it: each invalid byte becomes U+FFFD
 		hj, _ := json.Marshal(host)

@@ -109,3 +109,45 @@ func TestStatsFileCannotChangeExitCode(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderHostList: a host step's fields come all three or not at all,
+// as a count of hosts, a SHA-256 in lower-case hex and a count no larger
+// than the first; the stats cannot give them.
+func TestHeaderHostList(t *testing.T) {
+	sum := strings.Repeat("0123456789abcdef", 4)
+	head := `{"rc":2,"oom_kills":0,"output_size":5,"abandoned":false`
+	r, err := ParseResult(head + `,"hosts_total":10,"hosts_sha256":"` + sum + `","slice_hosts":4}` + "\n" + `{"hosts":{"h":{"ok":1}}}`)
+	if err != nil || !r.HostList || r.HostsTotal != 10 || r.HostsSHA256 != sum || r.SliceHosts != 4 || r.ExitCode != 2 || r.OutputSize != 5 || len(r.Hosts) != 1 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	// Refused stats keep the header's.
+	if r, err := ParseResult(head + `,"slice_hosts":0,"hosts_total":0,"hosts_sha256":"` + sum + `"}` + "\n{} {}"); err != nil || !r.HostList || r.StatsErr == nil {
+		t.Errorf("refused stats: %+v, %v", r, err)
+	}
+	if r, err := ParseResult(report1(0, `{"hosts_total":3,"hosts_sha256":"`+sum+`","slice_hosts":1}`)); err != nil || r.HostList || r.HostsTotal != 0 {
+		t.Errorf("host list fields in the stats: %+v, %v", r, err)
+	}
+	for _, fields := range []string{
+		`"hosts_total":10`,
+		`"hosts_total":10,"slice_hosts":4`,
+		`"hosts_sha256":"` + sum + `","slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":"` + strings.ToUpper(sum) + `","slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":"` + sum[1:] + `","slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":"` + sum + `0","slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":null,"slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":["` + sum + `"],"slice_hosts":4`,
+		`"hosts_total":-1,"hosts_sha256":"` + sum + `","slice_hosts":0`,
+		`"hosts_total":10,"hosts_sha256":"` + sum + `","slice_hosts":-4`,
+		`"hosts_total":1.5,"hosts_sha256":"` + sum + `","slice_hosts":1`,
+		`"hosts_total":1e3,"hosts_sha256":"` + sum + `","slice_hosts":1`,
+		`"hosts_total":"10","hosts_sha256":"` + sum + `","slice_hosts":1`,
+		`"hosts_total":99999999999999999999,"hosts_sha256":"` + sum + `","slice_hosts":1`,
+		`"hosts_total":3,"hosts_sha256":"` + sum + `","slice_hosts":4`,
+		`"hosts_total":10,"hosts_total":10,"hosts_sha256":"` + sum + `","slice_hosts":4`,
+		`"hosts_total":10,"hosts_sha256":"` + sum + `","slice_hosts":4,"hosts":1`,
+	} {
+		if r, err := ParseResult(head + "," + fields + "}\nnull"); err == nil {
+			t.Errorf("header fields %s: accepted as %+v", fields, r)
+		}
+	}
+}
