@@ -152,6 +152,15 @@ type Result struct {
 	// Check is the bundle.Result's, redacted as Output is; nil but for a
 	// run in check mode.
 	Check *bundle.Check
+	// NotOKHosts names every host that failed or was unreachable, not
+	// redacted: the list a re-run of only those hosts targets.
+	NotOKHosts []string
+	// HostList says the run listed its hosts before the playbook (slices,
+	// or a re-run): HostsTotal and HostsSHA256 are the whole list's count
+	// and digest, SliceHosts how many of them this run targeted.
+	HostList               bool
+	HostsTotal, SliceHosts int64
+	HostsSHA256            string
 }
 
 // Run runs s. Every outcome is a Result: status successful or failed for a
@@ -226,9 +235,20 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 	res.HostCounts, res.FailedHosts = result.HostCounts, redactHosts(result.FailedHosts, s.Secrets)
 	res.FailedTasks, res.FailedTaskCount, res.Artifacts = redactResult(result, s.Secrets)
 	res.Check = redactCheck(result.Check, s.Secrets)
-	if res.ExitCode == 0 {
+	res.HostList, res.HostsTotal, res.HostsSHA256, res.SliceHosts = result.HostList, result.HostsTotal, result.HostsSHA256, result.SliceHosts
+	res.NotOKHosts = result.NotOKHosts
+	listed := s.Bundle.Slices > 1 || s.Bundle.OnlyHosts != nil
+	switch {
+	case listed && res.ExitCode == bundle.ExitHostList:
+		// The script's own exit: the playbook did not run.
+		return r.finish(ctx, s, res, pod, because(ReasonHostListFailed, fmt.Errorf("the run in pod %s could not list "+
+			"its hosts before the playbook: its output says why", pod.Name)))
+	case listed && res.ExitCode == bundle.ExitHostsChanged:
+		return r.finish(ctx, s, res, pod, because(ReasonHostsChanged, fmt.Errorf("the inventory's hosts in pod %s are "+
+			"not those the run's other slices saw (a dynamic inventory changed): its playbook did not run", pod.Name)))
+	case res.ExitCode == 0:
 		res.Status = StatusSuccessful
-	} else {
+	default:
 		res.Status, res.Reason = StatusFailed, exitReason(len(s.Bundle.Command) > 0, res)
 		if result.OOMKills > 0 {
 			res.Reason = ReasonOOMKilled
