@@ -64,13 +64,13 @@ const runActionDescription = "Runs one Ansible playbook (or a plain command) in 
 	"`rendered_pod` or `planned_targets` (cluster and pod) to hold it to as the resource is. It uses its container group and node label as the catalog " +
 	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
 	"that runs must be the one a reviewed plan showed.\n\n" +
-	"The inputs are the resource's, with its names, defaults and validation, but for `triggers` and `destroy_playbook`, which " +
-	"have no meaning for an action, and its `timeouts` block, whose `create` is the action's `timeouts.invoke`. Where a " +
+	"The inputs are the resource's, with its names, defaults and validation, but for `triggers`, `destroy_playbook`, " +
+	"`plan_check`, `plan_check_diffs` and `rerun_failed_hosts`, which have no meaning for an action, and its `timeouts` block, whose `create` is the action's `timeouts.invoke`. Where a " +
 	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
 	"its progress and its error instead."
 
 // runActionOnly are the resource's inputs that an action has no use for.
-var runActionOnly = []string{"triggers", "destroy_playbook", "plan_check", "plan_check_diffs"}
+var runActionOnly = []string{"triggers", "destroy_playbook", "plan_check", "plan_check_diffs", "rerun_failed_hosts"}
 
 func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *action.SchemaResponse) {
 	var rs resource.SchemaResponse
@@ -118,10 +118,13 @@ func (a *runAction) Invoke(ctx context.Context, req action.InvokeRequest, resp *
 	}
 	p := &progress{send: resp.SendProgress}
 	p.event(fmt.Sprintf("run %s starting", m.ID.ValueString()))
-	out, placed, ok := a.run.execute(ctx, m, m, runengine.OperationCreate, m.Playbook.ValueString(), timeout,
+	out, ok := a.run.execute(ctx, m, m, runengine.OperationCreate, m.Playbook.ValueString(), timeout,
 		runHooks{onLine: p.line, onEvent: p.event}, &resp.Diagnostics)
 	if ok {
-		p.event(fmt.Sprintf("run %s ran in container group %q", m.ID.ValueString(), placed))
+		p.event(fmt.Sprintf("run %s ran in container group %q", m.ID.ValueString(), out.group))
+		for _, s := range out.slices {
+			p.event(sliceLine(s, len(out.slices)))
+		}
 		p.finish(out.Result, m.RecordAllHosts.ValueBool())
 	}
 	p.close()

@@ -63,6 +63,17 @@ func actionAttribute(a schema.Attribute, desc string) (aschema.Attribute, bool) 
 	case schema.DynamicAttribute:
 		return aschema.DynamicAttribute{MarkdownDescription: desc, Required: a.Required,
 			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators}, true
+	case schema.SingleNestedAttribute:
+		nested := make(map[string]aschema.Attribute, len(a.Attributes))
+		for name, na := range a.Attributes {
+			v, ok := actionAttribute(na, na.GetMarkdownDescription())
+			if !ok {
+				return nil, false
+			}
+			nested[name] = v
+		}
+		return aschema.SingleNestedAttribute{MarkdownDescription: desc, Required: a.Required,
+			Optional: a.Optional, WriteOnly: a.WriteOnly, Validators: a.Validators, Attributes: nested}, true
 	}
 	return nil, false
 }

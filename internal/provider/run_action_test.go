@@ -574,3 +574,31 @@ func TestAccRunAction_cutProxy(t *testing.T) {
 	}
 	f.checkNoLeaks(t)
 }
+
+// TestAccRunAction_slices: the action's live output of a run in 2 slices
+// names each line's slice, and each slice's end comes before the recap.
+func TestAccRunAction_slices(t *testing.T) {
+	requireActions(t)
+	f := newFaultEnv(t, faultGroup{attrs: faultLimits})
+	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
+  config {
+    container_group = %q
+    slices          = 2
+    inventory       = "h1\nh2\n[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n"
+    playbook        = "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: 'from {{ inventory_hostname }}'}\n"
+  }
+}
+`, f.group))
+	lines, stderr, err := f.terraformLines(t, dir, "apply", "-invoke=action.kubeplay_run.x", "-auto-approve", "-input=false", "-no-color")
+	if err != nil {
+		t.Fatalf("invoking the action: %v\n%s\n%s", err, dump(lines), stderr)
+	}
+	one, two := firstLine(lines, `\[slice 1/2\]     "msg": "from h1"`), firstLine(lines, `\[slice 2/2\]     "msg": "from h2"`)
+	ends := []int{firstLine(lines, `=== slice 1/2 in pod \S+ on node \S+: successful \(exit code 0\) ===`),
+		firstLine(lines, `=== slice 2/2 in pod \S+ on node \S+: successful \(exit code 0\) ===`)}
+	recap := firstLine(lines, `recap: 2 hosts: 2 ok`)
+	if one < 0 || two < 0 || ends[0] < 0 || ends[1] < 0 || recap < max(ends[0], ends[1]) || ends[0] < one || ends[1] < two {
+		t.Errorf("want each slice's output line with its slice, then each slice's end, then the recap:\n%s", dump(lines))
+	}
+	f.checkNoLeaks(t)
+}

@@ -57,7 +57,11 @@ func (r *runResource) checkKey(ctx context.Context, config tfsdk.Config, plan ru
 	if err != nil {
 		return "", err
 	}
-	sig := key.Sign(domainCheckKey, raw, []byte(plan.ProjectHash.ValueString()))
+	parts := [][]byte{raw, []byte(plan.ProjectHash.ValueString())}
+	if plan.rerunList != nil {
+		parts = append(parts, []byte(hostsSHA256(plan.rerunList))) // the hosts a re-run targets change what the check sees
+	}
+	sig := key.Sign(domainCheckKey, parts...)
 	h := sig[strings.LastIndexByte(sig, ':')+1:]
 	return checkRecordPrefix + h[:40], nil
 }

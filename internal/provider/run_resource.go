@@ -145,6 +145,16 @@ type runModel struct {
 	PlanCheck      types.String `tfsdk:"plan_check"`
 	PlanCheckDiffs types.Bool   `tfsdk:"plan_check_diffs"`
 	PlannedChanges types.Object `tfsdk:"planned_changes"`
+
+	// Sliced runs and ad hoc commands: see run_slices.go.
+	Slices       types.Int64  `tfsdk:"slices"`
+	AdHoc        types.Object `tfsdk:"ad_hoc"`
+	SliceResults types.List   `tfsdk:"slice_results"`
+	// Re-running the hosts that failed: see run_rerun.go.
+	RerunFailedHosts types.Bool   `tfsdk:"rerun_failed_hosts"`
+	RerunHosts       types.Object `tfsdk:"rerun_hosts"`
+	// rerunList is the hosts rerun_hosts stands for, read at apply.
+	rerunList []string `tfsdk:"-"`
 }
 
 func (r *runResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -207,11 +217,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
 			"playbook": schema.StringAttribute{
-				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path` and `command` " +
+				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` " +
 					"is required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
-					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command")),
+					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command"), path.MatchRoot("ad_hoc")),
 					stringvalidator.LengthAtLeast(1),
 				},
 			},
@@ -374,6 +384,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 	maps.Copy(resp.Schema.Attributes, runSSHAttributes())
 	maps.Copy(resp.Schema.Attributes, projectAttributes())
 	maps.Copy(resp.Schema.Attributes, planCheckAttributes())
+	maps.Copy(resp.Schema.Attributes, sliceAttributes())
+	maps.Copy(resp.Schema.Attributes, rerunAttributes())
 }
 
 func (r *runResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -394,6 +406,14 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	}
 	if diags.HasError() || m.Command.IsNull() {
 		return
+	}
+	if m.Slices.ValueInt64() > 1 || m.RerunFailedHosts.ValueBool() {
+		at := path.Root("slices")
+		if !m.Slices.IsNull() && m.Slices.ValueInt64() <= 1 {
+			at = path.Root("rerun_failed_hosts")
+		}
+		diags.AddAttributeError(at, "Attribute Needs Hosts", "slices and rerun_failed_hosts split or narrow an "+
+			"inventory's hosts, but this run has a command, which has none. Remove them, or use playbook or ad_hoc instead of command.")
 	}
 	for _, name := range []string{"limit", "tags", "skip_tags", "inventory", "inventories", "requirements", "extra_vars", "destroy_playbook", "plan_check", "plan_check_diffs"} {
 		var v attr.Value
@@ -599,6 +619,7 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 			plan.ContainerGroup = state.ContainerGroup // where the run was placed
 		}
 		plan.PlannedChanges = state.PlannedChanges
+		plan.SliceResults, plan.RerunHosts = state.SliceResults, state.RerunHosts
 		if resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...); !resp.Diagnostics.HasError() {
 			r.planDriftCheck(ctx, req, plan, state, resp)
 		}
@@ -607,6 +628,10 @@ func (r *runResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 	if r.planProject(ctx, &plan, nil, resp); resp.Diagnostics.HasError() {
 		return
 	}
+	if r.planRerun(ctx, &plan, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rerun_hosts"), plan.RerunHosts)...)
 	if r.planCreateCheck(ctx, req, &plan, resp); resp.Diagnostics.HasError() {
 		return
 	}
@@ -809,11 +834,16 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	// knew them: the group, its credential or the label may have changed
 	// since (catalog signatures do not stop whoever holds the key).
 	hooks := runHooks{planned: plannedTargets(plan)}
-	out, placed, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, hooks, &resp.Diagnostics)
+	if r.applyRerun(ctx, &plan, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
+	out, ok := r.execute(ctx, plan, config, runengine.OperationCreate, plan.Playbook.ValueString(), timeout, hooks, &resp.Diagnostics)
 	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
-	plan.ContainerGroup = types.StringValue(placed)
+	r.storeRerun(ctx, plan, plan.ID.ValueString(), out.NotOKHosts, out.ExitCode >= 0, &resp.Diagnostics)
+	plan.ContainerGroup = types.StringValue(out.group)
+	plan.SliceResults = sliceResultsValue(out.slices, &resp.Diagnostics)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)
 	plan.PlannedTargets = targetsValue(out.Targets, &resp.Diagnostics)
 	r.record(&plan, out.Result, &resp.Diagnostics)
@@ -834,19 +864,28 @@ type runHooks struct {
 	planned map[string]*runengine.Target
 }
 
+// runOutcome is what execute gives: the run's outcome (its slices' merged),
+// the group it ran in (its first slice's), and each slice's, for a sliced run.
+type runOutcome struct {
+	runengine.Outcome
+	group  string
+	slices []sliceOutcome
+}
+
 // execute runs playbook (or the command) once in a fresh pod of the run's
-// group, or of the first of its container_groups with room (placement);
-// the resource and the action share it. It returns the group it ran in.
-func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, hooks runHooks, diags *diag.Diagnostics) (runengine.Outcome, string, bool) {
+// group, or of the first of its container_groups with room (placement), or
+// in slices, a pod each (run_slices.go); the resource and the action share
+// it. ok is false when the run did not start.
+func (r *runResource) execute(ctx context.Context, plan, config runModel, operation, playbook string, timeout time.Duration, hooks runHooks, diags *diag.Diagnostics) (runOutcome, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	targets, cands, groupsAt := r.candidates(ctx, plan, operation, diags)
 	b := r.bundle(ctx, plan, config, playbook, diags)
 	if diags.HasError() {
-		return runengine.Outcome{}, "", false
+		return runOutcome{}, false
 	}
 	id := plan.ID.ValueString()
-	out, placed, err := runengine.Place(ctx, runengine.Request{
+	req := runengine.Request{
 		RunInfo:   runengine.RunInfo{ID: id, Name: plan.Name.ValueString()},
 		Operation: operation, Bundle: b, Forks: plan.Forks.ValueInt64(),
 		OutputLimit: int(plan.OutputLimit.ValueInt64()), KeepPodOnFailure: plan.KeepPodOnFailure.ValueBool(), Timeout: timeout,
@@ -858,23 +897,68 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 		},
 		OnEvent: hooks.onEvent,
 		Node:    plan.Node.ValueString(),
-	}, withPlanned(cands, hooks.planned))
+	}
+	cands = withPlanned(cands, hooks.planned)
+	var out runOutcome
+	if n := int(plan.Slices.ValueInt64()); n > 1 && operation == runengine.OperationCreate {
+		groups := make([]string, len(targets))
+		for i, t := range targets {
+			groups[i] = t.group.Name
+		}
+		out.slices = executeSlices(ctx, n, req, cands, groups, req.OnLine, hooks.onEvent)
+		out.group = ""
+		for i, s := range out.slices {
+			if s.err == nil {
+				out.slices[i].out.Result = r.classified(s.out.Result, targets[groupIndex(targets, s.group)])
+				if out.group == "" {
+					out.group = s.group
+				}
+			}
+		}
+		if out.group == "" {
+			notStarted(out.slices[0].err, groupsAt, diags)
+			return out, false
+		}
+		out.Outcome = mergeOutcomes(out.slices)
+		cleanupWarnings(out.Warnings, diags)
+		logSlices(ctx, id, out.slices)
+		logTimeline(ctx, id, out.Result)
+		return out, true
+	}
+	o, placed, err := runengine.Place(ctx, req, cands)
 	if err != nil {
 		notStarted(err, groupsAt, diags)
 	}
 	t := targets[max(placed, 0)]
-	if out.Err != nil && t.clients != nil {
-		re := runengine.Classify(out.Err, t.group.Namespace, t.clients.Config.Host)
+	o.Result = r.classified(o.Result, t)
+	cleanupWarnings(o.Warnings, diags)
+	if err == nil {
+		logTimeline(ctx, id, o.Result)
+	}
+	return runOutcome{Outcome: o, group: t.group.Name}, err == nil
+}
+
+// classified words a run's error that the credential or the cluster's
+// reachability explains as at plan time.
+func (r *runResource) classified(res runner.Result, t *runTarget) runner.Result {
+	if res.Err != nil && t.clients != nil {
+		re := runengine.Classify(res.Err, t.group.Namespace, t.clients.Config.Host)
 		if summary, detail := clusterProblem(re, t.group); summary != "" {
-			out.Err = &clusterProblemError{summary: summary, detail: detail, err: out.Err}
-			out.Reason = runner.ReasonClusterUnavailable
+			res.Err = &clusterProblemError{summary: summary, detail: detail, err: res.Err}
+			res.Reason = runner.ReasonClusterUnavailable
 		}
 	}
-	cleanupWarnings(out.Warnings, diags)
-	if err == nil {
-		logTimeline(ctx, id, out.Result)
+	return res
+}
+
+// groupIndex is the index of the target of group name, 0 when none is.
+func groupIndex(targets []*runTarget, name string) int {
+	for i, t := range targets {
+		if t.group.Name == name {
+			return i
+		}
 	}
-	return out, t.group.Name, err == nil
+	return 0
 }
 
 // candidates are the groups the run may run in, in the order it names
@@ -1009,7 +1093,7 @@ func (r *runResource) bundle(ctx context.Context, plan, config runModel, playboo
 	b := bundle.Bundle{
 		Playbook: playbook, Inventory: plan.Inventory.ValueString(),
 		Limit: goStrings(ctx, plan.Limit, diags), Tags: goStrings(ctx, plan.Tags, diags),
-		SkipTags:  goStrings(ctx, plan.SkipTags, diags),
+		SkipTags: goStrings(ctx, plan.SkipTags, diags), AdHoc: adHocBundle(ctx, plan, diags), OnlyHosts: plan.rerunList,
 		Verbosity: int(plan.Verbosity.ValueInt64()), Forks: int(plan.Forks.ValueInt64()),
 		Check: plan.CheckMode.ValueBool(), Diff: plan.DiffMode.ValueBool(),
 		Files: goStringMap(ctx, plan.Files, diags), Env: goStringMap(ctx, plan.Env, diags),
@@ -1155,6 +1239,7 @@ func (r *runResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	state.HostStats = keptHostStats(ctx, state.HostStats, state.RecordAllHosts, plan.RecordAllHosts, &resp.Diagnostics)
 	state.RecordAllHosts = plan.RecordAllHosts
 	state.PlanCheck, state.PlanCheckDiffs = plan.PlanCheck, plan.PlanCheckDiffs
+	state.RerunFailedHosts = plan.RerunFailedHosts
 	state.ProjectDir, state.ProjectIgnore = plan.ProjectDir, plan.ProjectIgnore // same content, as planned
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
@@ -1174,7 +1259,7 @@ func (r *runResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	}
 	// Write-only values are not in state or in a destroy's config: the destroy
 	// playbook gets the run's non-secret inputs.
-	out, _, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
+	out, ok := r.execute(ctx, state, runModel{}, runengine.OperationDestroy, state.DestroyPlaybook.ValueString(), timeout, runHooks{}, &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -221,3 +221,43 @@ func TestAccRun_killedReaped(t *testing.T) {
 	}
 	acctest.CheckNoLeaks(t, s.e.kube, groupLeaks(s.ns, "signals"))
 }
+
+// TestAccRun_interruptSliced: Ctrl-C during a run of 3 slices, while one
+// runs and the others start or wait: every slice is canceled, every pod
+// deleted and every claim released.
+func TestAccRun_interruptSliced(t *testing.T) {
+	s := newSignalEnv(t, "10m")
+	cfg := cliHeader(s.e.kubeconfig, s.e.catalog) + fmt.Sprintf(`resource "kubeplay_container_group" "g" {
+  name                = "signals"
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 2
+}
+
+resource "kubeplay_run" "r" {
+  container_group = kubeplay_container_group.g.name
+  slices          = 3
+  inventory       = "h1\nh2\nh3\n[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n"
+  playbook        = "- hosts: all\n  gather_facts: false\n  tasks:\n    - command: sleep 300\n"
+}
+`, s.ns, acctest.TestImage())
+	if err := os.WriteFile(filepath.Join(s.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := s.start(t)
+	s.waitPod(t, "running", 5*time.Minute, running)
+	clock := startFault(t, "ctrl_c_sliced")
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	took := clock.end(applyOutcome(out.String(), err))
+	if err == nil || !strings.Contains(out.String(), "Run Canceled") {
+		t.Fatalf("an interrupted sliced apply must fail with the run canceled (%v):\n%s", err, out)
+	}
+	if left := s.runPods(t); len(left) > 0 {
+		t.Fatalf("pods left after Ctrl-C: %v", left)
+	}
+	acctest.CheckNoLeaks(t, s.e.kube, groupLeaks(s.ns, "signals"))
+	t.Logf("Ctrl-C of a sliced run: terraform exited %s after the signal, every slice's pod gone", took.Round(time.Millisecond))
+}

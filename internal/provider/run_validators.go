@@ -294,3 +294,29 @@ func ansibleListItem(kind string) stringCheck {
 		},
 	}
 }
+
+// moduleName accepts an Ansible module's short or fully qualified name.
+func moduleName() stringCheck {
+	return stringCheck{
+		desc: "value must be an Ansible module name, such as ping or ansible.builtin.ping",
+		check: func(_, s string) (string, string) {
+			if err := bundle.ValidateModuleName(s); err != nil {
+				return "Invalid Module Name", err.Error() + "."
+			}
+			return "", ""
+		},
+	}
+}
+
+// hostPattern accepts an Ansible host pattern on one line.
+func hostPattern() stringCheck {
+	return stringCheck{
+		desc: "value must be an Ansible host pattern, such as all or webservers:!web3",
+		check: func(_, s string) (string, string) {
+			if err := bundle.ValidateHostPattern(s); err != nil {
+				return "Invalid Host Pattern", err.Error() + "."
+			}
+			return "", ""
+		},
+	}
+}

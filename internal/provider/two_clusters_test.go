@@ -238,3 +238,52 @@ func runningRunPod(ctx context.Context, kube kubernetes.Interface, ns string) (s
 	})
 	return name, err
 }
+
+// TestAccTwoClusters_slices: a run of 2 slices over container_groups on two
+// clusters, the first group holding one run at a time: each slice is
+// placed on its own, one on each cluster, and the run is both slices'.
+func TestAccTwoClusters_slices(t *testing.T) {
+	e := newTestEnv(t)
+	c := newSecondCluster(t)
+	secretNS, groupNS, firstNS := e.namespace("kp-parent"), randName("kp-child"), e.namespace("kp-first")
+	putSecondKubeconfig(t, e, c, secretNS)
+	names := twoClusterNames()
+	first := randName("first")
+	cfg := twoClusterConfig(e, names, secretNS, groupNS, fmt.Sprintf(`
+resource "kubeplay_container_group" "first" {
+  name                = %q
+  namespace           = %q
+  image               = %q
+  max_concurrent_runs = 1
+}
+
+resource "kubeplay_run" "test" {
+  container_groups = [kubeplay_container_group.first.name, kubeplay_container_group.g.name]
+  slices           = 2
+  inventory        = "h1\nh2\n[all:vars]\nansible_connection=local\nansible_python_interpreter=/usr/bin/python3\n"
+  record_all_hosts = true
+  playbook         = "- hosts: all\n  gather_facts: false\n  tasks:\n    - command: sleep 5\n"
+}
+`, first, firstNS, acctest.TestImage()))
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(firstNS),
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("host_count"), knownvalue.Int64Exact(2)),
+				statecheck.ExpectKnownValue("kubeplay_run.test", tfjsonpath.New("host_stats"), hostsOf("h1", "h2")),
+			},
+			Check: func(s *terraform.State) error {
+				a := s.RootModule().Resources["kubeplay_run.test"].Primary.Attributes
+				groups := map[string]string{a["slice_results.0.container_group"]: a["slice_results.0.node_name"],
+					a["slice_results.1.container_group"]: a["slice_results.1.node_name"]}
+				if groups[first] == "" || groups[names[1]] != c.node {
+					return fmt.Errorf("the slices ran in %v (group: node), want one in %s and one in %s on %s", groups, first, names[1], c.node)
+				}
+				return e.checkNoRunPods(firstNS)(s)
+			},
+		}},
+	})
+}

@@ -1,0 +1,265 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+)
+
+// Re-running only the hosts that failed. A run that opts in
+// (rerun_failed_hosts) and ends with hosts that failed or were unreachable
+// keeps their names, all of them, in a sealed record of the catalog
+// namespace named by an HMAC of the run's name; its next run of that name
+// (a replacement) targets only them. Not in the state: a list of 10,000
+// hosts would grow every plan and refresh by hundreds of kilobytes, and a
+// replacement's create sees neither the old run's state nor its private
+// state (Terraform plans it from a null prior state, and at apply after
+// the old run's destroy). The name keys it because it is what stays the
+// same across a replacement: the plan shows the list's run, count and
+// digest (rerun_hosts), and apply refuses a list that is not the planned one.
+const (
+	rerunRecordPrefix = "kubeplay-rerun-"
+	rerunRecordTTL    = 30 * 24 * time.Hour
+	domainRerunKey    = "kubeplay-rerun-key"
+	// maxRerunRecord bounds a record's compressed list: a ConfigMap holds
+	// 1 MiB, of which sealing in base64 takes a third.
+	maxRerunRecord = 700 << 10
+)
+
+var rerunHostsType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"run_id": types.StringType, "count": types.Int64Type, "sha256": types.StringType,
+}}
+
+func rerunAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"rerun_failed_hosts": schema.BoolAttribute{
+			MarkdownDescription: "Whether the next run of this `name` targets only the hosts that failed or were " +
+				"unreachable in this one, as `--limit @<retry file>` does; requires `name`. After a run with such hosts " +
+				"(all of them, not only the `host_stats` kept), kubeplay keeps their names in a sealed record of the " +
+				"catalog namespace for 30 days, not in the state; the next run of the name (a replacement, for example by a " +
+				"change of `triggers`) shows in its plan how many hosts it targets (`rerun_hosts`), lists the run's hosts " +
+				"in its pod and runs only those of them on the list. A run whose hosts all succeed deletes the record, so " +
+				"the run after it targets every host again. Defaults to `false`. Not for the action.",
+			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			Validators: []validator.Bool{boolvalidator.AlsoRequires(path.MatchRoot("name"))},
+		},
+		"rerun_hosts": schema.SingleNestedAttribute{
+			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets when an earlier run of its `name` " +
+				"left some that failed or were unreachable: that run's `run_id`, the `count` of hosts and the `sha256` of " +
+				"their sorted names, one per line; null when the run targets every host.",
+			Computed: true,
+			Attributes: map[string]schema.Attribute{
+				"run_id": schema.StringAttribute{MarkdownDescription: "The run whose failed and unreachable hosts these are.", Computed: true},
+				"count":  schema.Int64Attribute{MarkdownDescription: "How many hosts the run targets.", Computed: true},
+				"sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of the hosts' names, sorted, one per line.", Computed: true},
+			},
+		},
+	}
+}
+
+// rerunDoc is a rerun record's content.
+type rerunDoc struct {
+	RunID string   `json:"run_id"`
+	Hosts []string `json:"hosts"`
+}
+
+// hostsSHA256 is the digest rerun_hosts shows of hosts (sorted).
+func hostsSHA256(hosts []string) string {
+	h := sha256.New()
+	for _, n := range hosts {
+		_, _ = io.WriteString(h, n+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// rerunName names the record of runs named name.
+func (r *runResource) rerunName(ctx context.Context, name string) (string, error) {
+	key, err := r.data.signingKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	sig := key.Sign(domainRerunKey, []byte(name))
+	return rerunRecordPrefix + sig[strings.LastIndexByte(sig, ':')+1:][:40], nil
+}
+
+// loadRerun reads the record of runs named name; nil without one.
+func (r *runResource) loadRerun(ctx context.Context, name string) (*rerunDoc, error) {
+	rec, err := r.rerunName(ctx, name)
+	if errors.Is(err, catalogkey.ErrMissing) {
+		return nil, nil // no key, so no record it sealed: a first run in a new catalog
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.data.catalog()
+	if err != nil {
+		return nil, err
+	}
+	got, err := s.GetCheckRecord(ctx, rec)
+	var gone *catalog.CheckRecordGoneError
+	if errors.Is(err, catalog.ErrNotFound) || errors.As(err, &gone) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(got.Doc))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", catalog.ErrTampered, err)
+	}
+	var doc rerunDoc
+	if err := json.NewDecoder(io.LimitReader(zr, 64<<20)).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", catalog.ErrTampered, err)
+	}
+	if !runengine.ValidID(doc.RunID) || !slices.IsSorted(doc.Hosts) {
+		return nil, fmt.Errorf("%w: not a list of hosts kubeplay wrote", catalog.ErrTampered)
+	}
+	return &doc, nil
+}
+
+// rerunValue is doc as rerun_hosts.
+func rerunValue(doc *rerunDoc, diags *diag.Diagnostics) types.Object {
+	if doc == nil {
+		return types.ObjectNull(rerunHostsType.AttrTypes)
+	}
+	v, d := types.ObjectValue(rerunHostsType.AttrTypes, map[string]attr.Value{
+		"run_id": types.StringValue(doc.RunID), "count": types.Int64Value(int64(len(doc.Hosts))),
+		"sha256": types.StringValue(hostsSHA256(doc.Hosts)),
+	})
+	diags.Append(d...)
+	return v
+}
+
+// planRerun sets rerun_hosts of a new run from its name's record.
+func (r *runResource) planRerun(ctx context.Context, plan *runModel, diags *diag.Diagnostics) {
+	plan.RerunHosts = types.ObjectNull(rerunHostsType.AttrTypes)
+	switch {
+	case !plan.RerunFailedHosts.ValueBool():
+		return
+	case plan.RerunFailedHosts.IsUnknown() || plan.Name.IsUnknown() || r.data == nil:
+		plan.RerunHosts = types.ObjectUnknown(rerunHostsType.AttrTypes)
+		return
+	}
+	doc, err := r.loadRerun(ctx, plan.Name.ValueString())
+	if err != nil {
+		diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Failed Hosts Unreadable",
+			fmt.Sprintf("The list of the hosts that failed in the last run named %q could not be read: %v. Grant the "+
+				"credential get on ConfigMaps of the catalog namespace, or set rerun_failed_hosts = false to run every host.",
+				plan.Name.ValueString(), err))
+		return
+	}
+	plan.RerunHosts = rerunValue(doc, diags)
+	if doc != nil {
+		plan.rerunList = doc.Hosts // for the plan-time check
+	}
+}
+
+// applyRerun gives the run the hosts its plan showed: the record must
+// still hold them.
+func (r *runResource) applyRerun(ctx context.Context, plan *runModel, diags *diag.Diagnostics) {
+	if !plan.RerunFailedHosts.ValueBool() {
+		return
+	}
+	doc, err := r.loadRerun(ctx, plan.Name.ValueString())
+	if err != nil {
+		diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Failed Hosts Unreadable",
+			fmt.Sprintf("The list of the hosts that failed in the last run named %q could not be read: %v. Nothing ran. "+
+				"Grant the credential get on ConfigMaps of the catalog namespace, or set rerun_failed_hosts = false.",
+				plan.Name.ValueString(), err))
+		return
+	}
+	got := rerunValue(doc, diags)
+	if !plan.RerunHosts.IsUnknown() && !got.Equal(plan.RerunHosts) {
+		diags.AddAttributeError(path.Root("rerun_hosts"), "Failed Hosts Changed Since The Plan",
+			fmt.Sprintf("The plan showed the run targeting %s, but the list of the hosts that failed in the last run "+
+				"named %q is now %s: another run of that name ended since. Nothing ran. Plan again.",
+				describeRerun(plan.RerunHosts), plan.Name.ValueString(), describeRerun(got)))
+		return
+	}
+	plan.RerunHosts = got
+	if doc != nil {
+		plan.rerunList = doc.Hosts
+	}
+}
+
+func describeRerun(v types.Object) string {
+	if v.IsNull() {
+		return "every host"
+	}
+	a := v.Attributes()
+	return fmt.Sprintf("the %s hosts that failed in run %s (sha256 %s)", a["count"], a["run_id"], a["sha256"])
+}
+
+// storeRerun keeps the hosts of run id that failed or were unreachable
+// for the next run named as plan, or deletes the record when none did. A
+// failure to keep them is a warning: the run is recorded as it ended.
+func (r *runResource) storeRerun(ctx context.Context, plan runModel, id string, notOK []string, ran bool, diags *diag.Diagnostics) {
+	if !plan.RerunFailedHosts.ValueBool() || !ran {
+		return
+	}
+	name, err := r.rerunName(ctx, plan.Name.ValueString())
+	var s *catalog.Store
+	if err == nil {
+		s, err = r.data.catalog()
+	}
+	if err == nil && len(notOK) == 0 {
+		if err = s.DeleteCheckRecord(ctx, name); errors.Is(err, catalog.ErrNotFound) {
+			err = nil
+		}
+	} else if err == nil {
+		hosts := slices.Sorted(slices.Values(notOK))
+		hosts = slices.Compact(hosts)
+		var doc []byte
+		if doc, err = gzipJSON(rerunDoc{RunID: id, Hosts: hosts}); err == nil && len(doc) > maxRerunRecord {
+			err = fmt.Errorf("the list of %d hosts takes %d bytes compressed, more than the %d a record holds", len(hosts), len(doc), maxRerunRecord)
+		}
+		if err == nil {
+			err = s.PutCheckRecord(ctx, name, doc, rerunRecordTTL)
+		}
+	}
+	if err != nil && !errors.Is(err, catalog.ErrIndexReset) {
+		tflog.Warn(ctx, "keeping the run's failed hosts failed", map[string]any{"run": id, "error": err.Error()})
+		diags.AddAttributeWarning(path.Root("rerun_failed_hosts"), "Failed Hosts Not Kept",
+			fmt.Sprintf("The run's %d hosts that failed or were unreachable could not be kept for its next run: %v. "+
+				"The next run of %q targets every host, or the hosts of an earlier run's list; its plan shows which (rerun_hosts).",
+				len(notOK), err, plan.Name.ValueString()))
+	}
+}
+
+func gzipJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,268 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+)
+
+// maxSlices bounds slices: each is a pod, a claim and an exec stream of
+// this provider process.
+const maxSlices = 100
+
+var sliceResultType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"slice": types.Int64Type, "id": types.StringType, "container_group": types.StringType,
+	"status": types.StringType, "status_reason": types.StringType, "exit_code": types.Int64Type,
+	"host_count": types.Int64Type, "pod_name": types.StringType, "node_name": types.StringType,
+	"launch_attempts": types.Int64Type, "timeline": types.ListType{ElemType: timelineStepType},
+}}
+
+func sliceAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"slices": schema.Int64Attribute{
+			MarkdownDescription: fmt.Sprintf("Into how many slices the run's hosts are split, as AWX's job slicing "+
+				"(`job_slice_count`) splits them: each slice runs the playbook (or `ad_hoc`) against its hosts only, in "+
+				"a pod of its own that claims its group's capacity on its own, so that slices beyond `max_concurrent_runs`, "+
+				"`max_forks` or the namespace's quota wait and start as room frees, and with `container_groups` each "+
+				"slice is placed on its own. Each slice's pod lists the run's hosts (after `limit` and `rerun_hosts`) "+
+				"with `ansible --list-hosts`, sorts them by name and takes those at positions `slice - 1`, `slice - 1 + "+
+				"slices`, and so on, so every host is in exactly one slice. The slices' results make the run's "+
+				"(see `slice_results` and [Sliced Runs](#sliced-runs)). Between 1 and %d; defaults to `1`, one pod for "+
+				"every host. Not for `command` runs; a `destroy_playbook` runs unsliced.", maxSlices),
+			Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+			Validators:    []validator.Int64{int64validator.Between(1, maxSlices)},
+			PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+		},
+		"ad_hoc": schema.SingleNestedAttribute{
+			MarkdownDescription: "An ad hoc command instead of a playbook: one Ansible `module` with its `args` against " +
+				"the hosts of `pattern`, as `ansible <pattern> -m <module> -a <args>` runs it, with the same `inventory`, " +
+				"`limit`, `forks`, `verbosity`, `extra_vars`, SSH keys, vault passwords, `slices` and per-host results " +
+				"(`host_stats`, `host_counts`, `failed_tasks`, `status_reason`) as a playbook. kubeplay runs it as a " +
+				"playbook of one play (`hosts: <pattern>`, `gather_facts: false`) and one task; `become` is set with " +
+				"`extra_vars` (`ansible_become = true`). Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` is required.",
+			Optional: true,
+			Attributes: map[string]schema.Attribute{
+				"module": schema.StringAttribute{
+					MarkdownDescription: "The module, by its short or fully qualified name, such as `ansible.builtin.ping`.",
+					Required:            true, Validators: []validator.String{moduleName()},
+				},
+				"args": schema.StringAttribute{
+					MarkdownDescription: "The module's arguments as `-a` takes them: `key=value` pairs, or the free-form " +
+						"text of modules such as `ansible.builtin.command`. Defaults to none.",
+					Optional: true,
+				},
+				"pattern": schema.StringAttribute{
+					MarkdownDescription: "The host pattern to run against, such as `all`, `webservers` or `web*:!web3`.",
+					Required:            true, Validators: []validator.String{hostPattern()},
+				},
+			},
+			PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+			Validators: []validator.Object{objectvalidator.ConflictsWith(path.MatchRoot("playbook"),
+				path.MatchRoot("playbook_path"), path.MatchRoot("command"))},
+		},
+		"slice_results": schema.ListNestedAttribute{
+			MarkdownDescription: "With `slices` above 1, each slice's end, in slice order: its `slice` number, its run " +
+				"`id` (the pod's `kubeplay.io/run` label), the `container_group` it ran in, its `status`, " +
+				"`status_reason`, `exit_code` and `host_count`, its `pod_name` and `node_name`, its `launch_attempts` and " +
+				"its `timeline`. Null for an unsliced run.",
+			Computed: true,
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"slice":           schema.Int64Attribute{MarkdownDescription: "The slice's number, from 1.", Computed: true},
+				"id":              schema.StringAttribute{MarkdownDescription: "The slice's run id.", Computed: true},
+				"container_group": schema.StringAttribute{MarkdownDescription: "The group the slice ran in.", Computed: true},
+				"status":          schema.StringAttribute{MarkdownDescription: "The slice's status, as `status`.", Computed: true},
+				"status_reason":   schema.StringAttribute{MarkdownDescription: "The slice's reason, as `status_reason`; null when it succeeded.", Computed: true},
+				"exit_code":       schema.Int64Attribute{MarkdownDescription: "The slice's exit code; `-1` when its playbook never ran.", Computed: true},
+				"host_count":      schema.Int64Attribute{MarkdownDescription: "How many hosts the slice's play recap holds.", Computed: true},
+				"pod_name":        schema.StringAttribute{MarkdownDescription: "The slice's pod.", Computed: true},
+				"node_name":       schema.StringAttribute{MarkdownDescription: "The node of the slice's pod.", Computed: true},
+				"launch_attempts": schema.Int64Attribute{MarkdownDescription: "How many pods the slice launched.", Computed: true},
+				"timeline": schema.ListAttribute{MarkdownDescription: "The slice's timeline, as `timeline`.", Computed: true,
+					ElementType: timelineStepType},
+			}},
+		},
+	}
+}
+
+// sliceID is the run id of slice k of run id: the slices' pods, claims
+// and history records are told apart by it.
+func sliceID(id string, k int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/slice/%d", id, k))
+	return hex.EncodeToString(sum[:8])
+}
+
+// sliceOutcome is one slice's end.
+type sliceOutcome struct {
+	slice int
+	id    string
+	group string
+	out   runengine.Outcome
+	err   error // the slice did not start
+}
+
+// hostsSeen is the host list's digest the first slice to end saw: the
+// slices that start after it refuse a different one (ExpectHostsSHA256).
+type hostsSeen struct {
+	mu     sync.Mutex
+	digest string
+}
+
+func (h *hostsSeen) get() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.digest
+}
+
+func (h *hostsSeen) saw(r runner.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.digest == "" && r.HostList {
+		h.digest = r.HostsSHA256
+	}
+}
+
+// executeSlices runs req's bundle in n slices at once, each placed on its
+// own, and gives each slice's end, in slice order.
+func executeSlices(ctx context.Context, n int, req runengine.Request, cands []runengine.Candidate, groups []string,
+	onLine, onEvent func(string)) []sliceOutcome {
+	seen := &hostsSeen{}
+	outs := make([]sliceOutcome, n)
+	var wg sync.WaitGroup
+	for k := 1; k <= n; k++ {
+		sreq := req
+		sreq.ID = sliceID(req.ID, k)
+		sreq.Bundle.Slice, sreq.Bundle.Slices, sreq.Bundle.ExpectHostsSHA256 = k, n, seen.get
+		sreq.OutputLimit = runner.SliceOutputLimit(req.OutputLimit, n)
+		prefix := fmt.Sprintf("[slice %d/%d] ", k, n)
+		sreq.OnLine = func(l string) { onLine(prefix + l) }
+		sreq.OnEvent = nil
+		if onEvent != nil {
+			sreq.OnEvent = func(e string) { onEvent(prefix + e) }
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, placed, err := runengine.Place(ctx, sreq, cands)
+			seen.saw(out.Result)
+			outs[k-1] = sliceOutcome{slice: k, id: sreq.ID, group: groups[max(placed, 0)], out: out, err: err}
+		}()
+	}
+	wg.Wait()
+	return outs
+}
+
+// mergeOutcomes is the run's outcome from its slices': a slice that did
+// not start counts as a slice that ended in error.
+func mergeOutcomes(outs []sliceOutcome) runengine.Outcome {
+	var merged runengine.Outcome
+	results := make([]runner.Result, len(outs))
+	for i, s := range outs {
+		if s.err != nil {
+			results[i] = runner.Result{Status: runner.StatusError, ExitCode: -1, Reason: notStartedReason(s.err),
+				Message: s.err.Error(), Err: s.err, StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC()}
+		} else {
+			results[i] = s.out.Result
+		}
+		if merged.Rendered == "" && s.err == nil {
+			merged.Rendered, merged.Targets, merged.Namespace = s.out.Rendered, s.out.Targets, s.out.Namespace
+		}
+		merged.Warnings = append(merged.Warnings, s.out.Warnings...)
+	}
+	merged.Result = runner.MergeSlices(results)
+	return merged
+}
+
+// notStartedReason is the reason of a slice that did not start.
+func notStartedReason(err error) runner.Reason {
+	var ce *runengine.CapacityError
+	if errors.As(err, &ce) {
+		return runner.ReasonCapacityTimeout
+	}
+	return runner.ReasonOf(err)
+}
+
+// sliceResultsValue is outs as slice_results; null for one slice.
+func sliceResultsValue(outs []sliceOutcome, diags *diag.Diagnostics) types.List {
+	if len(outs) <= 1 {
+		return types.ListNull(sliceResultType)
+	}
+	elems := make([]attr.Value, 0, len(outs))
+	for _, s := range outs {
+		r := s.out.Result
+		status, reason, exit := r.Status, stringOrNull(string(r.Reason)), int64(r.ExitCode)
+		if s.err != nil {
+			status, reason, exit = runner.StatusError, stringOrNull(string(notStartedReason(s.err))), -1
+		}
+		obj, d := types.ObjectValue(sliceResultType.AttrTypes, map[string]attr.Value{
+			"slice": types.Int64Value(int64(s.slice)), "id": types.StringValue(s.id), "container_group": types.StringValue(s.group),
+			"status": types.StringValue(status), "status_reason": reason, "exit_code": types.Int64Value(exit),
+			"host_count": types.Int64Value(max(r.HostCount, int64(len(r.Hosts)))), "pod_name": types.StringValue(r.PodName),
+			"node_name": types.StringValue(r.NodeName), "launch_attempts": types.Int64Value(int64(r.LaunchAttempts)),
+			"timeline": timelineValue(r.Timeline, diags),
+		})
+		diags.Append(d...)
+		elems = append(elems, obj)
+	}
+	l, d := types.ListValue(sliceResultType, elems)
+	diags.Append(d...)
+	return l
+}
+
+// adHocBundle is the run's ad_hoc as the bundle's; nil without one.
+func adHocBundle(ctx context.Context, m runModel, diags *diag.Diagnostics) *bundle.AdHoc {
+	if m.AdHoc.IsNull() || m.AdHoc.IsUnknown() {
+		return nil
+	}
+	var a struct {
+		Module  types.String `tfsdk:"module"`
+		Args    types.String `tfsdk:"args"`
+		Pattern types.String `tfsdk:"pattern"`
+	}
+	diags.Append(m.AdHoc.As(ctx, &a, basetypes.ObjectAsOptions{})...)
+	return &bundle.AdHoc{Module: a.Module.ValueString(), Args: a.Args.ValueString(), Pattern: a.Pattern.ValueString()}
+}
+
+// logSlices writes each slice's end to Terraform's log.
+func logSlices(ctx context.Context, id string, outs []sliceOutcome) {
+	for _, s := range outs {
+		fields := map[string]any{"run": id, "slice": s.slice, "slice_run": s.id, "group": s.group, "status": s.out.Status}
+		if s.err != nil {
+			fields["error"] = s.err.Error()
+		}
+		tflog.Info(ctx, "slice ended", fields)
+	}
+}
+
+// sliceLine is a slice's end as the action's progress shows it.
+func sliceLine(s sliceOutcome, of int) string {
+	if s.err != nil {
+		return fmt.Sprintf("slice %d/%d did not start: %v", s.slice, of, s.err)
+	}
+	return runner.SliceHeader(s.slice, of, s.out.Result)
+}
