@@ -480,7 +480,7 @@ func (b *Bundle) Args(inventory string) []string {
 	limit := b.Limit
 	if b.hostStep() {
 		args = append(args, "-i", b.up()+sliceInventory)
-		limit = []string{sliceGroup}
+		limit = []string{b.sliceGroup()}
 	}
 	if len(b.ExtraVars) > 0 {
 		args = append(args, "-e", "@"+b.up()+varsName)

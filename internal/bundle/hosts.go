@@ -1,6 +1,8 @@
 package bundle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -14,7 +16,8 @@ import (
 // hosts as the playbook would see them (ansible --list-hosts with the
 // run's inventories, limit and vault), sorts them bytewise, takes its
 // share, and runs the playbook with an inventory source of its own that
-// puts exactly that share into the group sliceGroup, and --limit to it.
+// puts exactly that share into a group of its own (sliceGroup), and --limit
+// to it.
 // The digest of the sorted list tells whether all of a run's slices saw
 // the same hosts (ExpectHostsSHA256). Every part of it is linear in the
 // number of hosts: a --limit of one pattern per host would be quadratic.
@@ -41,9 +44,18 @@ const (
 	// hostsState is the line "total sha256 slice_hosts" the step writes
 	// for the report's header.
 	hostsState = hostsDir + "/state"
-	// sliceGroup is the group of the run's hosts.
-	sliceGroup = "kubeplay_slice"
+	// sliceGroupPrefix starts the name of the group of the run's hosts
+	// (sliceGroup).
+	sliceGroupPrefix = "kubeplay_slice_"
 )
+
+// sliceGroup names the group of the run's hosts after its marker, a random
+// value per run: no inventory has a group of that name already, so the
+// step need not ask Ansible (a second inventory load, 1 s or more).
+func (b *Bundle) sliceGroup() string {
+	sum := sha256.Sum256([]byte(b.Marker))
+	return sliceGroupPrefix + hex.EncodeToString(sum[:8])
+}
 
 // noDigest stands in the script for an expected digest when there is none:
 // the script is as long either way, so Size holds whatever
@@ -114,13 +126,11 @@ func (b *Bundle) expectedHosts(shape bool) (string, error) {
 }
 
 // listCommand is the ansible command that lists pattern's hosts with the
-// run's inventories, vault and, when limited, limit: "--" ends the
-// options, as a pattern may start with "-".
-func (b *Bundle) listCommand(inventory, pattern string, limited bool) string {
+// run's inventories, limit and vault: "--" ends the options, as a pattern
+// may start with "-".
+func (b *Bundle) listCommand(inventory, pattern string) string {
 	args := append([]string{"ansible"}, b.inventoryArgs(inventory)...)
-	if limited {
-		args = append(args, limitArgs(b.Limit)...)
-	}
+	args = append(args, limitArgs(b.Limit)...)
 	args = append(args, b.vaultArgs()...)
 	return quoteAll(append(args, "--list-hosts", "--", pattern))
 }
@@ -155,21 +165,19 @@ func (b *Bundle) hostStepScript(inventory, want string) string {
 	}
 	format := func(s, tail string) string { return Quote("kubeplay: " + s + " (hosts sha256 %.12s)" + tail + "\\n") }
 	r := strings.NewReplacer(
-		"@LIST@", b.listCommand(inventory, b.listPattern(), true),
-		"@GROUP@", b.listCommand(inventory, sliceGroup, false),
+		"@LIST@", b.listCommand(inventory, b.listPattern()),
 		"@ONLY@", strconv.FormatBool(b.OnlyHosts != nil), "@OF@", strconv.Itoa(of), "@INDEX@", strconv.Itoa(slice-1),
 		"@WANT@", Quote(want), "@NODIGEST@", Quote(noDigest),
 		"@LINE@", format(line, "")+" "+lineArgs, "@NONE@", format(none, ": ansible-playbook did not run")+" "+noneArgs,
 		"@HOSTLIST@", strconv.Itoa(ExitHostList), "@CHANGED@", strconv.Itoa(ExitHostsChanged),
-		"@DIR@", hostsDir, "@STATE@", hostsState, "@ONLYFILE@", onlyHostsName, "@SLICEFILE@", sliceInventory, "@GROUPNAME@", sliceGroup)
+		"@DIR@", hostsDir, "@STATE@", hostsState, "@ONLYFILE@", onlyHostsName, "@SLICEFILE@", sliceInventory, "@GROUPNAME@", b.sliceGroup())
 	return r.Replace(hostStepSh)
 }
 
 // hostStepSh is the host step. Names that the slice's inventory source
 // (read by Ansible's yaml plugin) would not give back as the same host are
 // refused: empty, a range ("["), a control character, or a trailing
-// ":port". The slice group is checked without the run's limit, as the
-// playbook's --limit is the group alone.
+// ":port".
 const hostStepSh = `kp_h="$top/@DIR@"
 kp_fail() { printf 'kubeplay: %s\n' "$1"; exit @HOSTLIST@; }
 kp_lines() { set -- $(wc -l <"$1"); echo "$1"; }
@@ -211,14 +219,6 @@ if [ "$kp_want" != @NODIGEST@ ] && [ "$kp_want" != "$kp_sum" ]; then
   echo "kubeplay: the inventory's host list differs from the one the run's other slices saw ($kp_total hosts with sha256 $kp_sum here, sha256 $kp_want there): this slice did not run its playbook, as its share of the hosts would not be the one they expect"
   exit @CHANGED@
 fi
-@GROUP@ >"$kp_h/group" 2>"$kp_h/err"
-kp_rc=$?
-kp_l=; IFS= read -r kp_l <"$kp_h/group"
-case $kp_rc:$kp_l in
-'0:  hosts (0):') ;;
-'0:  hosts ('*) kp_l=${kp_l#'  hosts ('}; kp_l=${kp_l%'):'}; kp_fail "the inventory already has a group or host named @GROUPNAME@ (with $kp_l hosts), the name kubeplay gives the group of a run's hosts when it is sliced or re-run; rename it" ;;
-*) cat "$kp_h/err"; kp_fail "ansible --list-hosts @GROUPNAME@ failed (exit code $kp_rc): kubeplay could not check that the inventory has no group of that name" ;;
-esac
 if [ "$kp_n" -eq 0 ]; then printf @NONE@ "$kp_sum"; exit 0; fi
 { printf '{"@GROUPNAME@": {"hosts": {\n'
   sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$/": null/; 1!s/^/, /' "$kp_h/slice"

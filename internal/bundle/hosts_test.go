@@ -17,10 +17,12 @@ import (
 	"time"
 )
 
-// fakeInventory is what the stand-in ansible lists: hosts for any pattern
-// but the slice group, group for that.
+// testGroup is the slice group of a bundle with testMarker.
+var testGroup = (&Bundle{Marker: testMarker}).sliceGroup()
+
+// fakeInventory is what the stand-in ansible lists: hosts for any pattern.
 type fakeInventory struct {
-	hosts, group []string
+	hosts        []string
 	header       string // replaces the "  hosts (N):" line of hosts
 	fail         bool   // listing hosts fails
 }
@@ -45,7 +47,6 @@ func fakeListing(t *testing.T, inv fakeInventory) string {
 		return strings.Join(names, "\n") + "\n"
 	}
 	write("hosts", lines(inv.hosts), 0o644)
-	write("group", lines(inv.group), 0o644)
 	if inv.header != "" {
 		write("header", inv.header+"\n", 0o644)
 	}
@@ -56,11 +57,10 @@ func fakeListing(t *testing.T, inv fakeInventory) string {
 bin=`+Quote(bin)+`
 { for a; do printf '%s\n' "$a"; done; echo ===; } >>"$bin/ansible.args"
 pwd >>"$bin/ansible.pwd"
-for a; do last=$a; done
-f=$bin/hosts; [ "$last" = `+sliceGroup+` ] && f=$bin/group
-[ -e "$bin/fail" ] && [ "$f" = "$bin/hosts" ] && { echo 'ERROR! the inventory is broken' >&2; exit 4; }
+f=$bin/hosts
+[ -e "$bin/fail" ] && { echo 'ERROR! the inventory is broken' >&2; exit 4; }
 echo '[WARNING]: a warning on stderr' >&2
-if [ -e "$bin/header" ] && [ "$f" = "$bin/hosts" ]; then cat "$bin/header"; else printf '  hosts (%d):\n' "$(grep -c '' "$f")"; fi
+if [ -e "$bin/header" ]; then cat "$bin/header"; else printf '  hosts (%d):\n' "$(grep -c '' "$f")"; fi
 sed 's/^/    /' "$f"
 `, 0o755)
 	write("ansible-playbook", `#!/bin/sh
@@ -90,15 +90,15 @@ func sliceHosts(t *testing.T, bin string) []string {
 	t.Helper()
 	var doc map[string]map[string]map[string]any
 	raw := readIn(t, bin, "slice.json")
-	if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 || len(doc[sliceGroup]) != 1 {
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 || len(doc[testGroup]) != 1 {
 		t.Fatalf("the slice's inventory source is not one group of hosts (%v):\n%s", err, raw)
 	}
-	for h, v := range doc[sliceGroup]["hosts"] {
+	for h, v := range doc[testGroup]["hosts"] {
 		if v != nil {
 			t.Errorf("host %q has vars %v in the slice's inventory source", h, v)
 		}
 	}
-	return slices.Sorted(maps.Keys(doc[sliceGroup]["hosts"]))
+	return slices.Sorted(maps.Keys(doc[testGroup]["hosts"]))
 }
 
 // hostsDigest is the digest of the sorted host list, as the step makes it.
@@ -185,14 +185,13 @@ func TestHostStepSlices(t *testing.T) {
 					r.res.HostList, r.res.HostsTotal, r.res.HostsSHA256, r.res.SliceHosts, digest, len(want))
 			}
 			// The listing has the run's inventory, limit and vault; the
-			// group check has no limit; the playbook is limited to the group.
+			// playbook is limited to the group: one inventory load each.
 			vault := "--vault-id\ndefault@" + vaultDir + "/default\n"
-			wantList := "-i\ninventory\n--limit\nweb:db\n" + vault + "--list-hosts\n--\nall\n===\n" +
-				"-i\ninventory\n" + vault + "--list-hosts\n--\n" + sliceGroup + "\n===\n"
+			wantList := "-i\ninventory\n--limit\nweb:db\n" + vault + "--list-hosts\n--\nall\n===\n"
 			if args := readIn(t, r.bin, "ansible.args"); args != wantList {
 				t.Errorf("ansible got\n%s\nwant\n%s", args, wantList)
 			}
-			wantPlay := "-i\ninventory\n-i\n" + sliceInventory + "\n" + vault + "--limit\n" + sliceGroup + "\n--tags\nt\n" + PlaybookName + "\n"
+			wantPlay := "-i\ninventory\n-i\n" + sliceInventory + "\n" + vault + "--limit\n" + testGroup + "\n--tags\nt\n" + PlaybookName + "\n"
 			if args := readIn(t, r.bin, "playbook.args"); args != wantPlay {
 				t.Errorf("ansible-playbook got\n%s\nwant\n%s", args, wantPlay)
 			}
@@ -303,8 +302,6 @@ func TestHostStepRefusals(t *testing.T) {
 			"kubeplay: the inventory has a host named 'db:5432'"},
 		{"empty name", Bundle{Slices: 2, Slice: 1}, fakeInventory{hosts: []string{"a", ""}}, ExitHostList,
 			"kubeplay: the inventory has a host named ''"},
-		{"slice group exists", Bundle{Slices: 2, Slice: 1}, fakeInventory{hosts: trickyHosts, group: []string{"x", "y"}}, ExitHostList,
-			"kubeplay: the inventory already has a group or host named kubeplay_slice (with 2 hosts)"},
 		{"listing fails", Bundle{Slices: 2, Slice: 1}, fakeInventory{hosts: trickyHosts, fail: true}, ExitHostList,
 			"ERROR! the inventory is broken\nkubeplay: listing the run's hosts (ansible --list-hosts, with the run's inventories and limit) failed with exit code 4"},
 		{"count mismatch", Bundle{Slices: 2, Slice: 1}, fakeInventory{hosts: trickyHosts, header: "  hosts (11):"}, ExitHostList,
@@ -364,13 +361,13 @@ func TestHostStepProject(t *testing.T) {
 		t.Fatalf("exit %d, output %q", code, out)
 	}
 	project := filepath.Join(dir, ProjectDir)
-	if pwd := readIn(t, bin, "ansible.pwd"); pwd != strings.Repeat("galaxy\n", 4)+project+"\n"+project+"\n" {
+	if pwd := readIn(t, bin, "ansible.pwd"); pwd != strings.Repeat("galaxy\n", 4)+project+"\n" {
 		t.Errorf("ansible-galaxy and ansible ran in\n%s", pwd)
 	}
 	if args := readIn(t, bin, "ansible.args"); !strings.HasPrefix(args, "-i\ninv/hosts.ini\n--limit\nweb\n--list-hosts\n--\nall\n===\n") {
 		t.Errorf("ansible got\n%s", args)
 	}
-	if args := readIn(t, bin, "playbook.args"); !strings.HasPrefix(args, "-i\ninv/hosts.ini\n-i\n../"+sliceInventory+"\n--limit\n"+sliceGroup+"\n") {
+	if args := readIn(t, bin, "playbook.args"); !strings.HasPrefix(args, "-i\ninv/hosts.ini\n-i\n../"+sliceInventory+"\n--limit\n"+testGroup+"\n") {
 		t.Errorf("ansible-playbook got\n%s", args)
 	}
 }

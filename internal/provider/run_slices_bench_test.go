@@ -5,6 +5,7 @@ package provider
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,7 +107,52 @@ resource "kubeplay_run" "r" {
 	if err != nil {
 		s.b.Fatalf("terraform apply: %v\n%s", err, out.String())
 	}
+	s.logTimelines()
 	return took, peak
+}
+
+// logTimelines logs where each slice's time went, from the state.
+func (s *sliceBench) logTimelines() {
+	show := terraformCommand(s.terraformBin, s.cliConfig, s.dir, nil, "show", "-json")
+	raw, err := show.Output()
+	if err != nil {
+		s.b.Fatalf("terraform show: %v", err)
+	}
+	var st struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Type   string         `json:"type"`
+					Values map[string]any `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		s.b.Fatal(err)
+	}
+	for _, r := range st.Values.RootModule.Resources {
+		if r.Type != "kubeplay_run" {
+			continue
+		}
+		line := func(tl any) string {
+			var b strings.Builder
+			steps, _ := tl.([]any)
+			for _, x := range steps {
+				m, _ := x.(map[string]any)
+				fmt.Fprintf(&b, "%v %.1fs, ", m["step"], m["seconds"])
+			}
+			return strings.TrimSuffix(b.String(), ", ")
+		}
+		slices, _ := r.Values["slice_results"].([]any)
+		if len(slices) == 0 {
+			s.b.Logf("run: %s", line(r.Values["timeline"]))
+		}
+		for _, x := range slices {
+			m, _ := x.(map[string]any)
+			s.b.Logf("slice %v (%v hosts): %s", m["slice"], m["host_count"], line(m["timeline"]))
+		}
+	}
 }
 
 // providerRSS is the peak resident set (VmHWM, in bytes) of the provider

@@ -77,7 +77,7 @@ var Reasons = []ReasonDoc{
 	{ReasonTimeout, "The run did not finish within its `timeouts` (`create`, or `delete` for a `destroy_playbook`).", false},
 	{ReasonCanceled, "Terraform was interrupted during the run (status `canceled`).", false},
 	{ReasonClusterUnavailable, "The cluster could not be reached, or refused the credential, during the run.", false},
-	{ReasonHostListFailed, "A run with `slices` or `rerun_failed_hosts` could not list its hosts before the playbook (`ansible --list-hosts` failed), or a host's name cannot be targeted exactly (it holds `[` or a control character, or the inventory has a group `kubeplay_slice`); the playbook did not run.", false},
+	{ReasonHostListFailed, "A run with `slices` or `rerun_failed_hosts` could not list its hosts before the playbook (`ansible --list-hosts` failed), or a host's name cannot be targeted exactly (it is empty, holds `[` or a control character, or ends in `:` and a port); the playbook did not run.", false},
 	{ReasonHostsChanged, "The slices of a sliced run saw different host lists: the inventory changed between their starts (a dynamic inventory), so a host may have been left out or run twice (status `error`); `slice_results` gives each slice's host count. A slice that started after another ended and saw a different list did not run its playbook.", false},
 	{ReasonSlicesMixed, "The slices of a sliced run that did not succeed ended for different reasons; `slice_results` gives each slice's.", false},
 	{ReasonOther, "Any other cause; the message says which.", false},
