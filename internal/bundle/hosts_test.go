@@ -22,9 +22,9 @@ var testGroup = (&Bundle{Marker: testMarker}).sliceGroup()
 
 // fakeInventory is what the stand-in ansible lists: hosts for any pattern.
 type fakeInventory struct {
-	hosts        []string
-	header       string // replaces the "  hosts (N):" line of hosts
-	fail         bool   // listing hosts fails
+	hosts  []string
+	header string // replaces the "  hosts (N):" line of hosts
+	fail   bool   // listing hosts fails
 }
 
 // fakeListing writes stand-ins for ansible and ansible-playbook into a

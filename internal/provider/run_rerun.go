@@ -17,13 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -67,7 +65,6 @@ func rerunAttributes() map[string]schema.Attribute {
 				"in its pod and runs only those of them on the list. A run whose hosts all succeed deletes the record, so " +
 				"the run after it targets every host again. Defaults to `false`. Not for the action.",
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-			Validators: []validator.Bool{boolvalidator.AlsoRequires(path.MatchRoot("name"))},
 		},
 		"rerun_hosts": schema.SingleNestedAttribute{
 			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets when an earlier run of its `name` " +

@@ -404,6 +404,11 @@ func validateRunConfig(ctx context.Context, config tfsdk.Config, diags *diag.Dia
 	if !diags.HasError() {
 		sshWarnings(ctx, m, diags)
 	}
+	if m.RerunFailedHosts.ValueBool() && m.Name.IsNull() {
+		diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Re-Run Needs A Name", "rerun_failed_hosts keeps the "+
+			"hosts that failed for the next run of the same name, and this run has none. Set name to one that stays the "+
+			"same across the run's replacements, such as \"fleet-patch\".")
+	}
 	if diags.HasError() || m.Command.IsNull() {
 		return
 	}

@@ -334,6 +334,18 @@ func TestAccRun_planErrors(t *testing.T) {
   tags = "a,b"`, `(?s)Incorrect attribute value type.*list of string required`},
 		{`playbook = "x"
   verbosity = 9`, `(?s)verbosity value must be between 0 and 6`},
+		// Sliced runs, ad hoc commands and re-runs.
+		{`playbook = "x"
+  slices = 0`, `(?s)slices value must be between 1 and 100`},
+		{`command = ["true"]
+  slices = 2`, `(?s)Attribute Needs Hosts.*slices and rerun_failed_hosts`},
+		{`playbook = "x"
+  rerun_failed_hosts = true`, `(?s)Re-Run Needs A Name.*Set name`},
+		{`playbook = "x"
+  ad_hoc = { module = "ping", pattern = "all" }`, `(?s)Invalid Attribute Combination`},
+		{`ad_hoc = { module = "not a module", pattern = "all" }`, `(?s)Invalid Module Name`},
+		{`ad_hoc = { module = "when", pattern = "all" }`, `(?s)Invalid Module Name`},
+		{`ad_hoc = { module = "ping", pattern = "  " }`, `(?s)Invalid Host Pattern`},
 		// timeouts is a block, as in hashicorp/kubernetes; the attribute form of 0.1.0 pre-releases is refused.
 		{`playbook = "x"
   timeouts = { create = "1m" }`, `(?s)Unsupported argument.*Did you mean to define a block of type "timeouts"`},

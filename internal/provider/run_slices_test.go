@@ -474,3 +474,38 @@ func (pc *podConcurrency) check(made, most int) error {
 	}
 	return nil
 }
+
+// TestAccRun_slicesPlanCheck: the plan-time check of a sliced run is one
+// check over all the run's hosts (it only reads, so it need not be split):
+// the plan shows each host's change; the apply then runs 2 slices.
+func TestAccRun_slicesPlanCheck(t *testing.T) {
+	e := newTestEnv(t)
+	ns := e.namespace("kp-slicecheck")
+	group := e.runGroup(randName("grp"), ns)
+	cfg := group + fmt.Sprintf(`
+resource "kubeplay_run" "test" {
+  container_group = kubeplay_container_group.g.name
+  slices          = 2
+  plan_check      = "changes"
+  inventory       = %q
+  playbook        = "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: write the marker\n      copy: {content: x, dest: '/tmp/marker-{{ inventory_hostname }}'}\n"
+}
+`, localInventory(4, 2))
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             e.checkNoRunPods(ns),
+		Steps: []resource.TestStep{{Config: group}, {
+			Config: cfg,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectKnownValue(runAddr, tfjsonpath.New("planned_changes").AtMapKey("hosts"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.StringExact("h01"), knownvalue.StringExact("h02"), knownvalue.StringExact("h03"), knownvalue.StringExact("h04")})),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("status"), knownvalue.StringExact("successful")),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("host_counts"), hostCounts(0, 4, 0, 0, 0, 0)),
+				statecheck.ExpectKnownValue(runAddr, tfjsonpath.New("slice_results"), knownvalue.ListSizeExact(2)),
+			},
+			Check: func(*terraform.State) error { return e.noCheckRecords() },
+		}},
+	})
+}
