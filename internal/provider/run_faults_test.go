@@ -943,9 +943,19 @@ func (f *faultEnv) waitGone(t *testing.T, timeout time.Duration) {
 
 // providerPID is the pid of the provider process terraform started.
 func providerPID(t *testing.T, terraformPID int) int {
+	pid := findProviderPID(terraformPID)
+	if pid == 0 {
+		t.Fatalf("no provider process under terraform (pid %d)", terraformPID)
+	}
+	return pid
+}
+
+// findProviderPID is the pid of the provider process terraformPID
+// started, 0 when there is none.
+func findProviderPID(terraformPID int) int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Fatal(err)
+		return 0
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -963,7 +973,6 @@ func providerPID(t *testing.T, terraformPID int) int {
 			return pid
 		}
 	}
-	t.Fatalf("no provider process under terraform (pid %d)", terraformPID)
 	return 0
 }
 

@@ -102,20 +102,12 @@ func TestAccRun_launchRetried(t *testing.T) {
 	t.Setenv("TF_LOG", "warn")
 	t.Setenv("TF_ACC_LOG_PATH", logFile)
 	ns := e.namespace("kp-runretry")
-	cfg := e.providerBlock() + fmt.Sprintf(`
-resource "kubeplay_container_group" "g" {
-  name              = %q
-  namespace         = %q
-  image             = %q
-  launch_retries    = 2
-  pod_spec_override = yamlencode({ spec = { schedulingGates = [{ name = "kubeplay.test/held" }] } })
-}
-
+	cfg := e.providerBlock() + gatedGroup(randName("grp"), ns) + `
 resource "kubeplay_run" "test" {
   container_group = kubeplay_container_group.g.name
   command         = ["sh", "-c", "echo second pod"]
 }
-`, randName("grp"), ns, acctest.TestImage())
+`
 	pods := e.kube.CoreV1().Pods(ns)
 	var pw *podWatcher
 	resource.Test(t, resource.TestCase{
@@ -127,11 +119,7 @@ resource "kubeplay_run" "test" {
 					func(pod string) error {
 						return pods.Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 					},
-					func(pod string) error {
-						_, err := pods.Patch(context.Background(), pod, types.JSONPatchType,
-							[]byte(`[{"op": "remove", "path": "/spec/schedulingGates"}]`), metav1.PatchOptions{})
-						return err
-					})
+					e.ungate(ns))
 			},
 			Config: cfg,
 			ConfigStateChecks: []statecheck.StateCheck{
@@ -271,4 +259,27 @@ resource "kubeplay_run" "token" {
 			},
 		}},
 	})
+}
+
+// gatedGroup is a group "g" with launch_retries = 2 whose pods wait at a
+// scheduling gate until the test lifts it (ungate).
+func gatedGroup(name, ns string) string {
+	return fmt.Sprintf(`
+resource "kubeplay_container_group" "g" {
+  name              = %q
+  namespace         = %q
+  image             = %q
+  launch_retries    = 2
+  pod_spec_override = yamlencode({ spec = { schedulingGates = [{ name = "kubeplay.test/held" }] } })
+}
+`, name, ns, acctest.TestImage())
+}
+
+// ungate lifts a gatedGroup pod's scheduling gate.
+func (e *testEnv) ungate(ns string) func(pod string) error {
+	return func(pod string) error {
+		_, err := e.kube.CoreV1().Pods(ns).Patch(context.Background(), pod, types.JSONPatchType,
+			[]byte(`[{"op": "remove", "path": "/spec/schedulingGates"}]`), metav1.PatchOptions{})
+		return err
+	}
 }

@@ -158,26 +158,15 @@ func (s *sliceBench) logTimelines() {
 // providerRSS is the peak resident set (VmHWM, in bytes) of the provider
 // process that terraformPID started; 0 when there is none.
 func providerRSS(terraformPID int) int64 {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(terraformPID) || !strings.Contains(string(stat[:i]), "terraform-provi") {
-			continue
-		}
-		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		for _, l := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				return kb << 10
-			}
+	pid := findProviderPID(terraformPID)
+	if pid == 0 {
+		return 0
+	}
+	status, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
 		}
 	}
 	return 0

@@ -21,7 +21,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
@@ -355,15 +354,7 @@ func flipSealed(s string) string {
 func TestAccRun_slicesLaunchRetried(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-sliceretry")
-	cfg := e.providerBlock() + fmt.Sprintf(`
-resource "kubeplay_container_group" "g" {
-  name              = %q
-  namespace         = %q
-  image             = %q
-  launch_retries    = 2
-  pod_spec_override = yamlencode({ spec = { schedulingGates = [{ name = "kubeplay.test/held" }] } })
-}
-
+	cfg := e.providerBlock() + gatedGroup(randName("grp"), ns) + `
 resource "kubeplay_run" "test" {
   container_group  = kubeplay_container_group.g.name
   slices           = 2
@@ -372,13 +363,9 @@ resource "kubeplay_run" "test" {
   ignore_failure   = true
   playbook         = "- hosts: all\n  gather_facts: false\n  tasks:\n    - fail: {msg: boom}\n      when: inventory_hostname == 'h3'\n"
 }
-`, randName("grp"), ns, acctest.TestImage())
+`
 	pods := e.kube.CoreV1().Pods(ns)
-	ungate := func(pod string) error {
-		_, err := pods.Patch(context.Background(), pod, k8stypes.JSONPatchType,
-			[]byte(`[{"op": "remove", "path": "/spec/schedulingGates"}]`), metav1.PatchOptions{})
-		return err
-	}
+	ungate := e.ungate(ns)
 	var pw *podWatcher
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -404,7 +391,14 @@ resource "kubeplay_run" "test" {
 				})),
 			},
 			Check: resource.ComposeAggregateTestCheckFunc(
-				func(s *terraform.State) error { return pw.check(3)(s) },
+				func(s *terraform.State) error {
+					pw.mu.Lock()
+					defer pw.mu.Unlock()
+					if len(pw.errs) > 0 || len(pw.created) != 3 {
+						return fmt.Errorf("%d run pods were created (%v), want 3; the watcher's errors: %v", len(pw.created), pw.created, pw.errs)
+					}
+					return nil
+				},
 				func(s *terraform.State) error {
 					a := s.RootModule().Resources[runAddr].Primary.Attributes
 					got := a["slice_results.0.launch_attempts"] + "," + a["slice_results.1.launch_attempts"]
