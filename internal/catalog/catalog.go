@@ -154,6 +154,17 @@ func (s *Store) Key(ctx context.Context) (*catalogkey.Key, error) {
 // Namespace is the catalog namespace.
 func (s *Store) Namespace() string { return s.namespace }
 
+// NamespaceUID returns the UID of the catalog namespace, which owner
+// annotations record to tell catalogs of the same name on different
+// clusters apart.
+func (s *Store) NamespaceUID(ctx context.Context) (string, error) {
+	ns, err := s.kube.CoreV1().Namespaces().Get(ctx, s.namespace, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading catalog namespace %q: %w", s.namespace, err)
+	}
+	return string(ns.UID), nil
+}
+
 // EnsureNamespace creates the catalog namespace unless it exists, and the
 // key Secret unless it exists or the key is configured, once per store;
 // writers call it before their first write.

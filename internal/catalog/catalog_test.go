@@ -471,3 +471,15 @@ func TestTrustedCredential(t *testing.T) {
 		t.Errorf("missing: %v, want ErrNotFound", err)
 	}
 }
+
+func TestNamespaceUID(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore()
+	if uid, err := s.NamespaceUID(ctx); err == nil || !apierrors.IsNotFound(err) || uid != "" {
+		t.Errorf("NamespaceUID of a missing namespace = %q, %v; want an error that wraps NotFound", uid, err)
+	}
+	s, _ = newStore(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, UID: "0b6f-uid"}})
+	if uid, err := s.NamespaceUID(ctx); err != nil || uid != "0b6f-uid" {
+		t.Errorf("NamespaceUID = %q, %v; want 0b6f-uid", uid, err)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
@@ -65,16 +64,16 @@ func (r *containerGroupResource) assignOwner(ctx context.Context, store *catalog
 // catalogUID is the UID of the catalog namespace, which owner annotations
 // record; "" when it cannot be read.
 func (r *containerGroupResource) catalogUID(ctx context.Context) string {
-	c, err := r.data.clients()
+	store, err := r.data.catalog()
 	if err != nil {
 		return ""
 	}
-	ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, r.data.catalogNamespace, metav1.GetOptions{})
+	uid, err := store.NamespaceUID(ctx)
 	if err != nil {
 		tflog.Debug(ctx, "the catalog namespace's UID is unknown", map[string]any{"error": err.Error()})
 		return ""
 	}
-	return string(ns.UID)
+	return uid
 }
 
 // checkOnCluster holds the planned group to what its cluster holds and
