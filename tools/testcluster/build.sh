@@ -41,8 +41,9 @@ to_log() { local f=$1; shift; "$@" >"$f" 2>&1; }
 # ---------------------------------------------------------------- 1. Debian packages
 # `build.sh packages` stops after this step: make setup-quickstart runs it before its
 # parallel builds, so that a machine that lacks something stops at once.
-# ansible-core runs the stats callback on the host in internal/bundle's unit tests (TestStatsCallbackCheckMode).
-PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl curl ansible-core"
+# ansible-core runs the stats callback on the host in internal/bundle's unit tests (TestStatsCallbackCheckMode);
+# jq renders the CI examples' plan comment in TestAccRun_planCheckCI.
+PKGS="containerd runc containernetworking-plugins debootstrap iproute2 openssl curl ansible-core jq"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
