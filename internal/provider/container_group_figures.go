@@ -54,7 +54,7 @@ func startFiguresAttribute() dschema.Attribute {
 			"to_start":   percentilesAttribute("the runs' time from their start to their playbook's"),
 			"queued":     percentilesAttribute("the runs' wait for the group's capacity, run namespace and warm pod claim"),
 			"scheduling": percentilesAttribute("the runs' pod creation and wait for a node"),
-			"image":      percentilesAttribute("the runs' image pull and container start"),
+			"image":      percentilesAttribute("the runs' `image` step: the image's pull, as the timeline measures it"),
 			"start":      percentilesAttribute("the runs' pod sandbox and delivery of the playbook"),
 		},
 	}

@@ -181,8 +181,11 @@ const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahe
 	"run's timeout), so a pool that nobody refills or drains ends by itself. Destroying the group deletes its warm pods."
 
 const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API " +
-	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`, at their latest version) against " +
-	"`rendered_pod`, and against the pod of each run with its node label, so that a label asking for " +
+	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the " +
+	"pod of each run with its node label. The group's pod is checked at the newest policy version this provider " +
+	"knows and, when its cluster can be reached, again at that API server's own version (what `enforce-version=latest` " +
+	"means there; newer versions relax some checks); a run's pod is checked at its API server's version, or at the " +
+	"newest when that cannot be read. So a label asking for " +
 	"`privileged = true`, a `hostPath` volume, host namespaces or added capabilities is refused before anything " +
 	"runs; the error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
 	"`pod-security.kubernetes.io/enforce=<level>` and `pod-security.kubernetes.io/enforce-version=latest`, so the " +

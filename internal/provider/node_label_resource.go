@@ -113,7 +113,8 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"fails the run's plan, which names each failed check.\n\n" +
 			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
 			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
-			"removed when the run ends. The Role may read Secrets and ServiceAccounts but not create or change them, and " +
+			"removed when the run ends. The Role may get, list, watch and delete Secrets but not create, update or patch " +
+			"them, may read ServiceAccounts but not change them, and " +
 			"has no `serviceaccounts/token`, Roles or RoleBindings, so the account cannot mint a token that outlives the " +
 			"one it was given. The namespace enforces (and warns and audits) its container group's `pod_security_level` " +
 			"with the Pod Security admission labels, set after the label's `labels`, so what the account creates there " +

@@ -37,16 +37,12 @@ var stepMeanings = map[string]string{
 }
 
 func timelineAttribute() schema.Attribute {
-	var steps strings.Builder
-	for _, s := range runner.Steps {
-		fmt.Fprintf(&steps, "`%s` (%s), ", s, stepMeanings[s])
-	}
 	return schema.ListNestedAttribute{
 		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway " +
-			"(no extra requests, but for one list of the pod's `Pulled` event when the pod was slow to start): each lasts from when kubeplay saw it begin until the next began, so that their " +
-			"`seconds` add up to the time from `started_at` to `finished_at`. The steps, in order, are " +
-			strings.TrimSuffix(steps.String(), ", ") + ". A step the run did not need is absent (a warm run has no " +
-			"`create`), and one that began and ended in the same event lasts `0`.",
+			"(no extra requests, but for one list of the pod's `Pulled` event when the pod was slow to start): each " +
+			"lasts from when kubeplay saw it begin until the next began, so that their `seconds` add up to the time " +
+			"from `started_at` to `finished_at`, and one that began and ended in the same event lasts `0`. " +
+			"[Timeline Steps](#timeline-steps) lists the steps.",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
@@ -58,18 +54,35 @@ func timelineAttribute() schema.Attribute {
 	}
 }
 
-func statusReasonAttribute() schema.Attribute {
-	var reasons strings.Builder
-	for _, r := range runner.Reasons {
-		fmt.Fprintf(&reasons, "\n  - `%s`: %s", r.Reason, r.Meaning)
-		if r.Retried {
-			reasons.WriteString(" The group's `launch_retries` launch a fresh pod for it.")
-		}
+// timelineStepsMarkdown is the list of timeline steps that the run's page
+// gives under Timeline Steps (TestDocsRunStatusReasons keeps them equal).
+func timelineStepsMarkdown() string {
+	var b strings.Builder
+	for _, s := range runner.Steps {
+		fmt.Fprintf(&b, "- `%s`: %s.\n", s, stepMeanings[s])
 	}
+	return b.String()
+}
+
+// statusReasonsMarkdown is the list of runner.Reasons that the run's page
+// gives under Status Reasons (TestDocsRunStatusReasons keeps them equal).
+func statusReasonsMarkdown() string {
+	var b strings.Builder
+	for _, r := range runner.Reasons {
+		fmt.Fprintf(&b, "- `%s`: %s", r.Reason, r.Meaning)
+		if r.Retried {
+			b.WriteString(" *Retried.*")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func statusReasonAttribute() schema.Attribute {
 	return schema.StringAttribute{
 		MarkdownDescription: "Why a run that did not succeed ended as it did, one of a closed set a pipeline or a " +
-			"module can branch on (`message`-like detail is in the diagnostics); null for a successful run:" +
-			reasons.String(),
+			"module can branch on, listed in [Status Reasons](#status-reasons) (`message`-like detail is in the " +
+			"diagnostics); null for a successful run.",
 		Computed: true,
 	}
 }

@@ -70,7 +70,7 @@ var Reasons = []ReasonDoc{
 	{ReasonPodDeleted, "The pod was deleted by someone else.", true},
 	{ReasonNodeLost, "The pod's node stopped answering or went away.", true},
 	{ReasonOOMKilled, "The kernel killed the pod's container, or a process of the run in it (status `failed`), for using more memory than the container's limit.", false},
-	{ReasonStreamLost, "The provider could not follow the run in its pod for longer than the group's `disconnect_grace_period` (a shorter break is survived), or the pod ended the run after hearing nothing from the provider for that long, or the run's files went from the pod: the run ended part way.", false},
+	{ReasonStreamLost, "The provider lost the run for longer than the group's `disconnect_grace_period` (a shorter break is survived), in either direction, or the run's files went from the pod: the run ended part way.", false},
 	{ReasonBundleFailed, "The run could not start in the pod: the image lacks `sh`, `head`, `tar` or `mkfifo`, the bundle could not be unpacked, or a file of `project_dir` changed while it was sent.", false},
 	{ReasonResultUnreadable, "The run ended but its result could not be read, or its stats document (the play recap, failed tasks, artifacts and check that the stats callback reports) was refused as not strict JSON; `exit_code` is then the playbook's.", false},
 	{ReasonCleanupFailed, "The run ended but its pod could not be deleted (status `error` whatever the playbook did).", false},
@@ -78,7 +78,7 @@ var Reasons = []ReasonDoc{
 	{ReasonCanceled, "Terraform was interrupted during the run (status `canceled`).", false},
 	{ReasonClusterUnavailable, "The cluster could not be reached, or refused the credential, during the run.", false},
 	{ReasonHostListFailed, "A run with `slices` or `rerun_failed_hosts` could not list its hosts before the playbook (`ansible --list-hosts` failed), or a host's name cannot be targeted exactly (it is empty, holds `[` or a control character, or ends in `:` and a port); the playbook did not run.", false},
-	{ReasonHostsChanged, "The slices of a sliced run saw different host lists: the inventory changed between their starts (a dynamic inventory), so a host may have been left out or run twice (status `error`); `slice_results` gives each slice's host count. A slice that started after another ended and saw a different list did not run its playbook.", false},
+	{ReasonHostsChanged, "The slices of a sliced run saw different host lists (a dynamic inventory changed between their starts), so a host may have been left out or run twice (status `error`); `slice_results` gives each slice's host count.", false},
 	{ReasonSlicesMixed, "The slices of a sliced run that did not succeed ended for different reasons; `slice_results` gives each slice's.", false},
 	{ReasonOther, "Any other cause; the message says which.", false},
 }
