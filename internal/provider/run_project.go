@@ -37,15 +37,13 @@ func projectAttributes() map[string]schema.Attribute {
 	needsProject := path.MatchRoot("project_dir")
 	return map[string]schema.Attribute{
 		"project_dir": schema.StringAttribute{
-			MarkdownDescription: "A directory on the machine that runs Terraform, such as `\"${path.module}/ansible\"`, " +
-				"shipped whole into the pod for the playbook to run from. A change of a file replaces the run; a move " +
-				"does not (see [Inline Content Or A Project Directory](#inline-content-or-a-project-directory)).",
+			MarkdownDescription: "A directory on the machine that runs Terraform, shipped whole into the pod for the playbook to run " +
+				"from (see [Inline Content Or A Project Directory](#inline-content-or-a-project-directory)).",
 			Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"project_ignore": schema.ListAttribute{
-			MarkdownDescription: "More paths to leave out of `project_dir`, as in `.kubeplayignore`: `path.Match` globs " +
-				"matching a name at any depth (`*.bak`) or, with a `/`, a path from the root (`/secrets/*.pem`); a " +
-				"trailing `/` matches only directories. No negation.",
+			MarkdownDescription: "More paths to leave out of `project_dir`, as in `.kubeplayignore`: `path.Match` globs of a name at " +
+				"any depth, or with a `/` of a path from the root; a trailing `/` matches directories.",
 			Optional: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.ValueStringsAre(ignorePattern())},
 		},

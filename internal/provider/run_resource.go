@@ -194,25 +194,22 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"A change of the configured group replaces the run.", "A change of the configured group replaces the run.")},
 			},
 			"container_groups": schema.ListAttribute{
-				MarkdownDescription: "Container groups the run may run in instead of `container_group`, which may use " +
-					"different credentials and clusters (see [Capacity And Waiting](#capacity-and-waiting)). One that does " +
-					"not exist is a warning at plan and an error at apply.",
+				MarkdownDescription: "Container groups the run may run in instead of `container_group` (see [Capacity And " +
+					"Waiting](#capacity-and-waiting)).",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
 					listvalidator.ValueStringsAre(dnsLabel())},
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod. A `namespace` label gives " +
-					"the run a fresh namespace (`run_namespace`, in `KUBEPLAY_NAMESPACE`) with a kubeconfig for its service " +
-					"account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the group's credential must " +
-					"then be allowed to create namespaces, service accounts, roles, role bindings and tokens.",
+				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod. A `namespace` label gives the run a " +
+					"fresh namespace (`run_namespace`) and a kubeconfig for it in `KUBECONFIG` (see " +
+					"[`kubeplay_node_label`](node_label.md)).",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node": schema.StringAttribute{
-				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other " +
-					"runs: in a pod node's pod, or, for a namespace node, in a pod of its own with a kubeconfig for its " +
-					"namespace. Conflicts with `container_groups` and `node_label`.",
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other runs. " +
+					"Conflicts with `container_groups` and `node_label`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
@@ -252,7 +249,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"extra_vars_wo": schema.StringAttribute{
 				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany + " Requires Terraform 1.11 or later.",
+					runWOChangeMany,
 				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
@@ -262,26 +259,18 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"env_wo": schema.MapAttribute{
 				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany + " Requires Terraform 1.11 or later.",
+					runWOChangeMany,
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
-			"limit": ansibleListAttribute("host pattern", "Limits the run to the hosts that match these Ansible host "+
-				"patterns, passed to `ansible-playbook` as `--limit` with the elements joined by commas: `[\"webservers\", "+
-				"\"!web3\", \"~db[0-9]+\"]` becomes `--limit webservers,!web3,~db[0-9]+`. Each element is one pattern: a "+
-				"host or group name, a wildcard such as `web*`, a regular expression after `~`, or a pattern after `!` to "+
-				"exclude or `&` to intersect. Give each pattern its own element: Ansible reads `:` between patterns only "+
-				"when the limit holds no comma.",
+			"limit": ansibleListAttribute("host pattern", "Limits the run to the hosts that match these Ansible host patterns (`web*`, `~regex`, `!` to "+
+				"exclude, `&` to intersect), one per element, passed as `--limit` joined by commas.",
 				"Unset, each play runs on all the hosts it targets."),
-			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with at least one of these tags, "+
-				"passed to `ansible-playbook` as `--tags` with the elements joined by commas: `[\"deploy\", \"config\"]` "+
-				"becomes `--tags deploy,config`. As on Ansible's command line, tasks tagged `always` run too, and the "+
-				"special tags `tagged`, `untagged` and `all` select the tasks with tags, those without, and all of them.",
+			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with one of these tags (and those tagged `always`), passed as "+
+				"`--tags` joined by commas.",
 				"Unset, every task runs but those tagged `never`."),
-			"skip_tags": ansibleListAttribute("tag", "Skips the tasks and roles tagged with any of these tags, passed to "+
-				"`ansible-playbook` as `--skip-tags` with the elements joined by commas: `[\"slow\", \"network\"]` becomes "+
-				"`--skip-tags slow,network`. A task with a tag in `skip_tags` is skipped even when it has one in `tags`, "+
-				"or is tagged `always`.",
+			"skip_tags": ansibleListAttribute("tag", "Skips the tasks and roles tagged with any of these tags, passed as `--skip-tags` joined by commas; "+
+				"it wins over `tags` and `always`.",
 				"Unset, no task is skipped by its tags."),
 			"verbosity": schema.Int64Attribute{
 				MarkdownDescription: "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
@@ -304,16 +293,14 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
-				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
-					"run's inputs but no write-only value, and `KUBEPLAY_OPERATION=destroy` (`create` for `playbook`). A " +
-					"change updates the run in place.",
+				MarkdownDescription: "A playbook run in a fresh pod when the run is destroyed, with the run's inputs but no write-only " +
+					"value, and `KUBEPLAY_OPERATION=destroy`. A change updates the run in place.",
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
-				MarkdownDescription: "Keep the pod, and a `namespace` label's namespace, of a run that ended `failed` or " +
-					"`error`, for inspection (see [Keeping a failed run's " +
-					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`. A change " +
-					"updates the run in place.",
+				MarkdownDescription: "Keep the pod (and namespace) of a run that ended `failed` or `error` (see [Keeping a failed run's " +
+					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`. A " +
+					"change updates the run in place.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
@@ -330,9 +317,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"record_all_hosts": recordAllHostsAttribute(),
 
 			"status": schema.StringAttribute{
-				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
-					"vanished, the cluster failed, or the run passed its timeout) or `canceled` (Terraform was " +
-					"interrupted during the run).",
+				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the run could not complete) or " +
+					"`canceled` (Terraform was interrupted).",
 				Computed: true,
 			},
 			"status_reason": statusReasonAttribute(),
@@ -346,9 +332,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"host_count":        hostCountAttribute(),
 			"artifacts":         artifactsAttribute(),
 
-			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only " +
-				"values redacted, control characters but tab and newline shown as Unicode control pictures (ESC as " +
-				"`␛`), and `[` of Terraform color codes such as `[red]` as `［`.", Computed: true},
+			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only values redacted and control characters shown " +
+				"as Unicode control pictures.", Computed: true},
 			"pod_name":  schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
 			"node_name": schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
 			"started_at": schema.StringAttribute{MarkdownDescription: "When the run started, before it waited for its " +
@@ -364,9 +349,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"`0` when it created none.",
 				Computed: true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its " +
-				"`kubeplay.io/run` label. Unknown at plan when the group or label is known only at apply, a label's " +
-				"`dynamic_labels` use `{run.id}`, with `node`, or when `container_groups` render different pods. Apply " +
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label. Unknown when the group or " +
+				"label is known only at apply, with `{run.id}` labels, `node`, or differing `container_groups`; apply " +
 				"fails the run if its pod differs from a known plan (see [Security " +
 				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
 			"planned_targets": plannedTargetsAttribute(),
@@ -374,9 +358,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
 			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
-					"duration such as `20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds, so that the provider ends a " +
-					"run past it and the kubelet ends the pod of a provider that is gone. Defaults to `30m`.",
+				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration such as " +
+					"`20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
 			})),
 		},

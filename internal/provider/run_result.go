@@ -20,9 +20,8 @@ var failedTaskType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func failedTasksAttribute() schema.Attribute {
 	return schema.ListAttribute{
-		MarkdownDescription: fmt.Sprintf("The tasks that failed or found their host unreachable, in order, but "+
-			"for those under `ignore_errors` or `ignore_unreachable`: the first %d (`failed_task_count` counts them "+
-			"all), each `message` the result's `msg`, else `reason`, `stderr` or `exception`, cut to %d characters.",
+		MarkdownDescription: fmt.Sprintf("The first %d tasks that failed or found their host unreachable (not under `ignore_errors` or "+
+			"`ignore_unreachable`), in order, each `message` cut to %d characters.",
 			bundle.MaxFailedTasks, bundle.MaxTaskMessage),
 		Computed: true, ElementType: failedTaskType,
 	}
@@ -57,10 +56,9 @@ const hostStatsBytes = 265
 
 func hostStatsAttribute() schema.Attribute {
 	return schema.MapAttribute{
-		MarkdownDescription: fmt.Sprintf("The play recap (`ok`, `changed`, `unreachable`, `failed`, `skipped`, "+
-			"`rescued`, `ignored`) of each host that failed or was unreachable, as `host_counts` defines them: the "+
-			"first %d by name, of the `host_counts.failed` plus `host_counts.unreachable` hosts. Empty when every host "+
-			"ended `ok` or `changed`. With `record_all_hosts`, the recap of every host instead, the first %d by name.",
+		MarkdownDescription: fmt.Sprintf("The play recap (`ok`, `changed`, `unreachable`, `failed`, `skipped`, `rescued`, `ignored`) of each "+
+			"host that failed or was unreachable, the first %d by name; with `record_all_hosts`, of every host, "+
+			"the first %d.",
 			bundle.MaxFailedHosts, bundle.MaxHosts),
 		Computed: true, ElementType: hostStatsType,
 	}
@@ -68,13 +66,10 @@ func hostStatsAttribute() schema.Attribute {
 
 func recordAllHostsAttribute() schema.Attribute {
 	return schema.BoolAttribute{
-		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by "+
-			"name, rather than only of those that failed or were unreachable. Each host adds about %d bytes to the "+
-			"state file (measured with 21-character host names), about %d KB per 1,000 hosts, which every plan, apply and "+
-			"refresh reads and writes; without it, the state file of a successful 5,000-host run is 71 KB, most of it "+
-			"`output`. Defaults to `false`. A change updates the run in place: turned off, "+
-			"`host_stats` drops the hosts that ended `ok` or `changed`; turned on, it stays as it is until the run "+
-			"runs again.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
+		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by name, rather than only of "+
+			"those that failed or were unreachable. Each host adds about %d bytes to the state, about %d KB per "+
+			"1,000 hosts. Defaults to `false`. A change updates the run in place; turned on, it takes effect at "+
+			"the next run.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
 		Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 	}
 }
@@ -89,11 +84,8 @@ func hostCountsAttribute() schema.Attribute {
 		return schema.Int64Attribute{MarkdownDescription: d, Computed: true}
 	}
 	return schema.SingleNestedAttribute{
-		MarkdownDescription: "How many hosts of the play recap ended each way, all of them counted: `failed` when a " +
-			"task failed on the host, else `unreachable` when a task could not reach it, else `changed` when a task " +
-			"changed it, else `ok`. These four add up to `host_count`. `rescued` and `ignored` count the hosts, " +
-			"whichever way they ended, with a failure that a block's `rescue` handled or that `ignore_errors` ignored, " +
-			"which Ansible does not count as failed.",
+		MarkdownDescription: "How many hosts of the play recap ended each way: `failed`, else `unreachable`, else `changed`, else " +
+			"`ok`, which add up to `host_count`; `rescued` and `ignored` count hosts whatever way they ended.",
 		Computed: true,
 		Attributes: map[string]schema.Attribute{
 			"ok":          count("How many hosts had no task that failed, could not reach them or changed something."),
@@ -185,9 +177,8 @@ func hostCountsValue(c bundle.HostCounts, diags *diag.Diagnostics) types.Object 
 
 func artifactsAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats` for the run (AWX's job "+
-			"artifacts, without `per_host` data), as a JSON object, `{}` when none. Artifacts over %d MiB, or a "+
-			"result over %d MiB, end the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
+		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats` (AWX's job artifacts), as a JSON object, `{}` when none; over "+
+			"%d MiB (or a result over %d MiB) ends the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
 		Computed: true,
 	}
 }

@@ -19,11 +19,8 @@ var plannedTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func plannedTargetsAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run goes, one element per candidate group in the order `container_group` or " +
-			"`container_groups` names them: the cluster of the group's credential and the pod. Apply compares each " +
-			"group's element with what it finds and stops the run, before any namespace, claim or pod exists, when one " +
-			"differs. Unknown at plan when the group is not known yet; a value is unknown when the group, its credential " +
-			"or the node label changes in the same apply, or with `node` (see [Security " +
+		MarkdownDescription: "Where the run goes, one element per candidate group: the cluster of the group's credential and the " +
+			"pod. Apply stops the run before anything exists when one differs (see [Security " +
 			"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

@@ -24,25 +24,22 @@ var timelineStepType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 // stepMeanings say what each timeline step covers, for the documentation.
 var stepMeanings = map[string]string{
-	runner.StepQueued:    "rendering the pod, removing the group's orphaned pods, and waiting for the group's capacity (`max_concurrent_runs`, `max_forks`, or any group of `container_groups`)",
+	runner.StepQueued:    "rendering the pod, removing orphaned pods, and waiting for the group's capacity",
 	runner.StepNamespace: "making a namespace label's run namespace",
-	runner.StepClaim:     "taking a warm pod of the group's pool (`detail` names it, or says none was ready), or a held node's turn",
-	runner.StepCreate:    "the pod's create request, with waits for the namespace's ResourceQuota; again for each launch retry",
-	runner.StepSchedule:  "from the pod's creation until the scheduler bound it to a node, with waits for room on a node or for a node the cluster autoscaler adds (`detail` quotes the scheduler)",
-	runner.StepSandbox:   "from the binding until the container ran, but for the image's pull: the pod's sandbox and network, and the container's creation and start",
-	runner.StepImage:     fmt.Sprintf("the image's pull, from the kubelet's `Pulled` event (`detail` says `pulled in <duration>` or `present on the node`), for a pod that took %s or more from its binding to run; for a quicker pod it lasts `0` and its `detail` says it was not measured, since the pod's status shows the sandbox, the pull and the start only together", runner.PullCheckAfter),
+	runner.StepClaim:     "taking a warm pod (`detail` names it) or a held node's turn",
+	runner.StepCreate:    "the pod's create request, with quota waits; again for each launch retry",
+	runner.StepSchedule:  "until the scheduler bound the pod to a node (`detail` quotes the scheduler)",
+	runner.StepSandbox:   "until the container ran, but for the image's pull",
+	runner.StepImage:     fmt.Sprintf("the image's pull (`detail` says `pulled in <duration>` or `present on the node`), measured only for a pod that took %s or more to run, else `0`", runner.PullCheckAfter),
 	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
-	runner.StepPlaybook:  "from the delivery until the result came: `ansible-playbook` or the command",
-	runner.StepCleanup:   "from the result (or the failure) until the pod was gone, or its deletion accepted for a warm pod",
+	runner.StepPlaybook:  "`ansible-playbook` or the command",
+	runner.StepCleanup:   "until the pod was gone, or its deletion accepted for a warm pod",
 }
 
 func timelineAttribute() schema.Attribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway " +
-			"(no extra requests, but for one list of the pod's `Pulled` event when the pod was slow to start): each " +
-			"lasts from when kubeplay saw it begin until the next began, so that their `seconds` add up to the time " +
-			"from `started_at` to `finished_at`, and one that began and ended in the same event lasts `0`. " +
-			"[Timeline Steps](#timeline-steps) lists the steps.",
+		MarkdownDescription: "Where the run's time went, as [steps](#timeline-steps) whose `seconds` add up to the time from " +
+			"`started_at` to `finished_at`.",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
@@ -80,9 +77,8 @@ func statusReasonsMarkdown() string {
 
 func statusReasonAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: "Why a run that did not succeed ended as it did, one of a closed set a pipeline or a " +
-			"module can branch on, listed in [Status Reasons](#status-reasons) (`message`-like detail is in the " +
-			"diagnostics); null for a successful run.",
+		MarkdownDescription: "Why a run that did not succeed ended as it did, one of the [Status Reasons](#status-reasons); null " +
+			"for a successful run.",
 		Computed: true,
 	}
 }
