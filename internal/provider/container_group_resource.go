@@ -160,26 +160,21 @@ const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahe
 	"warm pods as run pods. A warm pod has a deadline of 24 hours (a claim lowers it to the run's " +
 	"timeout), so an abandoned pool ends by itself. Destroying the group deletes its warm pods."
 
-const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API " +
-	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the " +
-	"pod of each run with its node label. The group's pod is checked at the newest policy version this provider " +
-	"knows and, when its cluster can be reached, again at that API server's own version (what `enforce-version=latest` " +
-	"means there; newer versions relax some checks); a run's pod is checked at its API server's version, or at the " +
-	"newest when that cannot be read. So a label asking for " +
-	"`privileged = true`, a `hostPath` volume, host namespaces or added capabilities is refused before anything " +
-	"runs; the error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
-	"`pod-security.kubernetes.io/enforce=<level>` and `pod-security.kubernetes.io/enforce-version=latest`, so the " +
-	"API server itself refuses every pod below the level there, kubeplay's or not; a namespace the group does not " +
-	"manage is not relabelled. `baseline` refuses what lets a pod take over its node (privileged containers, host " +
-	"namespaces, paths and ports, added capabilities), and the default run pod passes it. `restricted` refuses the " +
-	"default run pod, since AWX's execution environments run as root: a group at `restricted` needs a " +
-	"`pod_spec_override` that sets `runAsNonRoot: true` and a `runAsUser` other than 0, " +
-	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`. " +
-	"The UID may be one the image does not know, as OpenShift's restricted SCC assigns, and the root file system " +
-	"read-only (`readOnlyRootFilesystem: true`): the run pod has an `emptyDir` at `/tmp` (`kubeplay-tmp`), each " +
-	"run gets a writable `HOME` in it when its own is not writable, and a UID with no entry in `/etc/passwd` gets " +
-	"one, which `ssh` needs, through nss_wrapper when the image has it (Debian's `libnss-wrapper`), else appended " +
-	"to `/etc/passwd` when that is writable (as in AWX's images); otherwise the run's output says so."
+const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API server's PodSecurity " +
+	"admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the pod of " +
+	"each run with its node label. The group's pod is checked at the newest policy version this provider " +
+	"knows and, when its cluster can be reached, again at that API server's own version (what " +
+	"`enforce-version=latest` means there; newer versions relax some checks); a run's pod is checked at " +
+	"its API server's version, or at the newest when that cannot be read. The error lists each failed " +
+	"check. With `manage_namespace = true` the namespace is also labelled " +
+	"`pod-security.kubernetes.io/enforce=<level>` and `enforce-version=latest`, so the API server refuses " +
+	"every pod below the level there. `baseline` refuses what lets a pod take over its node (privileged " +
+	"containers, host namespaces, paths and ports, added capabilities); the default run pod passes it. " +
+	"`restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true` and a non-zero `runAsUser`, " +
+	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: " +
+	"RuntimeDefault}`; the UID may be one the image does not know and the root file system read-only, " +
+	"since runs work in `/tmp` and get a writable `HOME` and, through nss_wrapper or a writable " +
+	"`/etc/passwd`, a passwd entry for `ssh`."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"

@@ -50,11 +50,10 @@ const (
 	planCheckOutputLimit = 64 << 10
 )
 
-const planCheckDescription = "Whether `terraform plan` runs the playbook in check mode first (see [Checking At " +
-	"Plan](#checking-at-plan)): `off`, `changes` (for a run to be created or replaced) or `drift` (also " +
-	"for an applied run, replaced when its hosts drifted). Unset, the group's `default_plan_check` " +
-	"applies when the provider's `group_default_plan_checks` is `true`, else `off`; `disable_plan_checks` " +
-	"turns all checks off. A change updates the run in place."
+const planCheckDescription = "Whether `terraform plan` runs the playbook in check mode first: `off`, `changes` (for a run to be " +
+	"created or replaced) or `drift` (also for an applied run, replaced when its hosts drifted); see " +
+	"[Checking At Plan](#checking-at-plan). Unset, the group's `default_plan_check` when the provider " +
+	"allows it, else `off`. A change updates the run in place."
 
 func planCheckAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
@@ -70,9 +69,9 @@ func planCheckAttributes() map[string]schema.Attribute {
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 		},
 		"planned_changes": schema.SingleNestedAttribute{
-			MarkdownDescription: fmt.Sprintf("What the plan-time check (`plan_check`) found: the first %d tasks that would change a host, in "+
-				"order, with the size of each change and, with `plan_check_diffs`, its diff cut to %d characters. "+
-				"Null when no check ran; unknown when a check could not run.", bundle.MaxChanges, bundle.MaxDiff),
+			MarkdownDescription: fmt.Sprintf("What the plan-time check found: the first %d tasks that would change a host, with the size of each "+
+				"change (and, with `plan_check_diffs`, its diff, cut to %d characters). Null when no check ran; "+
+				"unknown when it could not run.", bundle.MaxChanges, bundle.MaxDiff),
 			Computed: true,
 			Attributes: map[string]schema.Attribute{
 				"hosts": schema.ListAttribute{MarkdownDescription: "The hosts that would change, by name.",
@@ -81,14 +80,11 @@ func planCheckAttributes() map[string]schema.Attribute {
 					MarkdownDescription: "The tasks that would change a host.",
 					Computed:            true,
 					NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-						"host":   schema.StringAttribute{MarkdownDescription: "The host.", Computed: true},
-						"task":   schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
-						"action": schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
-						"diff": schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, with " +
-							"write-only values redacted as in `output`; empty for a module that reports none. Null unless " +
-							"`plan_check_diffs` is `true`.", Computed: true},
-						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters, " +
-							"also when `diff` is null or was cut to fit; `0` for a module that reports no diff.", Computed: true},
+						"host":      schema.StringAttribute{MarkdownDescription: "The host.", Computed: true},
+						"task":      schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
+						"action":    schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
+						"diff":      schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, redacted as `output` is. Null unless `plan_check_diffs` is `true`.", Computed: true},
+						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters, also when `diff` is null or cut.", Computed: true},
 						"lines_added": schema.Int64Attribute{MarkdownDescription: "How many lines the diff adds.",
 							Computed: true},
 						"lines_removed": schema.Int64Attribute{MarkdownDescription: "How many lines the diff removes.",
@@ -100,8 +96,7 @@ func planCheckAttributes() map[string]schema.Attribute {
 				"task_count": schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
 				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped because " +
 					"their module does not support check mode.", Computed: true},
-				"drifted_run": schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts " +
-					"drifted, for a `drift` check that replaces it; null for a check before a create.", Computed: true},
+				"drifted_run": schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts drifted; null for a check before a create.", Computed: true},
 			},
 		},
 	}

@@ -184,9 +184,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, PlanModifiers: replaceStr,
 			},
 			"container_group": schema.StringAttribute{
-				MarkdownDescription: "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` " +
-					"and `container_groups` is required. With `container_groups`, the group the run was placed in, where " +
-					"its `destroy_playbook` runs too.",
+				MarkdownDescription: "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` and " +
+					"`container_groups` is required. With `container_groups`, the group the run was placed in.",
 				Optional: true, Computed: true,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ExactlyOneOf(path.MatchRoot("container_group"), path.MatchRoot("container_groups"))},
 				// A placed group changes only with container_groups, which replaces the run itself.
@@ -214,8 +213,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
 			"playbook": schema.StringAttribute{
-				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` " +
-					"is required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
+				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` is " +
+					"required." + bundle.InlinePlaybookName + "`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
 					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command"), path.MatchRoot("ad_hoc")),
@@ -223,28 +222,24 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				},
 			},
 			"command": schema.ListAttribute{
-				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible " +
-					"(but with `sh`, `head`, `tar`, `dd`, `tail` and `mkfifo`, as busybox has them).",
-				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible.",
+				Optional:            true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"files": schema.MapAttribute{
-				MarkdownDescription: "Extra files shipped beside the playbook (roles, templates, vars files), as a map of " +
-					"clean relative path to content.",
-				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				MarkdownDescription: "Extra files shipped beside the playbook, by relative path.",
+				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
 				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath())},
 			},
 			"inventory": schema.StringAttribute{
-				MarkdownDescription: "The inventory's content, INI or YAML (without a key twice in one mapping). Defaults to " +
-					"`localhost` over a local connection, with the node label's `python_path` (else `" +
+				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to `localhost` over a local connection." +
 					bundle.DefaultPythonPath + "`) and `shell_type`.",
 				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
-				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map such as " +
-					"`{ env = \"prod\", replicas = 3 }`, or a string holding a JSON object such as `file(\"vars.json\")`.",
-				Optional: true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
+				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map, or a string holding a JSON object.",
+				Optional:            true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
 				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
@@ -263,14 +258,11 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
-			"limit": ansibleListAttribute("host pattern", "Limits the run to the hosts that match these Ansible host patterns (`web*`, `~regex`, `!` to "+
-				"exclude, `&` to intersect), one per element, passed as `--limit` joined by commas.",
+			"limit": ansibleListAttribute("host pattern", "Ansible host patterns the run is limited to, one per element, passed as `--limit`.",
 				"Unset, each play runs on all the hosts it targets."),
-			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with one of these tags (and those tagged `always`), passed as "+
-				"`--tags` joined by commas.",
+			"tags": ansibleListAttribute("tag", "Runs only the tasks tagged with one of these tags (and `always`), passed as `--tags`.",
 				"Unset, every task runs but those tagged `never`."),
-			"skip_tags": ansibleListAttribute("tag", "Skips the tasks and roles tagged with any of these tags, passed as `--skip-tags` joined by commas; "+
-				"it wins over `tags` and `always`.",
+			"skip_tags": ansibleListAttribute("tag", "Skips the tasks tagged with any of these tags, passed as `--skip-tags`.",
 				"Unset, no task is skipped by its tags."),
 			"verbosity": schema.Int64Attribute{
 				MarkdownDescription: "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
@@ -293,8 +285,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
-				MarkdownDescription: "A playbook run in a fresh pod when the run is destroyed, with the run's inputs but no write-only " +
-					"value, and `KUBEPLAY_OPERATION=destroy`. A change updates the run in place.",
+				MarkdownDescription: "A playbook run in a fresh pod when the run is destroyed, with `KUBEPLAY_OPERATION=destroy` and no " +
+					"write-only value. A change updates the run in place.",
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
@@ -304,14 +296,12 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
-				MarkdownDescription: "Record a failed or errored run with a warning instead of failing the apply. Defaults to " +
-					"`false`. A change updates the run in place.",
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Record a failed or errored run with a warning instead of failing the apply. Defaults to `false`.",
+				Optional:            true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"output_limit": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps, up to 16 MiB. Defaults to `%d`. "+
-					"A change updates the run in place.", defaultOutputLimit),
-				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
+				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps, up to 16 MiB. Defaults to `%d`.", defaultOutputLimit),
+				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
 			"record_all_hosts": recordAllHostsAttribute(),
@@ -340,19 +330,17 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				"group's capacity: the start of its `timeline` (RFC 3339).", Computed: true},
 			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
 			"run_namespace": schema.StringAttribute{
-				MarkdownDescription: "The namespace of a `namespace` label's run, `<label>-<run id>`, deleted when the run " +
-					"ended unless `keep_pod_on_failure` kept it; or the namespace of a namespace `node`. Else null.",
-				Computed: true,
+				MarkdownDescription: "The namespace of a `namespace` label's run, or of a namespace `node`; else null.",
+				Computed:            true,
 			},
 			"launch_attempts": schema.Int64Attribute{
-				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry (the group's `launch_retries`); " +
-					"`0` when it created none.",
-				Computed: true,
+				MarkdownDescription: "How many pods the run launched, retries included.",
+				Computed:            true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label. Unknown when the group or " +
-				"label is known only at apply, with `{run.id}` labels, `node`, or differing `container_groups`; apply " +
-				"fails the run if its pod differs from a known plan (see [Security " +
-				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label; apply fails the run if its " +
+				"pod differs (see [Security " +
+				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)). Unknown when it " +
+				"cannot be known at plan.", Computed: true},
 			"planned_targets": plannedTargetsAttribute(),
 		},
 		Blocks: map[string]schema.Block{

@@ -20,8 +20,7 @@ var failedTaskType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func failedTasksAttribute() schema.Attribute {
 	return schema.ListAttribute{
-		MarkdownDescription: fmt.Sprintf("The first %d tasks that failed or found their host unreachable (not under `ignore_errors` or "+
-			"`ignore_unreachable`), in order, each `message` cut to %d characters.",
+		MarkdownDescription: fmt.Sprintf("The first %d tasks that failed or found their host unreachable, each `message` cut to %d characters.",
 			bundle.MaxFailedTasks, bundle.MaxTaskMessage),
 		Computed: true, ElementType: failedTaskType,
 	}
@@ -56,9 +55,8 @@ const hostStatsBytes = 265
 
 func hostStatsAttribute() schema.Attribute {
 	return schema.MapAttribute{
-		MarkdownDescription: fmt.Sprintf("The play recap (`ok`, `changed`, `unreachable`, `failed`, `skipped`, `rescued`, `ignored`) of each "+
-			"host that failed or was unreachable, the first %d by name; with `record_all_hosts`, of every host, "+
-			"the first %d.",
+		MarkdownDescription: fmt.Sprintf("The play recap of each host that failed or was unreachable, the first %d by name; with "+
+			"`record_all_hosts`, of every host, the first %d.",
 			bundle.MaxFailedHosts, bundle.MaxHosts),
 		Computed: true, ElementType: hostStatsType,
 	}
@@ -66,10 +64,9 @@ func hostStatsAttribute() schema.Attribute {
 
 func recordAllHostsAttribute() schema.Attribute {
 	return schema.BoolAttribute{
-		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by name, rather than only of "+
-			"those that failed or were unreachable. Each host adds about %d bytes to the state, about %d KB per "+
-			"1,000 hosts. Defaults to `false`. A change updates the run in place; turned on, it takes effect at "+
-			"the next run.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
+		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by name, not only of those "+
+			"that failed; each host adds about %d bytes to the state (%d KB per 1,000). Defaults to `false`. A "+
+			"change updates the run in place.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
 		Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 	}
 }
@@ -84,16 +81,15 @@ func hostCountsAttribute() schema.Attribute {
 		return schema.Int64Attribute{MarkdownDescription: d, Computed: true}
 	}
 	return schema.SingleNestedAttribute{
-		MarkdownDescription: "How many hosts of the play recap ended each way: `failed`, else `unreachable`, else `changed`, else " +
-			"`ok`, which add up to `host_count`; `rescued` and `ignored` count hosts whatever way they ended.",
-		Computed: true,
+		MarkdownDescription: "How many hosts ended each way; `failed`, `unreachable`, `changed` and `ok` add up to `host_count`.",
+		Computed:            true,
 		Attributes: map[string]schema.Attribute{
-			"ok":          count("How many hosts had no task that failed, could not reach them or changed something."),
-			"changed":     count("How many hosts had a task that changed something, and none that failed or could not reach them."),
-			"failed":      count("How many hosts had a task that failed, but for failures rescued or ignored."),
-			"unreachable": count("How many hosts had a task that could not reach them, and none that failed."),
-			"rescued":     count("How many hosts had a failed task that a block's `rescue` handled."),
-			"ignored":     count("How many hosts had a failed task that `ignore_errors` ignored."),
+			"ok":          count("Hosts neither failed, unreachable nor changed."),
+			"changed":     count("Hosts changed, but not failed or unreachable."),
+			"failed":      count("Hosts with a failed task (not rescued or ignored)."),
+			"unreachable": count("Hosts unreachable, but not failed."),
+			"rescued":     count("Hosts with a failure a `rescue` handled."),
+			"ignored":     count("Hosts with a failure `ignore_errors` ignored."),
 		},
 	}
 }

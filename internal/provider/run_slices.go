@@ -46,17 +46,15 @@ var sliceResultType = types.ObjectType{AttrTypes: map[string]attr.Type{
 func sliceAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"slices": schema.Int64Attribute{
-			MarkdownDescription: fmt.Sprintf("Into how many slices, a pod each, the run's hosts are split, as AWX's job slicing "+
-				"(`job_slice_count`) splits them (see [Sliced Runs](#sliced-runs)). Between 1 and %d; defaults to "+
-				"`1`, one pod for every host. Not for `command` runs; a `destroy_playbook` runs unsliced.", maxSlices),
+			MarkdownDescription: fmt.Sprintf("Into how many slices, a pod each, the run's hosts are split, as AWX's job slicing does (see [Sliced "+
+				"Runs](#sliced-runs)). Between 1 and %d; defaults to `1`.", maxSlices),
 			Optional: true, Computed: true, Default: int64default.StaticInt64(1),
 			Validators:    []validator.Int64{int64validator.Between(1, maxSlices)},
 			PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 		},
 		"ad_hoc": schema.SingleNestedAttribute{
-			MarkdownDescription: "An ad hoc command instead of a playbook, as `ansible <pattern> -m <module> -a <args>` runs it, with " +
-				"a playbook's inputs and results. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` " +
-				"is required.",
+			MarkdownDescription: "An ad hoc command instead of a playbook: `ansible <pattern> -m <module> -a <args>`. Exactly one of " +
+				"`playbook`, `playbook_path`, `command` and `ad_hoc` is required.",
 			Optional: true,
 			Attributes: map[string]schema.Attribute{
 				"module": schema.StringAttribute{
@@ -64,9 +62,8 @@ func sliceAttributes() map[string]schema.Attribute {
 					Required:            true, Validators: []validator.String{moduleName()},
 				},
 				"args": schema.StringAttribute{
-					MarkdownDescription: "The module's arguments as `-a` takes them: `key=value` pairs, or the free-form " +
-						"text of modules such as `ansible.builtin.command`. Defaults to none.",
-					Optional: true,
+					MarkdownDescription: "The module's arguments, as `-a` takes them.",
+					Optional:            true,
 				},
 				"pattern": schema.StringAttribute{
 					MarkdownDescription: "The host pattern to run against, such as `all`, `webservers` or `web*:!web3`.",

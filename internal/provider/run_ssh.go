@@ -37,9 +37,8 @@ func runSSHAttributes() map[string]schema.Attribute {
 			Validators: []validator.String{knownHostsText()},
 		},
 		"ssh_host_key_checking": schema.BoolAttribute{
-			MarkdownDescription: "Whether Ansible checks SSH host keys (`StrictHostKeyChecking=yes`): an unknown or " +
-				"changed key makes the host unreachable. Defaults to `true`; `false`, which accepts any key, is a warning.",
-			Optional: true, PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
+			MarkdownDescription: "Whether Ansible checks SSH host keys. Defaults to `true`; `false` is a warning.",
+			Optional:            true, PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
 		},
 		"vault_password_wo": schema.StringAttribute{
 			MarkdownDescription: "The vault password for vaulted content without a vault id, passed as `--vault-id default@file`. See " +

@@ -19,19 +19,15 @@ var plannedTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func plannedTargetsAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run goes, one element per candidate group: the cluster of the group's credential and the " +
-			"pod. Apply stops the run before anything exists when one differs (see [Security " +
+		MarkdownDescription: "Where the run goes, per candidate group: the cluster and the pod, which apply checks (see [Security " +
 			"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"container_group": schema.StringAttribute{MarkdownDescription: "The group's name.", Computed: true},
 			"server": schema.StringAttribute{MarkdownDescription: "The API server URL of the group's credential, which " +
 				"receives the pod, the bundle and its secrets.", Computed: true},
-			"ca_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of the PEM CA bundle the credential " +
-				"verifies the API server with; `system` when it trusts the host's system roots, `insecure` when it skips " +
-				"verification.", Computed: true},
-			"pod_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of the run's pod as YAML, as " +
-				"`rendered_pod` shows it when every group renders the same pod.", Computed: true},
+			"ca_sha256":  schema.StringAttribute{MarkdownDescription: "The SHA-256 of the credential's CA bundle; `system` or `insecure`.", Computed: true},
+			"pod_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of `rendered_pod`.", Computed: true},
 		}},
 	}
 }

@@ -45,8 +45,7 @@ func timelineAttribute() schema.Attribute {
 			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
 			"started_at": schema.StringAttribute{MarkdownDescription: "When the step began (RFC 3339, with milliseconds).", Computed: true},
 			"seconds":    schema.Float64Attribute{MarkdownDescription: "How long the step lasted, in seconds, to the millisecond.", Computed: true},
-			"detail": schema.StringAttribute{MarkdownDescription: "What the step waited for (the scheduler's or the " +
-				"quota's message), which pod it claimed, or the launch attempt; empty when there is nothing to say.", Computed: true},
+			"detail":     schema.StringAttribute{MarkdownDescription: "What the step waited for, or which pod it claimed; may be empty.", Computed: true},
 		}},
 	}
 }
