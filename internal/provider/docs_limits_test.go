@@ -186,7 +186,7 @@ func TestDocsDescriptionLength(t *testing.T) {
 		t.Errorf("%s: its description has %d words, more than %d: explain it once in a section of the page or a guide, and link it", d.where, d.words, descriptionWordLimit)
 	}
 	if testing.Verbose() {
-		for _, d := range all[:min(40, len(all))] {
+		for _, d := range all[:min(60, len(all))] {
 			t.Logf("%4d %s", d.words, d.where)
 		}
 	}

@@ -50,10 +50,10 @@ const (
 	planCheckOutputLimit = 64 << 10
 )
 
-const planCheckDescription = "Whether `terraform plan` runs the playbook in check mode first: `off`, `changes` (for a run to be " +
-	"created or replaced) or `drift` (also for an applied run, replaced when its hosts drifted); see " +
-	"[Checking At Plan](#checking-at-plan). Unset, the group's `default_plan_check` when the provider " +
-	"allows it, else `off`. A change updates the run in place."
+const planCheckDescription = "Whether `terraform plan` first runs the playbook in check mode ([Checking At " +
+	"Plan](#checking-at-plan)): `off`, `changes` (for a run to be created or replaced) or `drift` (also " +
+	"for an applied run). Unset, the group's `default_plan_check` when the provider allows it, else " +
+	"`off`."
 
 func planCheckAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
@@ -63,15 +63,13 @@ func planCheckAttributes() map[string]schema.Attribute {
 			Validators:          []validator.String{stringvalidator.OneOf(planCheckModes...)},
 		},
 		"plan_check_diffs": schema.BoolAttribute{
-			MarkdownDescription: "Whether the plan-time check keeps each task's diff text, not only its size; the text may hold " +
-				"secrets the playbook renders (see [Checking At Plan](#checking-at-plan)). Defaults to `false`. A " +
-				"change updates the run in place.",
+			MarkdownDescription: "Whether the plan-time check keeps each task's diff text, which may hold secrets (see [Checking At " +
+				"Plan](#checking-at-plan)). Defaults to `false`.",
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 		},
 		"planned_changes": schema.SingleNestedAttribute{
 			MarkdownDescription: fmt.Sprintf("What the plan-time check found: the first %d tasks that would change a host, with the size of each "+
-				"change (and, with `plan_check_diffs`, its diff, cut to %d characters). Null when no check ran; "+
-				"unknown when it could not run.", bundle.MaxChanges, bundle.MaxDiff),
+				"change and, with `plan_check_diffs`, its diff (cut to %d characters). Null when no check ran.", bundle.MaxChanges, bundle.MaxDiff),
 			Computed: true,
 			Attributes: map[string]schema.Attribute{
 				"hosts": schema.ListAttribute{MarkdownDescription: "The hosts that would change, by name.",

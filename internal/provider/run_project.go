@@ -37,8 +37,8 @@ func projectAttributes() map[string]schema.Attribute {
 	needsProject := path.MatchRoot("project_dir")
 	return map[string]schema.Attribute{
 		"project_dir": schema.StringAttribute{
-			MarkdownDescription: "A directory on the machine that runs Terraform, shipped whole into the pod for the playbook to run " +
-				"from (see [Inline Content Or A Project Directory](#inline-content-or-a-project-directory)).",
+			MarkdownDescription: "A directory on the machine that runs Terraform, shipped whole into the pod ([Inline Content Or A " +
+				"Project Directory](#inline-content-or-a-project-directory)).",
 			Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"project_ignore": schema.ListAttribute{

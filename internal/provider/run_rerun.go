@@ -57,14 +57,13 @@ var rerunHostsType = types.ObjectType{AttrTypes: map[string]attr.Type{
 func rerunAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"rerun_failed_hosts": schema.BoolAttribute{
-			MarkdownDescription: "Whether the next run of this `name` targets only the hosts that failed or were unreachable in this " +
-				"one (see [Sliced Runs](#sliced-runs)); requires `name`. Defaults to `false`.",
+			MarkdownDescription: "Whether the next run of this `name` targets only the hosts that failed in this one ([Sliced " +
+				"Runs](#sliced-runs)). Defaults to `false`.",
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 		},
 		"rerun_hosts": schema.SingleNestedAttribute{
-			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets: the earlier run's `run_id`, their `count` and " +
-				"the `sha256` of their sorted names; null when the run targets every host.",
-			Computed: true,
+			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets; null when it targets every host.",
+			Computed:            true,
 			Attributes: map[string]schema.Attribute{
 				"run_id": schema.StringAttribute{MarkdownDescription: "The run whose failed and unreachable hosts these are.", Computed: true},
 				"count":  schema.Int64Attribute{MarkdownDescription: "How many hosts the run targets.", Computed: true},

@@ -201,8 +201,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					listvalidator.ValueStringsAre(dnsLabel())},
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod. A `namespace` label gives the run a " +
-					"fresh namespace (`run_namespace`) and a kubeconfig for it in `KUBECONFIG` (see " +
+				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod (see " +
 					"[`kubeplay_node_label`](node_label.md)).",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
@@ -243,9 +242,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
-				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany,
-				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
+				MarkdownDescription: "Secret extra variables, as a JSON object. See [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
@@ -253,9 +251,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"env_wo": schema.MapAttribute{
-				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany,
-				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+				MarkdownDescription: "Secret environment variables for the playbook. See [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
 			"limit": ansibleListAttribute("host pattern", "Ansible host patterns the run is limited to, one per element, passed as `--limit`.",
@@ -290,9 +287,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
-				MarkdownDescription: "Keep the pod (and namespace) of a run that ended `failed` or `error` (see [Keeping a failed run's " +
-					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`. A " +
-					"change updates the run in place.",
+				MarkdownDescription: "Keep the pod of a run that ended `failed` or `error` ([Keeping a failed run's " +
+					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
@@ -324,10 +320,9 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 
 			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only values redacted and control characters shown " +
 				"as Unicode control pictures.", Computed: true},
-			"pod_name":  schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
-			"node_name": schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
-			"started_at": schema.StringAttribute{MarkdownDescription: "When the run started, before it waited for its " +
-				"group's capacity: the start of its `timeline` (RFC 3339).", Computed: true},
+			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
+			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
+			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
 			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
 			"run_namespace": schema.StringAttribute{
 				MarkdownDescription: "The namespace of a `namespace` label's run, or of a namespace `node`; else null.",
@@ -337,17 +332,15 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				MarkdownDescription: "How many pods the run launched, retries included.",
 				Computed:            true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its `kubeplay.io/run` label; apply fails the run if its " +
-				"pod differs (see [Security " +
-				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)). Unknown when it " +
-				"cannot be known at plan.", Computed: true},
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, which apply holds it to (see [Security " +
+				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
 			"planned_targets": plannedTargetsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
 			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration such as " +
-					"`20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds. Defaults to `30m`.",
+				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration; its pod's " +
+					"`activeDeadlineSeconds` is this plus 2 seconds. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
 			})),
 		},

@@ -64,9 +64,8 @@ func hostStatsAttribute() schema.Attribute {
 
 func recordAllHostsAttribute() schema.Attribute {
 	return schema.BoolAttribute{
-		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by name, not only of those "+
-			"that failed; each host adds about %d bytes to the state (%d KB per 1,000). Defaults to `false`. A "+
-			"change updates the run in place.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
+		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the recap of every host (the first %d), not only of those that failed; "+
+			"about %d bytes of state per host (%d KB per 1,000). Defaults to `false`.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
 		Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 	}
 }
@@ -173,8 +172,8 @@ func hostCountsValue(c bundle.HostCounts, diags *diag.Diagnostics) types.Object 
 
 func artifactsAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats` (AWX's job artifacts), as a JSON object, `{}` when none; over "+
-			"%d MiB (or a result over %d MiB) ends the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
+		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats`, as a JSON object; over %d MiB (or a result over %d MiB) ends "+
+			"the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
 		Computed: true,
 	}
 }

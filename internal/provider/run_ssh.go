@@ -25,8 +25,7 @@ func runSSHAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"ssh_private_keys_wo": schema.ListAttribute{
 			MarkdownDescription: "SSH private keys for Ansible's `ssh` connection, unencrypted PEM, such as `[file(\"~/.ssh/deploy\")]`, " +
-				"loaded into an `ssh-agent`. See [Secrets](#secrets)." +
-				runWOChangeMany,
+				"loaded into an `ssh-agent`. See [Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.ValueStringsAre(sshPrivateKey())},
 		},
@@ -42,14 +41,12 @@ func runSSHAttributes() map[string]schema.Attribute {
 		},
 		"vault_password_wo": schema.StringAttribute{
 			MarkdownDescription: "The vault password for vaulted content without a vault id, passed as `--vault-id default@file`. See " +
-				"[Secrets](#secrets)." +
-				runWOChangeOne,
+				"[Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword(), redactableSecret()},
 		},
 		"vault_passwords_wo": schema.MapAttribute{
-			MarkdownDescription: "Vault passwords by vault id, each passed as `--vault-id id@file`. See [Secrets](#secrets)." +
-				runWOChangeMany,
-			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+			MarkdownDescription: "Vault passwords by vault id, each passed as `--vault-id id@file`. See [Secrets](#secrets).",
+			Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.Map{
 				mapvalidator.KeysAre(vaultIDName()), mapvalidator.ValueStringsAre(vaultPassword(), redactableSecret()),
 			},

@@ -19,7 +19,7 @@ var plannedTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func plannedTargetsAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run goes, per candidate group: the cluster and the pod, which apply checks (see [Security " +
+		MarkdownDescription: "Where the run goes, per candidate group, which apply checks ([Security " +
 			"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

@@ -24,23 +24,22 @@ var timelineStepType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 // stepMeanings say what each timeline step covers, for the documentation.
 var stepMeanings = map[string]string{
-	runner.StepQueued:    "rendering the pod, removing orphaned pods, and waiting for the group's capacity",
+	runner.StepQueued:    "rendering the pod and waiting for the group's capacity",
 	runner.StepNamespace: "making a namespace label's run namespace",
 	runner.StepClaim:     "taking a warm pod (`detail` names it) or a held node's turn",
-	runner.StepCreate:    "the pod's create request, with quota waits; again for each launch retry",
+	runner.StepCreate:    "creating the pod, with quota waits",
 	runner.StepSchedule:  "until the scheduler bound the pod to a node (`detail` quotes the scheduler)",
 	runner.StepSandbox:   "until the container ran, but for the image's pull",
-	runner.StepImage:     fmt.Sprintf("the image's pull (`detail` says `pulled in <duration>` or `present on the node`), measured only for a pod that took %s or more to run, else `0`", runner.PullCheckAfter),
-	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
+	runner.StepImage:     fmt.Sprintf("the image's pull, measured only for a pod that took %s or more to run", runner.PullCheckAfter),
+	runner.StepDeliver:   "delivering the playbook, files and project",
 	runner.StepPlaybook:  "`ansible-playbook` or the command",
 	runner.StepCleanup:   "until the pod was gone, or its deletion accepted for a warm pod",
 }
 
 func timelineAttribute() schema.Attribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run's time went, as [steps](#timeline-steps) whose `seconds` add up to the time from " +
-			"`started_at` to `finished_at`.",
-		Computed: true,
+		MarkdownDescription: "Where the run's time went, as [steps](#timeline-steps).",
+		Computed:            true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
 			"started_at": schema.StringAttribute{MarkdownDescription: "When the step began (RFC 3339, with milliseconds).", Computed: true},
