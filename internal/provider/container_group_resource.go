@@ -210,9 +210,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{dnsLabel()},
 			},
 			"manage_namespace": schema.BoolAttribute{
-				MarkdownDescription: "Whether the group creates `namespace` and deletes it, with everything in it, when " +
-					"the group is destroyed. A namespace that already exists is refused. Defaults to `false`: the namespace " +
-					"must then exist when the group needs a quota or a ledger there.",
+				MarkdownDescription: "Whether the group creates `namespace`, which must not exist yet, and deletes it with everything in " +
+					"it. Defaults to `false`.",
 				Optional:      true,
 				Computed:      true,
 				Default:       booldefault.StaticBool(false),
@@ -227,19 +226,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"pod_spec_override": schema.StringAttribute{
-				MarkdownDescription: "A Pod, or a bare PodSpec, as YAML or JSON, as AWX users write it (an AWX override works verbatim). " +
-					"It is merged over the default pod with a strategic merge patch: containers merge by name; a first " +
-					"container without a name is `worker`; `$patch: replace` replaces a list. Errors are reported at plan " +
-					"with the line; `metadata.name` is refused, and `metadata.namespace` must equal `namespace`.",
+				MarkdownDescription: "A Pod, or a bare PodSpec, as YAML or JSON, as AWX users write it, merged over the default pod with a " +
+					"strategic merge patch (see Run pod under How It Works); `$patch: replace` replaces a list. " +
+					"`metadata.name` is refused, and `metadata.namespace` must equal `namespace`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"max_concurrent_runs": schema.Int64Attribute{
-				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
-					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
-					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited. " +
-					"A plan that sets or changes it warns when the nodes the run pods can land on cannot hold that many (see " +
-					"Node capacity in the resource's description).",
+				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's `max_concurrent_jobs`, Nodepool's " +
+					"`max-servers`): the quota's `pods` and the runs ledger (see Capacity and Claims under How It Works). " +
+					"At least 1; unset is unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -286,10 +282,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:          []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"default_label_cpu_limit": schema.StringAttribute{
-				MarkdownDescription: "The CPU limit of node labels that set no `cpu_limit`. A missing limit falls back, as " +
-					"in Nodepool, to the label's limit, this default limit, the label's request, then the default request.",
-				Optional:   true,
-				Validators: []validator.String{k8sQuantity()},
+				MarkdownDescription: "The CPU limit of node labels that set no `cpu_limit`; limits fall back as in Nodepool.",
+				Optional:            true,
+				Validators:          []validator.String{k8sQuantity()},
 			},
 			"default_label_memory_limit": schema.Int64Attribute{
 				MarkdownDescription: "The memory limit, " + mib + ", of node labels that set no `memory_limit`.",
@@ -309,10 +304,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:  []validator.Map{k8sQuantityMap("container")},
 			},
 			"pod_pending_timeout": schema.StringAttribute{
-				MarkdownDescription: "How long a run waits for its pod to start, as a duration, before it fails: for the " +
-					"namespace's quota, then for the scheduler while that can pass (room on a node, a preemption, a node " +
-					"that a cluster autoscaler adds; see Scheduling). A pod that no node can ever hold fails sooner, within " +
-					"20 seconds, unless a cluster autoscaler adds a node for it. Defaults to `5m`.",
+				MarkdownDescription: "How long a run waits for its pod to start, as a duration: for the quota, then for the scheduler " +
+					"while that can pass (see Scheduling under How It Works). Defaults to `5m`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString("5m"),
@@ -329,10 +322,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{graceDuration()},
 			},
 			"launch_retries": schema.Int64Attribute{
-				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a reason that can " +
-					"pass (Nodepool's `launch-retries`): the `status_reason`s marked retried in " +
-					"[`kubeplay_run`](run.md#status-reasons). Each attempt has a `pod_pending_timeout` of its own, within " +
-					"the run's create timeout. `0` turns retries off. Defaults to `3`.",
+				MarkdownDescription: "How many times a run launches a fresh pod when its launch fails for a reason that can pass " +
+					"(Nodepool's `launch-retries`): the [status reasons](run.md#status-reasons) marked retried. `0` turns " +
+					"retries off. Defaults to `3`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(3),
@@ -356,21 +348,19 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"pod_security_level": schema.StringAttribute{
-				MarkdownDescription: "The Kubernetes [Pod Security Standard]" +
-					"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the " +
-					"group must meet, checked at plan and, with `manage_namespace = true`, enforced by the API server: " +
-					"`privileged` (no checks), `baseline` or `restricted` (see Pod security in the " +
-					"`kubeplay_container_group` resource's description). Defaults to `baseline`.",
+				MarkdownDescription: "The Kubernetes [Pod Security " +
+					"Standard](https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run " +
+					"pod of the group must meet, checked at plan and, with `manage_namespace = true`, enforced by the API " +
+					"server: `privileged` (no checks), `baseline` or `restricted` (see Pod security under How It Works). " +
+					"Defaults to `baseline`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(podsecurity.Default),
 				Validators: []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
 			},
 			"owner_id": schema.StringAttribute{
-				MarkdownDescription: "A random id that kubeplay gives the group when it creates it, stored with the group in the catalog. " +
-					"The group's namespace, ResourceQuota and ledgers carry it in the annotation `kubeplay.io/owner-id`, " +
-					"and kubeplay changes only objects with the group's own id, so another configuration's group of the " +
-					"same name is refused at plan.",
+				MarkdownDescription: "A random id that kubeplay gives the group, which its namespace, ResourceQuota and ledgers carry " +
+					"(`kubeplay.io/owner-id`), so that another group of the same name is refused at plan.",
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
@@ -380,20 +370,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Computed: true,
 			},
 			"warm_pods": schema.Int64Attribute{
-				MarkdownDescription: "How many pods of the group's own run pod (runs without a `node_label`) the group " +
-					"keeps started and ready ahead of the runs that will use them, as Nodepool's `min-ready`; they count " +
-					"against the group's quota (see Warm pods in the `kubeplay_container_group` resource's description). " +
-					"Defaults to `0`, no warm pods.",
+				MarkdownDescription: "How many pods of the group's own run pod the group keeps ready ahead of runs, as Nodepool's " +
+					"`min-ready` (see Warm pods under How It Works). Defaults to `0`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(0),
 				Validators: []validator.Int64{int64validator.Between(0, maxWarmPods)},
 			},
 			"warm_labels": schema.MapAttribute{
-				MarkdownDescription: "Warm pods of node labels: a map from a `kubeplay_node_label`'s name to how many pods of that label, " +
-					"composed over the group's pod, the group keeps ready, as Nodepool's `min-ready` of a label. The " +
-					"labels must exist when the group is applied and be of type `pod`; warm pods of a changed label are " +
-					"replaced.",
+				MarkdownDescription: "Warm pods of node labels: how many pods of each `kubeplay_node_label` (of type `pod`) the group " +
+					"keeps ready, as Nodepool's `min-ready` of a label.",
 				Optional:    true,
 				ElementType: types.Int64Type,
 				Validators: []validator.Map{

@@ -101,25 +101,23 @@ func (r *phaseResource) Metadata(_ context.Context, req resource.MetadataRequest
 
 func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of " +
-			"Kubernetes documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
-			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\n" +
-			"Apply is a server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
-			"then, once the CRDs are established and the REST mapping is refreshed, everything else, so a CRD and its " +
-			"custom resources can share a phase. Readiness is judged by kstatus (from `github.com/fluxcd/cli-utils`, the " +
-			"maintained fork of `sigs.k8s.io/cli-utils`), watching the objects rather than polling; a resource that " +
-			"reaches a failed status ends the wait at once with its message.\n\n" +
-			"The set of applied objects is an ApplySet (the convention `kubectl apply --prune --applyset` understands): " +
-			"its parent is a ConfigMap named `kubeplay-phase-<name>` in the provider's `catalog_namespace` on the target " +
-			"cluster, labelled `applyset.kubernetes.io/id`, which also lists the members; every member carries the label " +
-			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed after a " +
-			"failure, so a partial failure orphans nothing. Destroy deletes custom resources and other objects first, " +
-			"then CRDs, then namespaces, and waits until they are gone, up to `timeouts.delete`: objects still there " +
-			"then (a finalizer nobody removes) fail the destroy and stay in the inventory and the state, and the next " +
-			"destroy continues.\n\n" +
-			"When the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
-			"schema errors, admission refusals and missing permissions show in `terraform plan` with the document's kind " +
-			"and name. Objects deleted or changed outside Terraform show as a diff of `objects`.",
+		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of Kubernetes " +
+			"documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
+			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\nApply is a " +
+			"server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
+			"then, once the CRDs are established and the REST mapping is refreshed, everything else, so a CRD and " +
+			"its custom resources can share a phase. Readiness is judged by kstatus, watched rather than polled; " +
+			"a resource that reaches a failed status ends the wait at once with its message.\n\nThe set of applied " +
+			"objects is an ApplySet: its parent is the ConfigMap `kubeplay-phase-<name>` in the provider's " +
+			"`catalog_namespace` on the target cluster, and every member carries the label " +
+			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed " +
+			"after a failure, so a partial failure orphans nothing. Destroy deletes custom resources and other " +
+			"objects first, then CRDs, then namespaces, and waits until they are gone, up to `timeouts.delete`: " +
+			"objects still there then (a finalizer nobody removes) fail the destroy and stay in the inventory and " +
+			"the state, and the next destroy continues.\n\nWhen the cluster is reachable, plan runs a server-side " +
+			"dry-run apply of every new or changed document, so schema errors, admission refusals and missing " +
+			"permissions show in `terraform plan` with the document's kind and name. Objects deleted or changed " +
+			"outside Terraform show as a diff of `objects`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",

@@ -87,14 +87,12 @@ func planCheckAttributes() map[string]schema.Attribute {
 							Computed: true},
 						"lines_removed": schema.Int64Attribute{MarkdownDescription: "How many lines the diff removes.",
 							Computed: true},
-						"ran": schema.BoolAttribute{MarkdownDescription: "Whether the task has `check_mode: false`, so " +
-							"that it ran for real during the check.", Computed: true},
+						"ran": schema.BoolAttribute{MarkdownDescription: "Whether the task has `check_mode: false` and so ran for real.", Computed: true},
 					}},
 				},
-				"task_count": schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
-				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped because " +
-					"their module does not support check mode.", Computed: true},
-				"drifted_run": schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts drifted; null for a check before a create.", Computed: true},
+				"task_count":    schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
+				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped as not checkable.", Computed: true},
+				"drifted_run":   schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts drifted; null for a check before a create.", Computed: true},
 			},
 		},
 	}

@@ -42,8 +42,8 @@ func projectAttributes() map[string]schema.Attribute {
 			Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"project_ignore": schema.ListAttribute{
-			MarkdownDescription: "More paths to leave out of `project_dir`, as in `.kubeplayignore`: `path.Match` globs of a name at " +
-				"any depth, or with a `/` of a path from the root; a trailing `/` matches directories.",
+			MarkdownDescription: "More paths to leave out of `project_dir`, as `.kubeplayignore` lines: `path.Match` globs; a leading " +
+				"`/` anchors at the root, a trailing `/` matches directories.",
 			Optional: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.ValueStringsAre(ignorePattern())},
 		},

@@ -206,8 +206,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node": schema.StringAttribute{
-				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other runs. " +
-					"Conflicts with `container_groups` and `node_label`.",
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other runs; not " +
+					"with `container_groups` or `node_label`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},

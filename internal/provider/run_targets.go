@@ -24,10 +24,9 @@ func plannedTargetsAttribute() schema.ListNestedAttribute {
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"container_group": schema.StringAttribute{MarkdownDescription: "The group's name.", Computed: true},
-			"server": schema.StringAttribute{MarkdownDescription: "The API server URL of the group's credential, which " +
-				"receives the pod, the bundle and its secrets.", Computed: true},
-			"ca_sha256":  schema.StringAttribute{MarkdownDescription: "The SHA-256 of the credential's CA bundle; `system` or `insecure`.", Computed: true},
-			"pod_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of `rendered_pod`.", Computed: true},
+			"server":          schema.StringAttribute{MarkdownDescription: "The API server URL of the group's credential.", Computed: true},
+			"ca_sha256":       schema.StringAttribute{MarkdownDescription: "The SHA-256 of the credential's CA bundle; `system` or `insecure`.", Computed: true},
+			"pod_sha256":      schema.StringAttribute{MarkdownDescription: "The SHA-256 of `rendered_pod`.", Computed: true},
 		}},
 	}
 }

@@ -251,7 +251,7 @@ func kindOf(v attr.Value) string {
 // what happens without it.
 func ansibleListAttribute(kind, desc, unset string) schema.ListAttribute {
 	return schema.ListAttribute{
-		MarkdownDescription: desc + " Elements must be non-empty, without commas. " + unset,
+		MarkdownDescription: desc + " " + unset,
 		Optional:            true, ElementType: types.StringType,
 		PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 		Validators: []validator.List{listvalidator.SizeAtLeast(1),
