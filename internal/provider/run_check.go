@@ -82,7 +82,7 @@ func planCheckAttributes() map[string]schema.Attribute {
 						"task":      schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
 						"action":    schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
 						"diff":      schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, redacted as `output` is. Null unless `plan_check_diffs` is `true`.", Computed: true},
-						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters, also when `diff` is null or cut.", Computed: true},
+						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters.", Computed: true},
 						"lines_added": schema.Int64Attribute{MarkdownDescription: "How many lines the diff adds.",
 							Computed: true},
 						"lines_removed": schema.Int64Attribute{MarkdownDescription: "How many lines the diff removes.",
@@ -92,7 +92,7 @@ func planCheckAttributes() map[string]schema.Attribute {
 				},
 				"task_count":    schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
 				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped as not checkable.", Computed: true},
-				"drifted_run":   schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts drifted; null for a check before a create.", Computed: true},
+				"drifted_run":   schema.StringAttribute{MarkdownDescription: "The applied run whose hosts drifted; null before a create.", Computed: true},
 			},
 		},
 	}

@@ -26,14 +26,14 @@ var timelineStepType = types.ObjectType{AttrTypes: map[string]attr.Type{
 var stepMeanings = map[string]string{
 	runner.StepQueued:    "rendering the pod and waiting for the group's capacity",
 	runner.StepNamespace: "making a namespace label's run namespace",
-	runner.StepClaim:     "taking a warm pod (`detail` names it) or a held node's turn",
+	runner.StepClaim:     "taking a warm pod or a held node's turn",
 	runner.StepCreate:    "creating the pod, with quota waits",
-	runner.StepSchedule:  "until the scheduler bound the pod to a node (`detail` quotes the scheduler)",
-	runner.StepSandbox:   "until the container ran, but for the image's pull",
+	runner.StepSchedule:  "waiting for a node (`detail` quotes the scheduler)",
+	runner.StepSandbox:   "starting the container, but for the image's pull",
 	runner.StepImage:     fmt.Sprintf("the image's pull, measured only for a pod that took %s or more to run", runner.PullCheckAfter),
 	runner.StepDeliver:   "delivering the playbook, files and project",
 	runner.StepPlaybook:  "`ansible-playbook` or the command",
-	runner.StepCleanup:   "until the pod was gone, or its deletion accepted for a warm pod",
+	runner.StepCleanup:   "deleting the pod",
 }
 
 func timelineAttribute() schema.Attribute {
