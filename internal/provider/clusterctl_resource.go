@@ -189,11 +189,8 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 				PlanModifiers: []planmodifier.Map{mapplanmodifier.RequiresReplace()},
 			},
 			"variables_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "`init` only, and only with `variables_wo`: a number of your choosing that stands " +
-					"for the version of `variables_wo`, kept in the state. clusterctl uses the variables only when it " +
-					"installs the providers, so a change of it replaces the resource: destroy deletes the providers (and " +
-					"their CRDs with `destroy_crds`), then init installs them again with the `variables_wo` of the " +
-					"configuration.",
+				MarkdownDescription: "`init` only, with `variables_wo`: a number of your choosing whose change replaces the resource, " +
+					"reinstalling the providers with the new `variables_wo`.",
 				Optional:      true,
 				Validators:    []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("variables_wo"))},
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
@@ -219,14 +216,11 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 			// Update only records timeouts and destroy_crds: it waits for
 			// nothing, so there is no update key.
 			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the create may take, as a duration such as `90s` or `10m`. For `init`: " +
-					"the install and the wait until the providers' controllers are available; an init that passes it " +
-					"fails, and deletes what it installed (within 2 more minutes). For `move`: the whole move; an " +
-					"interrupted move is run again by the next apply. Defaults to `5m`.",
-				DeleteDescription: "`init`: how long destroy may take, as a duration such as `90s` or `10m`: the " +
-					"deletion of the providers and the wait until their namespaces (and CRDs, with `destroy_crds`) are " +
-					"gone. A destroy that passes it fails, the resource stays in the state, and the next destroy deletes " +
-					"what is left. Destroy reads it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+				CreateDescription: "How long the create may take, as a duration: for `init`, the install and the wait for the " +
+					"controllers (a failed init deletes what it installed); for `move`, the whole move. Defaults to `5m`.",
+				DeleteDescription: "`init`: how long destroy may take, as a duration: the deletion of the providers until gone. A " +
+					"destroy past it fails and the resource stays in the state. Destroy reads it from the state. Defaults " +
+					"to `5m`.",
 			}),
 		},
 	}

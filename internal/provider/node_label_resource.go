@@ -256,11 +256,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:  []validator.Map{k8sLabelMap()},
 			},
 			"dynamic_labels": schema.MapAttribute{
-				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
-					"`{run.id}`, `{run.name}`, `{run.group}` and `{run.label}`; `{{` and `}}` are literal braces. Unknown " +
-					"placeholders are plan-time errors. There is no workspace placeholder, since Terraform does not tell " +
-					"providers the selected workspace: pass it from the configuration, as in `labels = { workspace = " +
-					"terraform.workspace }` or `dynamic_labels = { id = \"${terraform.workspace}-{run.id}\" }`.",
+				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: `{run.id}`, `{run.name}`, " +
+					"`{run.group}` and `{run.label}`; `{{` and `}}` are literal braces; unknown placeholders are " +
+					"plan-time errors. For the workspace, use `terraform.workspace` in the configuration.",
 				Optional:    true,
 				ElementType: types.StringType,
 				Validators:  []validator.Map{labelTemplateMap()},

@@ -158,12 +158,10 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"kustomization": schema.StringAttribute{
-				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize " +
-					"library as airshipctl renders its executor bundles. The same opt-out labels apply, and only the path shows " +
-					"in plan output, so the kustomization may make Secrets. It works offline: a remote resource, base, " +
-					"component or other path (an `http(s)://` URL, or a git URL such as " +
-					"`github.com/org/repo//path?ref=v1`) in it or in a local kustomization it reaches is a plan-time error " +
-					"naming the URL, unless `allow_remote_kustomize` is set. Conflicts with `documents` and `sensitive_documents`.",
+				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize library as " +
+					"airshipctl does; only the path shows in plan output, so it may make Secrets. A remote resource or " +
+					"base is a plan-time error unless `allow_remote_kustomize` is set. Conflicts with `documents` and " +
+					"`sensitive_documents`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
@@ -263,16 +261,14 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 		},
 		Blocks: map[string]schema.Block{
 			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
-				CreateDescription: "How long the first apply may take, as a duration such as `90s` or `10m`: the " +
-					"server-side apply, the wait for CRDs to be established and, with `wait`, for every object to be " +
-					"ready. An apply that passes it fails, naming the objects not ready yet, and keeps what it applied in " +
-					"the inventory and the state, so the next apply continues. Defaults to `5m`.",
+				CreateDescription: "How long the first apply may take, as a duration: the apply and, with `wait`, the wait for " +
+					"readiness. An apply past it fails and keeps what it applied, so the next apply continues. Defaults " +
+					"to `5m`.",
 				UpdateDescription: "How long a later apply may take, as `create` for the first: the apply, the waits " +
 					"and the deletion of pruned objects until they are gone. Defaults to `5m`.",
-				DeleteDescription: "How long destroy may take, as a duration such as `90s` or `10m`: the deletion of " +
-					"every object, wave by wave, and the wait until each wave is gone. A destroy that passes it fails, " +
-					"naming the objects still there, and the phase stays in the state to be destroyed again. Destroy reads " +
-					"it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+				DeleteDescription: "How long destroy may take, as a duration: the deletion of every object, wave by wave, until gone. A " +
+					"destroy past it fails and the phase stays in the state. Destroy reads it from the state. Defaults to " +
+					"`5m`.",
 			}),
 		},
 	}

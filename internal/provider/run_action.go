@@ -82,9 +82,8 @@ func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *ac
 	resp.Schema = aschema.Schema{MarkdownDescription: runActionDescription, Attributes: attrs,
 		Blocks: map[string]aschema.Block{
 			"timeouts": actionTimeoutsBlock(ctx, atimeouts.Opts{
-				InvokeDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration such as " +
-					"`20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds. A run that passes it ends with " +
-					"status `error` and fails the invocation. Defaults to `30m`.",
+				InvokeDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration; its pod's " +
+					"`activeDeadlineSeconds` is this plus 2 seconds. A run past it ends `error`. Defaults to `30m`.",
 			}),
 		}}
 }
