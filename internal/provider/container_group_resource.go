@@ -170,11 +170,10 @@ const podSecurityLevelDescription = "`pod_security_level` is checked at plan tim
 	"`pod-security.kubernetes.io/enforce=<level>` and `enforce-version=latest`, so the API server refuses " +
 	"every pod below the level there. `baseline` refuses what lets a pod take over its node (privileged " +
 	"containers, host namespaces, paths and ports, added capabilities); the default run pod passes it. " +
-	"`restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true` and a non-zero `runAsUser`, " +
+	"`restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true`, a non-zero `runAsUser`, " +
 	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: " +
-	"RuntimeDefault}`; the UID may be one the image does not know and the root file system read-only, " +
-	"since runs work in `/tmp` and get a writable `HOME` and, through nss_wrapper or a writable " +
-	"`/etc/passwd`, a passwd entry for `ssh`."
+	"RuntimeDefault}`; any UID and a read-only root file system work: runs get a writable `HOME` in " +
+	"`/tmp` and a passwd entry for `ssh` (through nss_wrapper, or a writable `/etc/passwd`)."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"
