@@ -93,20 +93,18 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"cluster, `move` moves the Cluster API objects of a namespace from one cluster to another, the step " +
 			"that turns an ephemeral bootstrap cluster into a self-managed target cluster. Order it among " +
 			"`kubeplay_phase` and `kubeplay_run` resources with `depends_on`.\n\nNothing is downloaded. Each " +
-			"provider's components and metadata are given here, as airshipctl reads them from a local repository " +
-			"(for example `file(\"core-components.yaml\")` of a release); clusterctl's local overrides folder is " +
-			"not read. clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster to init: " +
-			"install cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl does " +
-			"in an earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n`init` " +
-			"waits until the providers' controllers are available, up to `timeouts.create`, and stops at once " +
-			"when a controller's pod cannot start (an image the node cannot pull, a missing ConfigMap); when it " +
-			"fails or is interrupted it deletes what it installed, so that the next apply starts clean. Destroy " +
-			"of an `init` deletes its providers and their namespaces, and keeps their CRDs, and so every Cluster " +
-			"API object, unless `destroy_crds` is set, as `clusterctl delete` does; clusterctl's inventory CRD " +
-			"goes once it lists no provider. A provider deleted outside Terraform is planned as a new `init`. " +
-			"Destroy of a `move` does nothing. A change of any argument but `timeouts`, `destroy_crds` and " +
-			"`variables_wo` replaces the resource. Upgrades (`clusterctl upgrade`) are not supported.\n\nThe " +
-			"provider runs one clusterctl operation at a time; its log goes to Terraform's (`TF_LOG=DEBUG`).",
+			"provider's components and metadata are given here, as airshipctl reads them from a local repository. " +
+			"clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster to init: install " +
+			"cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl does in an " +
+			"earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n`init` waits " +
+			"until the providers' controllers are available, up to `timeouts.create`, and stops at once when a " +
+			"controller's pod cannot start; a failed or interrupted `init` deletes what it installed. Destroy of " +
+			"an `init` deletes its providers and their namespaces, keeping their CRDs (and so every Cluster API " +
+			"object) unless `destroy_crds` is set, as `clusterctl delete` does. A provider deleted outside " +
+			"Terraform is planned as a new `init`. Destroy of a `move` does nothing. A change of any argument but " +
+			"`timeouts`, `destroy_crds` and `variables_wo` replaces the resource. Upgrades (`clusterctl upgrade`) " +
+			"are not supported.\n\nThe provider runs one clusterctl operation at a time; its log goes to " +
+			"Terraform's (`TF_LOG=DEBUG`).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",

@@ -142,9 +142,8 @@ const schedulingDescription = "A run pod that the scheduler cannot place waits, 
 	"up to 20 seconds for a cluster autoscaler's answer: `TriggeredScaleUp` (Karpenter: `Nominated`), or " +
 	"one for another pod of the namespace in the last 15 minutes, keeps it waiting for the new node; " +
 	"`NotTriggerScaleUp`, or no answer, ends the run as `error` (`unschedulable`) with a message that " +
-	"says what to change. Node lifecycle taints (`not-ready`, a cordon) are waited out. A credential that " +
-	"may not list nodes leaves the scheduler's message to decide. The action's progress, Terraform's log " +
-	"and the `schedule` step of `timeline` say what the pod waits for."
+	"says what to change. Node lifecycle taints (`not-ready`, a cordon) are waited out. The `schedule` " +
+	"step of `timeline` says what the pod waited for."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
@@ -152,10 +151,9 @@ const maxWarmPods = 100
 // warmPodsDescription and podSecurityLevelDescription are paragraphs of the
 // group's description, which warm_pods and pod_security_level refer to.
 const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahead of the runs that will use them. A run whose " +
-	"pod matches a ready warm pod claims it with an update conditioned on its resourceVersion, so two " +
-	"runs never share one, runs in it at once and deletes it afterwards; the pool is refilled as soon as " +
-	"a pod is claimed (a refill the quota refuses waits up to 30 seconds). A run that finds the pool " +
-	"starting waits for the first ready pod; one that finds it empty starts its own. The `pods` limit of " +
+	"pod matches a ready warm pod claims it (two runs never share one), runs in it at once and deletes it " +
+	"afterwards; the pool is refilled as soon as a pod is claimed. A run that finds the pool starting " +
+	"waits for the first ready pod; one that finds it empty starts its own. The `pods` limit of " +
 	"`max_concurrent_runs` grows by `warm_pods`, while `max_cores`, `max_ram` and `max_resources` count " +
 	"warm pods as run pods. A warm pod has a deadline of 24 hours (a claim lowers it to the run's " +
 	"timeout), so an abandoned pool ends by itself. Destroying the group deletes its warm pods."

@@ -89,38 +89,31 @@ func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRe
 
 func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's " +
-			"`kubernetes_bearer_token` credential does. It is stored as a Secret in the provider's `catalog_namespace`, " +
-			"so that other workspaces can use it by name. On create and update the provider connects with it, records " +
-			"the server version and the authenticated identity (SelfSubjectReview), and checks with " +
-			"SelfSubjectAccessReviews whether runs can work in `namespace`; a credential that cannot run pods is a warning, " +
-			"a credential that cannot connect is an error, and so is a cluster older than Kubernetes " + credential.OldestKubernetes +
+		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's `kubernetes_bearer_token` " +
+			"credential does. It is stored as a Secret in the provider's `catalog_namespace`, so that other " +
+			"workspaces can use it by name. On create and update the provider connects with it, records the " +
+			"server version and identity, and checks whether runs can work in `namespace` (a warning when not); a " +
+			"credential that cannot connect is an error, and so is a cluster older than Kubernetes " + credential.OldestKubernetes +
 			" (kubeplay supports " + credential.OldestKubernetes + " and later; " + credential.OldestKubernetes + " to " +
-			credential.NewestKubernetes + " are tested).\n\n" +
-			"Kinds:\n\n" +
-			"* `bearer_token`: `host`, the write-only `bearer_token_wo` and its `bearer_token_wo_version`, `ca_cert` and " +
-			"`verify_ssl`.\n" +
-			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
-			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
-			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
-			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
-			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
-			"* `kubeconfig`: the write-only `kubeconfig_wo` content and its `kubeconfig_wo_version`, and an optional " +
-			"`context`. It is read back from the catalog Secret by every workspace that uses the credential, so it may " +
-			"hold only inline data (no `auth-provider`, no file paths); an `exec` plugin only with " +
-			"`allow_exec_plugin = true`, and it runs where the credential is used only when that workspace's provider " +
-			"pins it in `exec_plugin_credentials` by its `exec_sha256`.\n" +
-			"* `provider`: the provider's own connection.\n" +
-			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
-			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
-			"and a long-lived token: a `kubernetes.io/service-account-token` Secret named `<service_account_name>-token`, " +
-			"filled by the cluster's token controller and revoked when destroy deletes it. An object of one of these names " +
-			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
-			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
-			"Write-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the plan or the state, so Terraform sees no " +
-			"change of them: change `bearer_token_wo_version` or `kubeconfig_wo_version` with them to send new ones. " +
-			"What whoever can write the catalog namespace can make the provider do with each kind is described under " +
-			"Catalog Writers below.",
+			credential.NewestKubernetes + "are tested).\n\nKinds:\n\n* `bearer_token`: `host`, the write-only `bearer_token_wo` and its " +
+			"`bearer_token_wo_version`, `ca_cert` and `verify_ssl`.\n* `cluster_api`: the kubeconfig a Cluster API " +
+			"management cluster holds for a cluster it provisioned, as airship's dynamic kubeconfig: the Secret " +
+			"`<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on the cluster of the `parent` " +
+			"credential. It is read whenever the credential is used, waiting up to `kubeconfig_timeout`, and " +
+			"never stored; it may hold only inline data.\n* `kubeconfig`: the write-only `kubeconfig_wo` content " +
+			"and its `kubeconfig_wo_version`, and an optional `context`. It is read back from the catalog Secret " +
+			"by every workspace that uses the credential, so it may hold only inline data (no `auth-provider`, no " +
+			"file paths); an `exec` plugin only with `allow_exec_plugin = true`, and it runs where the credential " +
+			"is used only when that workspace's provider pins it in `exec_plugin_credentials` by its " +
+			"`exec_sha256`.\n* `provider`: the provider's own connection.\n* `service_account`: provisions on the " +
+			"provider's cluster, in `namespace`, a ServiceAccount, a Role `<service_account_name>-pod-manager` " +
+			"that grants exactly what runs call (see Permissions below), its RoleBinding and a long-lived token " +
+			"Secret `<service_account_name>-token`, revoked when destroy deletes it; objects of these names that " +
+			"kubeplay did not create are refused, never adopted. Set `export_kubeconfig` to get a kubeconfig for " +
+			"AWX, Zuul or a CI system.\n\nWrite-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the " +
+			"plan or the state, so Terraform sees no change of them: change `bearer_token_wo_version` or " +
+			"`kubeconfig_wo_version` with them to send new ones. What whoever can write the catalog namespace can " +
+			"make the provider do with each kind is described under Catalog Writers below.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The credential's name.",

@@ -270,10 +270,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"python_path": schema.StringAttribute{
-				MarkdownDescription: forPod("The Python interpreter Ansible uses on the run's pod itself " +
-					"(`ansible_python_interpreter` of the default inventory's `localhost`): an absolute path without " +
-					"whitespace, quotes, backslashes or `#`, such as `/usr/bin/python3.11`, or one of Ansible's discovery " +
-					"modes `auto`, `auto_silent`, `auto_legacy` and `auto_legacy_silent`. Unset, it is `" +
+				MarkdownDescription: forPod("The Python interpreter Ansible uses on the run's pod itself (`ansible_python_interpreter` of the " +
+					"default inventory's `localhost`): an absolute path such as `/usr/bin/python3.11`, or a discovery " +
+					"mode (`auto`, `auto_silent`, `auto_legacy`, `auto_legacy_silent`). Unset, it is `" +
 					bundle.DefaultPythonPath + "`. A run's own `inventory` or `inventories` are used as written, " +
 					"without it: set `ansible_python_interpreter` in them. A `kubeplay_node` of the label applies it to " +
 					"its runs and puts it in its `inventory`."),

@@ -110,14 +110,13 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"a resource that reaches a failed status ends the wait at once with its message.\n\nThe set of applied " +
 			"objects is an ApplySet: its parent is the ConfigMap `kubeplay-phase-<name>` in the provider's " +
 			"`catalog_namespace` on the target cluster, and every member carries the label " +
-			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed " +
-			"after a failure, so a partial failure orphans nothing. Destroy deletes custom resources and other " +
-			"objects first, then CRDs, then namespaces, and waits until they are gone, up to `timeouts.delete`: " +
-			"objects still there then (a finalizer nobody removes) fail the destroy and stay in the inventory and " +
-			"the state, and the next destroy continues.\n\nWhen the cluster is reachable, plan runs a server-side " +
-			"dry-run apply of every new or changed document, so schema errors, admission refusals and missing " +
-			"permissions show in `terraform plan` with the document's kind and name. Objects deleted or changed " +
-			"outside Terraform show as a diff of `objects`.",
+			"`applyset.kubernetes.io/part-of`. A partial failure orphans nothing. Destroy deletes custom " +
+			"resources and other objects first, then CRDs, then namespaces, and waits until they are gone, up to " +
+			"`timeouts.delete`: objects still there then (a finalizer nobody removes) fail the destroy and stay " +
+			"in the inventory and the state, and the next destroy continues.\n\nWhen the cluster is reachable, plan " +
+			"runs a server-side dry-run apply of every new or changed document, so schema errors, admission " +
+			"refusals and missing permissions show in `terraform plan` with the document's kind and name. Objects " +
+			"deleted or changed outside Terraform show as a diff of `objects`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",

@@ -208,10 +208,9 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
-				MarkdownDescription: "A client-go credential plugin that prints a token, as in a kubeconfig's `exec` user. " +
-					"client-go runs it again whenever its token expires, so long runs are not cut off by a token frozen " +
-					"at start. Conflicts with `token`. When the block is present, `api_version` and `command` must be set " +
-					"in it.",
+				MarkdownDescription: "A client-go credential plugin that prints a token, as in a kubeconfig's `exec` user. client-go runs " +
+					"it again whenever its token expires. Conflicts with `token`. When the block is present, " +
+					"`api_version` and `command` must be set in it.",
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{
 						MarkdownDescription: "The `client.authentication.k8s.io` version the plugin speaks: " +
