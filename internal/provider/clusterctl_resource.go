@@ -103,8 +103,7 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"object) unless `destroy_crds` is set, as `clusterctl delete` does. A provider deleted outside " +
 			"Terraform is planned as a new `init`. Destroy of a `move` does nothing. A change of any argument but " +
 			"`timeouts`, `destroy_crds` and `variables_wo` replaces the resource. Upgrades (`clusterctl upgrade`) " +
-			"are not supported.\n\nThe provider runs one clusterctl operation at a time; its log goes to " +
-			"Terraform's (`TF_LOG=DEBUG`).",
+			"are not supported.\n\nIts log goes to Terraform's (`TF_LOG=DEBUG`).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",

@@ -102,21 +102,20 @@ func (r *containerGroupResource) Metadata(_ context.Context, req resource.Metada
 	resp.TypeName = req.ProviderTypeName + "_container_group"
 }
 
-const containerGroupDescription = "A container group says where runs execute and what their pods look like: AWX's " +
-	"container group and Nodepool's kubernetes pool in one. It is stored as a ConfigMap in the provider's " +
-	"`catalog_namespace`, so other workspaces can use it by name.\n\n" +
-	"**Run pod.** Every run starts from a default pod: one container named `worker` running `image` with args " +
-	"`sleep infinity` (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, requests " +
-	"of 250m CPU and 100Mi memory, and an `emptyDir` `kubeplay-tmp` at `/tmp` (`sizeLimit` 1Gi) where runs unpack and " +
-	"keep their output. `pod_spec_override` is merged over it with a strategic merge patch, so containers merge by " +
-	"name, and `worker` stays the first container; `rendered_pod` shows the result at plan time. The worker ends its " +
-	"pod when the run has not heard from its provider for `disconnect_grace_period`, and when no run has started in " +
-	"it within 45 seconds.\n\n" +
-	"**Capacity** is enforced on the cluster, so every Terraform process shares one limit. `max_concurrent_runs`, " +
-	"`max_cores`, `max_ram` and `max_resources` become a ResourceQuota `kubeplay-<name>` in `namespace`; a run pod " +
-	"beyond it waits, watching the quota, up to `pod_pending_timeout`. A namespace shared with another group or other " +
-	"workloads is a plan-time warning.\n\n" +
-	"**Node capacity.** " + nodeCapacityDescription + "\n\n" +
+const containerGroupDescription = "A container group says where runs execute and what their pods look like: AWX's container group and " +
+	"Nodepool's kubernetes pool in one. It is stored as a ConfigMap in the provider's " +
+	"`catalog_namespace`, so other workspaces can use it by name.\n\n**Run pod.** Every run starts from a " +
+	"default pod: one container named `worker` running `image` with args `sleep infinity` (the run execs " +
+	"into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, requests of 250m CPU and " +
+	"100Mi memory, and an `emptyDir` `kubeplay-tmp` at `/tmp` (`sizeLimit` 1Gi) where runs unpack and " +
+	"keep their output. `pod_spec_override` is merged over it with a strategic merge patch, so containers " +
+	"merge by name, and `worker` stays the first container; `rendered_pod` shows the result at plan time. " +
+	"The worker ends its pod after `disconnect_grace_period` without the provider, or when no run started " +
+	"within 45 seconds.\n\n**Capacity** is enforced on the cluster, so every Terraform process shares one " +
+	"limit. `max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota " +
+	"`kubeplay-<name>` in `namespace`; a run pod beyond it waits, watching the quota, up to " +
+	"`pod_pending_timeout`. A namespace shared with another group or other workloads is a plan-time " +
+	"warning.\n\n**Node capacity.** " + nodeCapacityDescription + "\n\n" +
 	"**Claims.** Before it creates its pod, a run claims capacity in ledgers, ConfigMaps in `namespace`: " +
 	"`kubeplay-runs-<name>` for `max_concurrent_runs` (the quota alone can let one pod too many in) and " +
 	"`kubeplay-forks-<name>` for its `forks` of `max_forks`, with updates conditioned on the resourceVersion. With no " +

@@ -86,18 +86,16 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"`kubernetes.core.kubectl` connection. The pod is the group's run pod with the label composed over it, named " +
 			"`name`, labelled `kubeplay.io/node=<name>`, without a deadline; it counts against the group's quota while it " +
 			"lives. A label's `python_path` and `shell_type` go into the worker's environment as `" + runengine.EnvPythonPath +
-			"` and `" + runengine.EnvShellType + "`, part of the signed spec. kubeplay signs the pod with the catalog key " +
-			"(annotations `kubeplay.io/signature` and `kubeplay.io/spec-signature`), so a pod someone else made, or whose " +
-			"image, tolerations or ephemeral containers changed, is refused (replace the node); signing needs `update` on " +
-			"pods. A destroy deletes only the node's own pod.\n\n" +
-			"**Namespace nodes.** The namespace is named `name` and holds a ServiceAccount `kubeplay` with the Role a " +
-			"namespace label's run gets (Nodepool's namespace node). A run naming it gets a pod of its own with a " +
-			"kubeconfig for that account, records the namespace in `run_namespace`, and takes its turn with an annotation " +
-			"`kubeplay.io/held-by` that ends at the run's deadline. `kubeplay_node_kubeconfig` issues a kubeconfig for " +
-			"access from elsewhere; none is kept in the state. Making one needs a credential that may create namespaces " +
-			"and RBAC objects; runs on it also update the namespace and request tokens.\n\n" +
-			"A pod or namespace deleted out of band shows as `status = \"gone\"` after a refresh, and the next plan " +
-			"replaces the node.",
+			"` and `" + runengine.EnvShellType + "`, part of the signed spec. kubeplay signs the pod with the catalog key, so a pod someone else made " +
+			"or changed is refused (replace the node); signing needs `update` on pods. A destroy deletes only the " +
+			"node's own pod.\n\n**Namespace nodes.** The namespace is named `name` and holds a ServiceAccount " +
+			"`kubeplay` with the Role a namespace label's run gets (Nodepool's namespace node). A run naming it " +
+			"gets a pod of its own with a kubeconfig for that account, records the namespace in `run_namespace`, " +
+			"and takes its turn with an annotation `kubeplay.io/held-by` that ends at the run's deadline. " +
+			"`kubeplay_node_kubeconfig` issues a kubeconfig for access from elsewhere; none is kept in the state. " +
+			"Making one needs a credential that may create namespaces and RBAC objects; runs on it also update " +
+			"the namespace and request tokens.\n\nA pod or namespace deleted out of band shows as `status = \"gone\"` " +
+			"after a refresh, and the next plan replaces the node.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<container_group>/<name>`, which `terraform import` takes.",

@@ -105,18 +105,16 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 			"documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
 			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\nApply is a " +
 			"server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
-			"then, once the CRDs are established and the REST mapping is refreshed, everything else, so a CRD and " +
-			"its custom resources can share a phase. Readiness is judged by kstatus, watched rather than polled; " +
-			"a resource that reaches a failed status ends the wait at once with its message.\n\nThe set of applied " +
-			"objects is an ApplySet: its parent is the ConfigMap `kubeplay-phase-<name>` in the provider's " +
-			"`catalog_namespace` on the target cluster, and every member carries the label " +
+			"then, once the CRDs are established, everything else. Readiness is judged by kstatus, watched rather " +
+			"than polled; a resource that reaches a failed status ends the wait at once with its message.\n\nThe " +
+			"set of applied objects is an ApplySet: its parent is the ConfigMap `kubeplay-phase-<name>` in the " +
+			"provider's `catalog_namespace` on the target cluster, and every member carries the label " +
 			"`applyset.kubernetes.io/part-of`. A partial failure orphans nothing. Destroy deletes custom " +
 			"resources and other objects first, then CRDs, then namespaces, and waits until they are gone, up to " +
-			"`timeouts.delete`: objects still there then (a finalizer nobody removes) fail the destroy and stay " +
-			"in the inventory and the state, and the next destroy continues.\n\nWhen the cluster is reachable, plan " +
-			"runs a server-side dry-run apply of every new or changed document, so schema errors, admission " +
-			"refusals and missing permissions show in `terraform plan` with the document's kind and name. Objects " +
-			"deleted or changed outside Terraform show as a diff of `objects`.",
+			"`timeouts.delete`; objects still there then fail the destroy, and the next destroy continues.\n\nWhen " +
+			"the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
+			"errors show in `terraform plan` with the document's kind and name. Objects deleted or changed " +
+			"outside Terraform show as a diff of `objects`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",
@@ -165,19 +163,17 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"allow_remote_kustomize": schema.BoolAttribute{
-				MarkdownDescription: "Whether the kustomization may fetch remote content while validate, plan and apply " +
-					"render it. HTTP(S) files are then fetched with a timeout of 30 seconds and a limit of 8 MiB each; git " +
-					"URLs are cloned by kustomize with the `git` program, 27 seconds per git command (a `?timeout=` in the " +
-					"URL changes it) and no size limit. Defaults to `false`.",
+				MarkdownDescription: "Whether the kustomization may fetch remote content while validate, plan and apply render it. HTTP(S) " +
+					"files are fetched with a 30-second timeout and an 8 MiB limit each; git URLs are cloned with the " +
+					"`git` program. Defaults to `false`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
 			"wait": schema.BoolAttribute{
-				MarkdownDescription: "Whether apply waits for the objects to be ready (by kstatus, or by " +
-					"`wait_conditions`), up to `timeouts.create` or `timeouts.update`. When `false`, apply returns once the " +
-					"objects are applied; CustomResourceDefinitions are still waited for until established, so that their " +
-					"custom resources can be applied. Destroy waits for the objects to be gone either way. Defaults to `true`.",
+				MarkdownDescription: "Whether apply waits for the objects to be ready (by kstatus, or by `wait_conditions`), up to " +
+					"`timeouts.create` or `timeouts.update`. With `false`, only CRDs are waited for; destroy waits either " +
+					"way. Defaults to `true`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
