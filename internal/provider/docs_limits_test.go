@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 // The limits that keep the documentation one a newcomer reads in minutes
@@ -232,6 +234,34 @@ func TestDocsRunStatusReasons(t *testing.T) {
 	if update {
 		if err := os.WriteFile(file, []byte(tmpl), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestDocsNumbersMatchCode checks numbers that the README and the guides
+// state in prose (rather than in generated descriptions) against the
+// constants that define them, so that a changed default shows here.
+func TestDocsNumbersMatchCode(t *testing.T) {
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grace := fmt.Sprintf("%d seconds", int(runner.AutoscalerGrace.Seconds()))
+	for _, c := range []struct{ file, want, what string }{
+		{"templates/resources/run.md.tmpl", "for " + fmt.Sprint(int(rerunRecordTTL.Hours()/24)) + " days", "how long a rerun record is kept"},
+		{"templates/resources/run.md.tmpl", "waits " + grace, "the wait for a cluster autoscaler"},
+		{"templates/guides/getting-started.md.tmpl", "up to " + grace, "the wait for a cluster autoscaler"},
+		{"templates/guides/moving-from-nodepool.md.tmpl", grace, "the wait for a cluster autoscaler"},
+		{"templates/guides/getting-started.md.tmpl", fmt.Sprintf("the last %d KiB by\ndefault", defaultOutputLimit>>10), "the default output_limit"},
+		{"docs/resources/run.md", fmt.Sprintf("Between 1 and %d", maxSlices), "the most slices"},
+		{"docs/resources/run.md", fmt.Sprintf("Defaults to `%d`", defaultOutputLimit), "the default output_limit"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(c.file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("%s does not say %q (%s, from the code)", c.file, c.want, c.what)
 		}
 	}
 }
