@@ -22,9 +22,7 @@ import (
 const nodeCapacityDescription = "When a plan creates the group or changes what it runs, kubeplay reads the nodes the group's pod can " +
 	"land on (selector, affinity, taints, cordon) and warns when their allocatable could never hold " +
 	"`max_concurrent_runs` plus `warm_pods` such pods, or when no node can take the pod. It counts the " +
-	"nodes there are now, not those an autoscaler may add, nor node labels' pods. A credential created in " +
-	"the same apply, or one that may not list nodes, is not checked (the latter with a warning). None of " +
-	"this fails a plan."
+	"nodes there are now; a credential that may not list nodes is not checked. None of this fails a plan."
 
 // capacityChanged reports whether the plan creates the group or changes
 // what the capacity check reads, so that a plan that changes none of it

@@ -115,15 +115,12 @@ const containerGroupDescription = "A container group says where runs execute and
 	"limit. `max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota " +
 	"`kubeplay-<name>` in `namespace`; a run pod beyond it waits, watching the quota, up to " +
 	"`pod_pending_timeout`. A namespace shared with another group or other workloads is a plan-time " +
-	"warning.\n\n**Node capacity.** " + nodeCapacityDescription + "\n\n" +
-	"**Claims.** Before it creates its pod, a run claims capacity in ledgers, ConfigMaps in `namespace`: " +
-	"`kubeplay-runs-<name>` for `max_concurrent_runs` (the quota alone can let one pod too many in) and " +
-	"`kubeplay-forks-<name>` for its `forks` of `max_forks`, with updates conditioned on the resourceVersion. With no " +
-	"room, it watches the ledger up to `pod_pending_timeout`, then fails without a pod. A claim lasts 30 seconds and " +
-	"the live run renews it every 10, so a killed provider's claim expires within 30 seconds (the clocks of the " +
-	"machines that run Terraform must agree to within some seconds). A run that asks for more forks than `max_forks` " +
-	"fails at once.\n\n" +
-	"**Scheduling.** " + schedulingDescription + "\n\n" +
+	"warning.\n\n**Node capacity.** " + nodeCapacityDescription + "\n\n**Claims.** Before it creates its pod, a run claims capacity in ledgers, ConfigMaps in " +
+	"`namespace`: `kubeplay-runs-<name>` for `max_concurrent_runs` and `kubeplay-forks-<name>` for its " +
+	"`forks` of `max_forks`. With no room, it watches the ledger up to `pod_pending_timeout`, then fails " +
+	"without a pod. A claim lasts 30 seconds and the live run renews it every 10, so a killed provider's " +
+	"claim expires within 30 seconds (the clocks of the machines that run Terraform must agree to within " +
+	"some seconds). A run that asks for more forks than `max_forks` fails at once.\n\n**Scheduling.** " + schedulingDescription + "\n\n" +
 	"**Warm pods.** " + warmPodsDescription + "\n\n" +
 	"**Pod security.** " + podSecurityLevelDescription + "\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
@@ -136,13 +133,12 @@ const schedulingDescription = "A run pod that the scheduler cannot place waits, 
 	"by itself: the nodes lack room for now, the scheduler is preempting lower-priority pods for it, or " +
 	"other pods keep it off a node (anti-affinity, topology spread); such a wait that " +
 	"`pod_pending_timeout` ends has `status_reason` `capacity_timeout`. A pod that no node could ever " +
-	"hold (no node has the labels its `nodeSelector` or required affinity select, every such node has a " +
-	"taint it does not tolerate, or its requests exceed every node's allocatable) watches its events for " +
-	"up to 20 seconds for a cluster autoscaler's answer: `TriggeredScaleUp` (Karpenter: `Nominated`), or " +
-	"one for another pod of the namespace in the last 15 minutes, keeps it waiting for the new node; " +
-	"`NotTriggerScaleUp`, or no answer, ends the run as `error` (`unschedulable`) with a message that " +
-	"says what to change. Node lifecycle taints (`not-ready`, a cordon) are waited out. The `schedule` " +
-	"step of `timeline` says what the pod waited for."
+	"hold (by labels, taints or requests) watches its events for up to 20 seconds for a cluster " +
+	"autoscaler's answer: `TriggeredScaleUp` (Karpenter: `Nominated`), or one for another pod of the " +
+	"namespace in the last 15 minutes, keeps it waiting for the new node; `NotTriggerScaleUp`, or no " +
+	"answer, ends the run as `error` (`unschedulable`) with a message that says what to change. Node " +
+	"lifecycle taints (`not-ready`, a cordon) are waited out. The `schedule` step of `timeline` says what " +
+	"the pod waited for."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
@@ -160,17 +156,16 @@ const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahe
 const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API server's PodSecurity " +
 	"admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the pod of " +
 	"each run with its node label. The group's pod is checked at the newest policy version this provider " +
-	"knows and, when its cluster can be reached, again at that API server's own version (what " +
-	"`enforce-version=latest` means there; newer versions relax some checks); a run's pod is checked at " +
-	"its API server's version, or at the newest when that cannot be read. The error lists each failed " +
-	"check. With `manage_namespace = true` the namespace is also labelled " +
+	"knows and, when its cluster can be reached, at that API server's own version (newer versions relax " +
+	"some checks); a run's pod at its API server's version, or the newest when that cannot be read. The " +
+	"error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
 	"`pod-security.kubernetes.io/enforce=<level>` and `enforce-version=latest`, so the API server refuses " +
-	"every pod below the level there. `baseline` refuses what lets a pod take over its node (privileged " +
-	"containers, host namespaces, paths and ports, added capabilities); the default run pod passes it. " +
-	"`restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true`, a non-zero `runAsUser`, " +
-	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: " +
-	"RuntimeDefault}`; any UID and a read-only root file system work: runs get a writable `HOME` in " +
-	"`/tmp` and a passwd entry for `ssh` (through nss_wrapper, or a writable `/etc/passwd`)."
+	"every pod below the level there. `baseline` refuses what lets a pod take over its node; the default " +
+	"run pod passes it. `restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true`, a " +
+	"non-zero `runAsUser`, `allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and " +
+	"`seccompProfile: {type: RuntimeDefault}`; any UID and a read-only root file system work: runs get a " +
+	"writable `HOME` in `/tmp` and a passwd entry for `ssh` (through nss_wrapper, or a writable " +
+	"`/etc/passwd`)."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"

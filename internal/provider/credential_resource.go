@@ -90,12 +90,12 @@ func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's `kubernetes_bearer_token` " +
-			"credential does. It is stored as a Secret in the provider's `catalog_namespace`, so that other " +
-			"workspaces can use it by name. On create and update the provider connects with it, records the " +
-			"server version and identity, and checks whether runs can work in `namespace` (a warning when not); a " +
-			"credential that cannot connect is an error, and so is a cluster older than Kubernetes " + credential.OldestKubernetes +
+			"credential does. It is stored as a Secret in the provider's `catalog_namespace`. On create and " +
+			"update the provider connects with it, records the server version and identity, and checks whether " +
+			"runs can work in `namespace` (a warning when not); a credential that cannot connect is an error, and " +
+			"so is a cluster older than Kubernetes " + credential.OldestKubernetes +
 			" (kubeplay supports " + credential.OldestKubernetes + " and later; " + credential.OldestKubernetes + " to " +
-			credential.NewestKubernetes + "are tested).\n\nKinds:\n\n* `bearer_token`: `host`, the write-only `bearer_token_wo` and its " +
+			credential.NewestKubernetes + " are tested).\n\nKinds:\n\n* `bearer_token`: `host`, the write-only `bearer_token_wo` and its " +
 			"`bearer_token_wo_version`, `ca_cert` and `verify_ssl`.\n* `cluster_api`: the kubeconfig a Cluster API " +
 			"management cluster holds for a cluster it provisioned, as airship's dynamic kubeconfig: the Secret " +
 			"`<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on the cluster of the `parent` " +

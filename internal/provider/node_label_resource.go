@@ -114,14 +114,13 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"ServiceAccount, a Role over common workloads (core, `apps`, `batch` and `networking.k8s.io` " +
 			"resources, logs as `pods/log`) and a RoleBinding, removed when the run ends. The Role may get, list, " +
 			"watch and delete Secrets but not create, update or patch them, may read ServiceAccounts but not " +
-			"change them, and has no `serviceaccounts/token`, Roles or RoleBindings, so the account cannot mint a " +
-			"token that outlives the one it was given. The namespace enforces its container group's " +
-			"`pod_security_level` with the Pod Security admission labels. The run's pod stays in its group's " +
-			"namespace and its playbook gets the namespace in `KUBEPLAY_NAMESPACE` and a kubeconfig for the " +
-			"account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the group's credential must " +
-			"be allowed to create namespaces, service accounts, roles, role bindings and tokens. Its PodTemplate " +
-			"holds a placeholder container the API requires; `rendered_template` shows the namespace's objects " +
-			"instead.",
+			"change them, and has no `serviceaccounts/token`, Roles or RoleBindings. The namespace enforces its " +
+			"container group's `pod_security_level` with the Pod Security admission labels. The run's pod stays " +
+			"in its group's namespace and its playbook gets the namespace in `KUBEPLAY_NAMESPACE` and a " +
+			"kubeconfig for the account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the " +
+			"group's credential must be allowed to create namespaces, service accounts, roles, role bindings and " +
+			"tokens. Its PodTemplate holds a placeholder container the API requires; `rendered_template` shows " +
+			"the namespace's objects instead.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The label's name.",

@@ -20,11 +20,9 @@ import (
 func execPluginCredentialsAttribute() schema.MapAttribute {
 	return schema.MapAttribute{
 		MarkdownDescription: "The `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its `exec` credential " +
-			"plugin, a program, on the host where Terraform runs: a map from credential name to the credential's " +
-			"`exec_sha256`, the SHA-256 of its kubeconfig's `exec` blocks (command, arguments, environment). The " +
-			"credential must also set `allow_exec_plugin`. Defaults to none. A plugin whose `exec` blocks no " +
-			"longer match the digest is refused, even when the credential is correctly signed. Take the digest " +
-			"from the credential's owner, not from the catalog.",
+			"plugin on the host where Terraform runs: a map from credential name to its `exec_sha256`; the " +
+			"credential must also set `allow_exec_plugin`. A plugin that no longer matches is refused, even when " +
+			"signed. Take the digest from the credential's owner, not from the catalog. Defaults to none.",
 		Optional:    true,
 		ElementType: types.StringType,
 		Validators: []validator.Map{

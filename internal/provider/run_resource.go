@@ -213,7 +213,7 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			},
 			"playbook": schema.StringAttribute{
 				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` is " +
-					"required." + bundle.InlinePlaybookName + "`.",
+					"required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
 					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command"), path.MatchRoot("ad_hoc")),
