@@ -35,12 +35,11 @@ func (d *providerData) signingKey(ctx context.Context) (*catalogkey.Key, error) 
 // deleted rather than left as strangers.
 func previousCatalogKeysAttribute() schema.ListAttribute {
 	return schema.ListAttribute{
-		MarkdownDescription: "Catalog keys that `catalog_key` (or the key Secret) replaced, kept for a rotation. " +
-			"kubeplay never trusts a definition or uses a pod signed with one of them: it only recognises the warm " +
-			"pods, held nodes' pods and orphaned run pods it signed before the rotation, and deletes them. Each is " +
-			"the old key itself, or `base64:` and the base64 of its bytes (the key Secret's `data.key`), at least " +
-			fmt.Sprint(catalogkey.MinLength) + " bytes. Defaults to none: pods signed with an old key are then left " +
-			"in place as another's (see [Rotating the catalog key](guides/security-model.md#rotating-the-catalog-key)).",
+		MarkdownDescription: "Catalog keys that `catalog_key` (or the key Secret) replaced, kept for a rotation. kubeplay only " +
+			"recognises, and deletes, its own pods signed with them. Each is the old key itself, or `base64:` and " +
+			"the base64 of its bytes (the key Secret's `data.key`), at least " +
+			fmt.Sprint(catalogkey.MinLength) + " bytes. Defaults to none (see [Rotating the catalog " +
+			"key](guides/security-model.md#rotating-the-catalog-key)).",
 		ElementType: types.StringType,
 		Optional:    true,
 		Sensitive:   true,

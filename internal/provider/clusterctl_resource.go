@@ -89,27 +89,21 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 	replaceStr := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A phase run by airshipctl's `Clusterctl` executor, through the clusterctl library " +
-			"(`sigs.k8s.io/cluster-api/cmd/clusterctl/client`): `init` installs Cluster API providers into a cluster, " +
-			"`move` moves the Cluster API objects of a namespace from one cluster to another, the step that turns an " +
-			"ephemeral bootstrap cluster into a self-managed target cluster. Order it among `kubeplay_phase` and " +
-			"`kubeplay_run` resources with `depends_on`.\n\n" +
-			"Nothing is downloaded. Each provider's components and metadata are given here, as airshipctl reads them " +
-			"from a local repository (for example `file(\"core-components.yaml\")` of a release); clusterctl's local " +
-			"overrides folder is not read. clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster " +
-			"to init: install cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl " +
-			"does in an earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n" +
-			"`init` waits until the providers' controllers are available, up to `timeouts.create`, and stops at once when a " +
-			"controller's pod cannot start (an image the node cannot pull, a missing ConfigMap); when it fails or is " +
-			"interrupted it deletes what it installed, so that the next apply starts clean. Destroy of an `init` deletes " +
-			"its providers and their namespaces, and keeps their CRDs, and so every Cluster API object, unless " +
-			"`destroy_crds` is set, as `clusterctl delete` does; clusterctl's inventory CRD goes once it lists no provider. " +
-			"A provider deleted outside Terraform is planned as a " +
-			"new `init`. Destroy of a `move` does nothing: the objects stay where they were moved. A change of any " +
-			"argument but `timeouts`, `destroy_crds` and `variables_wo` replaces the resource; `timeouts` and " +
-			"`destroy_crds` update in place, and a change of the write-only `variables_wo` alone plans nothing. " +
-			"Upgrades (`clusterctl upgrade`) are not supported.\n\n" +
-			"clusterctl keeps its logger in a global variable, so the provider runs one clusterctl operation at a time; " +
-			"its log goes to Terraform's (`TF_LOG=DEBUG`).",
+			"(`sigs.k8s.io/cluster-api/cmd/clusterctl/client`): `init` installs Cluster API providers into a " +
+			"cluster, `move` moves the Cluster API objects of a namespace from one cluster to another, the step " +
+			"that turns an ephemeral bootstrap cluster into a self-managed target cluster. Order it among " +
+			"`kubeplay_phase` and `kubeplay_run` resources with `depends_on`.\n\nNothing is downloaded. Each " +
+			"provider's components and metadata are given here, as airshipctl reads them from a local repository. " +
+			"clusterctl requires cert-manager's API (`cert-manager.io/v1`) on the cluster to init: install " +
+			"cert-manager first, for example with a `kubeplay_phase` of its manifests as airshipctl does in an " +
+			"earlier phase; kubeplay never installs it and says so at apply when it is missing.\n\n`init` waits " +
+			"until the providers' controllers are available, up to `timeouts.create`, and stops at once when a " +
+			"controller's pod cannot start; a failed or interrupted `init` deletes what it installed. Destroy of " +
+			"an `init` deletes its providers and their namespaces, keeping their CRDs (and so every Cluster API " +
+			"object) unless `destroy_crds` is set, as `clusterctl delete` does. A provider deleted outside " +
+			"Terraform is planned as a new `init`. Destroy of a `move` does nothing. A change of any argument but " +
+			"`timeouts`, `destroy_crds` and `variables_wo` replaces the resource. Upgrades (`clusterctl upgrade`) " +
+			"are not supported.\n\nIts log goes to Terraform's (`TF_LOG=DEBUG`).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",
@@ -192,11 +186,8 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 				PlanModifiers: []planmodifier.Map{mapplanmodifier.RequiresReplace()},
 			},
 			"variables_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "`init` only, and only with `variables_wo`: a number of your choosing that stands " +
-					"for the version of `variables_wo`, kept in the state. clusterctl uses the variables only when it " +
-					"installs the providers, so a change of it replaces the resource: destroy deletes the providers (and " +
-					"their CRDs with `destroy_crds`), then init installs them again with the `variables_wo` of the " +
-					"configuration.",
+				MarkdownDescription: "`init` only, with `variables_wo`: a number of your choosing whose change replaces the resource, " +
+					"reinstalling the providers with the new `variables_wo`.",
 				Optional:      true,
 				Validators:    []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("variables_wo"))},
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
@@ -222,14 +213,11 @@ func (r *clusterctlResource) Schema(ctx context.Context, _ resource.SchemaReques
 			// Update only records timeouts and destroy_crds: it waits for
 			// nothing, so there is no update key.
 			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the create may take, as a duration such as `90s` or `10m`. For `init`: " +
-					"the install and the wait until the providers' controllers are available; an init that passes it " +
-					"fails, and deletes what it installed (within 2 more minutes). For `move`: the whole move; an " +
-					"interrupted move is run again by the next apply. Defaults to `5m`.",
-				DeleteDescription: "`init`: how long destroy may take, as a duration such as `90s` or `10m`: the " +
-					"deletion of the providers and the wait until their namespaces (and CRDs, with `destroy_crds`) are " +
-					"gone. A destroy that passes it fails, the resource stays in the state, and the next destroy deletes " +
-					"what is left. Destroy reads it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+				CreateDescription: "How long the create may take, as a duration: for `init`, the install and the wait for the " +
+					"controllers (a failed init deletes what it installed); for `move`, the whole move. Defaults to `5m`.",
+				DeleteDescription: "`init`: how long destroy may take, as a duration: the deletion of the providers until gone. A " +
+					"destroy past it fails and the resource stays in the state. Destroy reads it from the state. Defaults " +
+					"to `5m`.",
 			}),
 		},
 	}

@@ -19,20 +19,10 @@ import (
 
 // nodeCapacityDescription is the paragraph of the group's description on
 // the plan-time capacity check.
-const nodeCapacityDescription = "When a plan creates the group or changes its `credential`, " +
-	"`max_concurrent_runs`, `warm_pods` or `rendered_pod`, kubeplay reads the nodes of its cluster with the group's " +
-	"credential and warns when they cannot hold the run pods the group lets exist at once: `max_concurrent_runs` " +
-	"plus `warm_pods`, which occupy nodes too. The nodes counted are those the group's pod (`rendered_pod`) can " +
-	"land on: their labels match its `nodeSelector` and required node affinity, it tolerates their `NoSchedule` and " +
-	"`NoExecute` taints, and they are not cordoned. Each holds, of every resource the pod requests, its allocatable " +
-	"divided by the request, rounded down, and at most its allocatable `pods`; the figure is their sum, ignoring what " +
-	"else runs there, so it is the most the nodes could ever hold. A pod that no node can take (its selector matches " +
-	"none) or that is larger than every node it can land on is a warning too. The figure counts the nodes there are " +
-	"now: a cluster autoscaler or Karpenter may add nodes for pods that wait, which kubeplay does not try to tell. " +
-	"Runs and warm pods of node labels (`warm_labels`) request what their labels say and are not counted. A credential created in the same apply " +
-	"is not checked; one that may not list nodes (a namespaced Role, as `service_account` credentials have) gets a " +
-	"warning that the check was skipped. None of this fails a plan: runs beyond the nodes' room wait for it up to " +
-	"`pod_pending_timeout`."
+const nodeCapacityDescription = "When a plan creates the group or changes what it runs, kubeplay reads the nodes the group's pod can " +
+	"land on (selector, affinity, taints, cordon) and warns when their allocatable could never hold " +
+	"`max_concurrent_runs` plus `warm_pods` such pods, or when no node can take the pod. It counts the " +
+	"nodes there are now; a credential that may not list nodes is not checked. None of this fails a plan."
 
 // capacityChanged reports whether the plan creates the group or changes
 // what the capacity check reads, so that a plan that changes none of it

@@ -49,66 +49,39 @@ type containerGroupDataModel struct {
 // containerGroupReadDescriptions say what each attribute of the container
 // group data source holds, as read from the catalog.
 var containerGroupReadDescriptions = map[string]string{
-	"id":          "The container group's name.",
-	"annotations": "The annotations the group puts on every run pod; null when it sets none.",
-	"credential": "The name of the `kubeplay_credential` the group's runs reach their cluster with; null when the " +
-		"group uses the provider's own connection.",
-	"default_plan_check": "The `plan_check` of the group's runs that set none: `off`, `changes` or `drift`.",
-	"default_label_cpu": "The CPU request, a quantity, that the group gives runs whose node label sets no `cpu` " +
-		"(Nodepool's `default-label-cpu`); null when the group has none.",
-	"default_label_cpu_limit": "The CPU limit that the group gives runs whose node label sets no `cpu_limit`; null " +
-		"when the group has none.",
-	"default_label_extra_resources": "The extra resources, requested and limited alike, from resource names to " +
-		"quantities, that the group gives runs whose node label sets no `extra_resources`; null when the group has none.",
-	"default_label_memory": "The memory request, in MiB, that the group gives runs whose node label sets no `memory`; " +
-		"null when the group has none.",
-	"default_label_memory_limit": "The memory limit, in MiB, that the group gives runs whose node label sets no " +
-		"`memory_limit`; null when the group has none.",
-	"default_label_storage": "The ephemeral-storage request, in MB, that the group gives runs whose node label sets " +
-		"no `storage`; null when the group has none.",
-	"default_label_storage_limit": "The ephemeral-storage limit, in MB, that the group gives runs whose node label " +
-		"sets no `storage_limit`; null when the group has none.",
-	"image":  "The image of the `worker` container of the group's run pods, where a node label sets none.",
-	"labels": "The labels the group puts on every run pod; null when it sets none.",
-	"launch_retries": "How many times a run of the group launches a fresh pod after a launch failure that can pass " +
-		"(Nodepool's `launch-retries`); `0` when it launches one pod only.",
-	"manage_namespace": "Whether the group manages `namespace`: it created the namespace, and deletes it with " +
-		"everything in it when the group is destroyed.",
-	"max_concurrent_runs": "The most run pods that may exist at once in the group's namespace (AWX's " +
-		"`max_concurrent_jobs`, Nodepool's `max-servers`): its quota's `pods` and the size of its runs ledger; null " +
-		"when there is no such limit.",
-	"max_cores": "The most CPU that the group's run pods may request together, a quantity (the quota's " +
-		"`requests.cpu`); null when there is no such limit.",
-	"max_forks": "The most Ansible forks that the group's live runs may use together (AWX's `max_forks`); null when " +
-		"there is no such limit.",
-	"max_ram": "The most memory, in MiB, that the group's run pods may request together (the quota's " +
-		"`requests.memory`); null when there is no such limit.",
-	"max_resources": "The group's other quota limits, from ResourceQuota resource names to quantities; null when it " +
-		"has none.",
-	"namespace": "The namespace the group's run pods are created in, where its quota and ledgers live.",
-	"owner_id": "The random id kubeplay gave the group when it created it, which the group's managed namespace, " +
-		"quota and ledgers carry in the annotation `kubeplay.io/owner-id`; null for a group stored before owner ids.",
-	"disconnect_grace_period": "How long a run of the group goes on in its pod without hearing from the provider, " +
-		"as a duration, before the pod ends it.",
-	"pod_pending_timeout": "How long a run of the group waits for its pod to start, as a duration, including " +
-		"waits for quota, for room on a node, for a preemption and for a node that a cluster autoscaler adds.",
-	"pod_security_level": "The Pod Security Standard level the group holds every run pod to: `privileged`, " +
-		"`baseline` or `restricted`.",
-	"pod_spec_override": "The Pod or bare PodSpec, as YAML or JSON, that the group merges over its default run pod " +
-		"with a strategic merge patch; null when it has none.",
-	"priority": "The group's priority among the groups of a run's `container_groups`, lower first; null when it has " +
-		"none, which counts as `0`.",
-	"rendered_pod": "The group's default run pod as YAML, after `image`, `labels`, `annotations` and " +
-		"`pod_spec_override`. Each run adds its name, labels and node label.",
-	"warm_labels": "How many warm pods of each node label the group keeps ready, from a `kubeplay_node_label`'s name " +
-		"to a count; null when it keeps none.",
-	"warm_pods": "How many pods of its own run pod the group keeps started and ready ahead of runs, as Nodepool's " +
-		"`min-ready`; `0` when none.",
-	"warm_pods_ready": "How many of the group's warm pods, of its own pod and of its labels, were ready to be claimed " +
-		"when the data source was read.",
-	"warm_pods_starting": "How many of the group's warm pods were still starting when the data source was read.",
-	"warm_revision": "A hash of the pod specs the group's warm pods are started from, its own and its " +
-		"`warm_labels`'; empty when the group has no warm pods, or when a label of `warm_labels` cannot be read.",
+	"id":                            "The container group's name.",
+	"annotations":                   "The annotations the group puts on every run pod; null when none.",
+	"credential":                    "The `kubeplay_credential` the group's runs use; null for the provider's own connection.",
+	"default_plan_check":            "The `plan_check` of the group's runs that set none: `off`, `changes` or `drift`.",
+	"default_label_cpu":             "The CPU request of runs whose node label sets no `cpu`; null when none.",
+	"default_label_cpu_limit":       "The CPU limit of runs whose node label sets no `cpu_limit`; null when none.",
+	"default_label_extra_resources": "The extra resources of runs whose node label sets none; null when none.",
+	"default_label_memory":          "The memory request, in MiB, of runs whose node label sets no `memory`; null when none.",
+	"default_label_memory_limit":    "The memory limit, in MiB, of runs whose node label sets none; null when none.",
+	"default_label_storage":         "The ephemeral-storage request, in MB, of runs whose node label sets none; null when none.",
+	"default_label_storage_limit":   "The ephemeral-storage limit, in MB, of runs whose node label sets none; null when none.",
+	"image":                         "The `worker` container's image, where a node label sets none.",
+	"labels":                        "The labels the group puts on every run pod; null when none.",
+	"launch_retries":                "How many times a run launches a fresh pod after a launch failure that can pass.",
+	"manage_namespace":              "Whether the group created `namespace` and deletes it when destroyed.",
+	"max_concurrent_runs":           "The most run pods that may exist at once in the group's namespace; null when unlimited.",
+	"max_cores":                     "The most CPU the group's run pods may request together; null when unlimited.",
+	"max_forks":                     "The most Ansible forks the group's live runs may use together; null when unlimited.",
+	"max_ram":                       "The most memory, in MiB, the group's run pods may request together; null when unlimited.",
+	"max_resources":                 "The group's other quota limits; null when none.",
+	"namespace":                     "The namespace of the group's run pods, quota and ledgers.",
+	"owner_id":                      "The random id the group's namespace, quota and ledgers carry (`kubeplay.io/owner-id`); null for an older group.",
+	"disconnect_grace_period":       "How long a run goes on in its pod without hearing from the provider.",
+	"pod_pending_timeout":           "How long a run waits for its pod to start.",
+	"pod_security_level":            "The Pod Security Standard level of the group's run pods: `privileged`, `baseline` or `restricted`.",
+	"pod_spec_override":             "The Pod or PodSpec merged over the group's default run pod; null when none.",
+	"priority":                      "The group's priority among a run's `container_groups`, lower first; null counts as `0`.",
+	"rendered_pod":                  "The group's default run pod as YAML; each run adds its name, labels and node label.",
+	"warm_labels":                   "How many warm pods of each node label the group keeps ready; null when none.",
+	"warm_pods":                     "How many pods of its own run pod the group keeps ready; `0` when none.",
+	"warm_pods_ready":               "How many of the group's warm pods were ready when the data source was read.",
+	"warm_pods_starting":            "How many of the group's warm pods were still starting when the data source was read.",
+	"warm_revision":                 "A hash of the specs the group's warm pods start from; empty without warm pods.",
 }
 
 func (d *containerGroupDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {

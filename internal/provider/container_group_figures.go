@@ -40,13 +40,12 @@ func percentilesAttribute(what string) dschema.Attribute {
 
 func startFiguresAttribute() dschema.Attribute {
 	return dschema.SingleNestedAttribute{
-		MarkdownDescription: fmt.Sprintf("How the group's recent runs got to their playbooks, from the records of "+
-			"its last %d runs that its ledgers keep (a group needs `max_concurrent_runs` or `max_forks` to have "+
-			"one; null without, or when the ledgers cannot be read). Only runs that got to their playbook count. "+
-			"Each part is a sum of the runs' `timeline` steps: `queued` (queued, namespace, claim), `scheduling` "+
-			"(create, schedule), `image` (image) and `start` (sandbox, deliver); `to_start` is their sum per run. "+
-			"See the Nodepool guide for how to size `warm_pods` and `max_concurrent_runs` from them. The records "+
-			"are informative: whoever may write the group's ledgers may write them too.", capacity.MaxRecentRuns),
+		MarkdownDescription: fmt.Sprintf("How the group's last %d runs got to their playbooks, from its ledgers' records (null without "+
+			"`max_concurrent_runs` or `max_forks`): each part sums `timeline` steps, `queued` (queued, namespace, "+
+			"claim), `scheduling` (create, schedule), `image` and `start` (sandbox, deliver), and `to_start` all "+
+			"of them. See [sizing a "+
+			"group](../guides/moving-from-nodepool.md#sizing-warm_pods-and-max_concurrent_runs). The records are "+
+			"informative only.", capacity.MaxRecentRuns),
 		Computed: true,
 		Attributes: map[string]dschema.Attribute{
 			"runs":       dschema.Int64Attribute{MarkdownDescription: "How many runs the figures cover.", Computed: true},
@@ -54,7 +53,7 @@ func startFiguresAttribute() dschema.Attribute {
 			"to_start":   percentilesAttribute("the runs' time from their start to their playbook's"),
 			"queued":     percentilesAttribute("the runs' wait for the group's capacity, run namespace and warm pod claim"),
 			"scheduling": percentilesAttribute("the runs' pod creation and wait for a node"),
-			"image":      percentilesAttribute("the runs' image pull and container start"),
+			"image":      percentilesAttribute("the runs' `image` step: the image's pull, as the timeline measures it"),
 			"start":      percentilesAttribute("the runs' pod sandbox and delivery of the playbook"),
 		},
 	}

@@ -102,38 +102,25 @@ func (r *containerGroupResource) Metadata(_ context.Context, req resource.Metada
 	resp.TypeName = req.ProviderTypeName + "_container_group"
 }
 
-const containerGroupDescription = "A container group says where runs execute and what their pods look like: AWX's " +
-	"container group and Nodepool's kubernetes pool in one. It is stored as a ConfigMap in the provider's " +
-	"`catalog_namespace`, so other workspaces can use it by name.\n\n" +
-	"**Run pod.** Every run starts from a default pod: one container named `worker` running `image` with args " +
-	"`sleep infinity` behind a shell that exits on SIGTERM (the run execs into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, " +
-	"requests of 250m CPU and 100Mi memory, and an `emptyDir` volume `kubeplay-tmp` at `/tmp` with a `sizeLimit` of 1Gi, where runs unpack " +
-	"and keep their output (at most 64 MiB of it, past what the provider has read). `pod_spec_override` is merged over it with a strategic merge patch, so " +
-	"containers merge by name instead of replacing the list as in AWX, and `worker` stays the first container. " +
-	"`rendered_pod` shows the result at plan time. A run's playbook runs detached from any one connection: its output " +
-	"also goes to the container's log (`kubectl logs`) unless the run has secrets, which only the provider redacts, and the provider follows it, re-attaching from the last byte it " +
-	"received when a stream breaks. The worker ends its pod (which turns `Succeeded` and leaves the " +
-	"quota) when the run has not heard from its provider for `disconnect_grace_period`, as when the provider is killed, and when no run has " +
-	"started in it within 45 seconds.\n\n" +
-	"**Capacity** is enforced on the cluster, so every Terraform process and workspace shares one limit. " +
-	"`max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota named " +
-	"`kubeplay-<name>` in `namespace`; a run pod beyond it is refused by the API server with `exceeded quota`, and " +
-	"the run waits, watching the quota, until it is admitted or `pod_pending_timeout` has passed. A quota covers the whole namespace, so a namespace " +
-	"shared with another group or with other workloads is a plan-time warning.\n\n" +
-	"**Node capacity.** " + nodeCapacityDescription + "\n\n" +
-	"**Claims.** Before it creates its pod, a run claims capacity from ledgers: ConfigMaps in `namespace` whose " +
-	"entries map a run (and its operation: a `destroy_playbook` claims apart from its run) to what it holds and to " +
-	"an expiry. `max_forks` has the ledger `kubeplay-forks-<name>`, where a run claims its `forks`; " +
-	"`max_concurrent_runs` also has one, `kubeplay-runs-<name>`, where a run claims one slot, since the quota alone " +
-	"can let one pod too many in while its controller recounts after deletions. A run claims by updating the " +
-	"ledger conditioned on the resourceVersion it read, so of two processes writing at once one gets `409 " +
-	"Conflict` and reads again. When the live claims leave no room, the run watches the ledger until a claim is " +
-	"released or expires, for at most `pod_pending_timeout`, then fails without having created a pod. A run gives " +
-	"its claims back when it ends, whatever became of it. A claim lasts 30 seconds and the live run renews it every " +
-	"10: the claim of a run whose provider was killed expires within 30 seconds, and a waiting run takes its room " +
-	"then (the clocks of the machines that run Terraform must agree to within some seconds). A run that asks " +
-	"for more forks than `max_forks` fails at once.\n\n" +
-	"**Scheduling.** " + schedulingDescription + "\n\n" +
+const containerGroupDescription = "A container group says where runs execute and what their pods look like: AWX's container group and " +
+	"Nodepool's kubernetes pool in one. It is stored as a ConfigMap in the provider's " +
+	"`catalog_namespace`, so other workspaces can use it by name.\n\n**Run pod.** Every run starts from a " +
+	"default pod: one container named `worker` running `image` with args `sleep infinity` (the run execs " +
+	"into it), `restartPolicy: Never`, `automountServiceAccountToken: false`, requests of 250m CPU and " +
+	"100Mi memory, and an `emptyDir` `kubeplay-tmp` at `/tmp` (`sizeLimit` 1Gi) where runs unpack and " +
+	"keep their output. `pod_spec_override` is merged over it with a strategic merge patch, so containers " +
+	"merge by name, and `worker` stays the first container; `rendered_pod` shows the result at plan time. " +
+	"The worker ends its pod after `disconnect_grace_period` without the provider, or when no run started " +
+	"within 45 seconds.\n\n**Capacity** is enforced on the cluster, so every Terraform process shares one " +
+	"limit. `max_concurrent_runs`, `max_cores`, `max_ram` and `max_resources` become a ResourceQuota " +
+	"`kubeplay-<name>` in `namespace`; a run pod beyond it waits, watching the quota, up to " +
+	"`pod_pending_timeout`. A namespace shared with another group or other workloads is a plan-time " +
+	"warning.\n\n**Node capacity.** " + nodeCapacityDescription + "\n\n**Claims.** Before it creates its pod, a run claims capacity in ledgers, ConfigMaps in " +
+	"`namespace`: `kubeplay-runs-<name>` for `max_concurrent_runs` and `kubeplay-forks-<name>` for its " +
+	"`forks` of `max_forks`. With no room, it watches the ledger up to `pod_pending_timeout`, then fails " +
+	"without a pod. A claim lasts 30 seconds and the live run renews it every 10, so a killed provider's " +
+	"claim expires within 30 seconds (the clocks of the machines that run Terraform must agree to within " +
+	"some seconds). A run that asks for more forks than `max_forks` fails at once.\n\n**Scheduling.** " + schedulingDescription + "\n\n" +
 	"**Warm pods.** " + warmPodsDescription + "\n\n" +
 	"**Pod security.** " + podSecurityLevelDescription + "\n\n" +
 	"Changing `name`, `credential`, `namespace` or `manage_namespace` replaces the group."
@@ -142,61 +129,43 @@ const containerGroupDescription = "A container group says where runs execute and
 // says which scheduling failures a run waits out; pod_pending_timeout
 // refers to it. Its 20 seconds are runner.AutoscalerGrace (checked by
 // TestSchedulingDescription).
-const schedulingDescription = "A run pod that the scheduler cannot place waits, within `pod_pending_timeout`, while that " +
-	"can pass by itself: the nodes lack CPU, memory, pods or another resource for now, the scheduler is preempting " +
-	"lower-priority pods for it (`nominatedNodeName`), or other pods keep it off a node that could hold it (pod " +
-	"anti-affinity, topology spread). A pod that no node of the cluster could ever hold fails instead, unless a cluster " +
-	"autoscaler is adding one: no node has the labels that its `nodeSelector` or required node affinity select, every " +
-	"node that has them has a `NoSchedule` or `NoExecute` taint it does not tolerate (the node lifecycle's own, such as " +
-	"`node.kubernetes.io/not-ready` or a cordon, pass by themselves and are waited out), or its requests exceed the " +
-	"allocatable of every node it may use. Such a run watches its pod's events for up to 20 seconds, time for " +
-	"cluster-autoscaler's 10-second scan or Karpenter's batch to answer. `TriggeredScaleUp` (Karpenter: `Nominated`) keeps it waiting for the new node, " +
-	"as does a `TriggeredScaleUp` for another pod of the namespace in the last 15 minutes, since cluster-autoscaler " +
-	"posts nothing on a pod that fits a node it is already adding; `NotTriggerScaleUp` (Karpenter: its " +
-	"`FailedScheduling`) ends the run at once, with the autoscaler's message. No answer in that time means no " +
-	"autoscaler: the run ends as `error` with `status_reason` `unschedulable` and a message that names the selector, " +
-	"the taint or the requests, and what to change. The nodes are read to tell this; with a credential that may not " +
-	"list nodes (they are cluster-scoped) the scheduler's message stands in, and only a pod that every node keeps off " +
-	"for a selector or a taint fails. A wait that `pod_pending_timeout` ends has `status_reason` `capacity_timeout`. " +
-	"The `kubeplay_run` action's progress, Terraform's log at `INFO` and the `schedule` step of the run's `timeline` " +
-	"say what the pod waits for."
+const schedulingDescription = "A run pod that the scheduler cannot place waits, within `pod_pending_timeout`, while that can pass " +
+	"by itself: the nodes lack room for now, the scheduler is preempting lower-priority pods for it, or " +
+	"other pods keep it off a node (anti-affinity, topology spread); such a wait that " +
+	"`pod_pending_timeout` ends has `status_reason` `capacity_timeout`. A pod that no node could ever " +
+	"hold (by labels, taints or requests) watches its events for up to 20 seconds for a cluster " +
+	"autoscaler's answer: `TriggeredScaleUp` (Karpenter: `Nominated`), or one for another pod of the " +
+	"namespace in the last 15 minutes, keeps it waiting for the new node; `NotTriggerScaleUp`, or no " +
+	"answer, ends the run as `error` (`unschedulable`) with a message that says what to change. Node " +
+	"lifecycle taints (`not-ready`, a cordon) are waited out. The `schedule` step of `timeline` says what " +
+	"the pod waited for."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
 
 // warmPodsDescription and podSecurityLevelDescription are paragraphs of the
 // group's description, which warm_pods and pod_security_level refer to.
-const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahead of the runs that will use them. " +
-	"A run whose pod matches a ready warm pod (same spec; the labels and annotations are the " +
-	"run's own) claims it with an update conditioned on the pod's resourceVersion, so two runs, even in two Terraform " +
-	"processes, never share one; it runs in it at once and deletes it afterwards like any run pod, and the pool is " +
-	"refilled as soon as a pod is claimed and again after the run. A refill that the group's quota refuses (a finished " +
-	"run's pod counts until the kubelet has stopped it) waits in the background, for up to 30 seconds, until the " +
-	"quota has room. A run that comes while the pool's pods " +
-	"are all starting waits for the first to be ready; one that finds the pool empty starts a pod of its own, without " +
-	"error. Warm pods count against the group's quota: the `pods` limit of `max_concurrent_runs` grows by the number of " +
-	"warm pods, so that they do not take the runs' slots, while `max_cores`, `max_ram` and `max_resources` count them " +
-	"as they count run pods, as Nodepool counts ready nodes against `max-cores`. A warm pod's worker waits for its run " +
-	"without the 45-second start timeout of a run pod, and the pod has a deadline of 24 hours (a claim lowers it to the " +
-	"run's timeout), so a pool that nobody refills or drains ends by itself. Destroying the group deletes its warm pods."
+const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahead of the runs that will use them. A run whose " +
+	"pod matches a ready warm pod claims it (two runs never share one), runs in it at once and deletes it " +
+	"afterwards; the pool is refilled as soon as a pod is claimed. A run that finds the pool starting " +
+	"waits for the first ready pod; one that finds it empty starts its own. The `pods` limit of " +
+	"`max_concurrent_runs` grows by `warm_pods`, while `max_cores`, `max_ram` and `max_resources` count " +
+	"warm pods as run pods. A warm pod has a deadline of 24 hours (a claim lowers it to the run's " +
+	"timeout), so an abandoned pool ends by itself. Destroying the group deletes its warm pods."
 
-const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API " +
-	"server's PodSecurity admission plugin (`k8s.io/pod-security-admission`, at their latest version) against " +
-	"`rendered_pod`, and against the pod of each run with its node label, so that a label asking for " +
-	"`privileged = true`, a `hostPath` volume, host namespaces or added capabilities is refused before anything " +
-	"runs; the error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
-	"`pod-security.kubernetes.io/enforce=<level>` and `pod-security.kubernetes.io/enforce-version=latest`, so the " +
-	"API server itself refuses every pod below the level there, kubeplay's or not; a namespace the group does not " +
-	"manage is not relabelled. `baseline` refuses what lets a pod take over its node (privileged containers, host " +
-	"namespaces, paths and ports, added capabilities), and the default run pod passes it. `restricted` refuses the " +
-	"default run pod, since AWX's execution environments run as root: a group at `restricted` needs a " +
-	"`pod_spec_override` that sets `runAsNonRoot: true` and a `runAsUser` other than 0, " +
-	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}`. " +
-	"The UID may be one the image does not know, as OpenShift's restricted SCC assigns, and the root file system " +
-	"read-only (`readOnlyRootFilesystem: true`): the run pod has an `emptyDir` at `/tmp` (`kubeplay-tmp`), each " +
-	"run gets a writable `HOME` in it when its own is not writable, and a UID with no entry in `/etc/passwd` gets " +
-	"one, which `ssh` needs, through nss_wrapper when the image has it (Debian's `libnss-wrapper`), else appended " +
-	"to `/etc/passwd` when that is writable (as in AWX's images); otherwise the run's output says so."
+const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API server's PodSecurity " +
+	"admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the pod of " +
+	"each run with its node label. The group's pod is checked at the newest policy version this provider " +
+	"knows and, when its cluster can be reached, at that API server's own version (newer versions relax " +
+	"some checks); a run's pod at its API server's version, or the newest when that cannot be read. The " +
+	"error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
+	"`pod-security.kubernetes.io/enforce=<level>` and `enforce-version=latest`, so the API server refuses " +
+	"every pod below the level there. `baseline` refuses what lets a pod take over its node; the default " +
+	"run pod passes it. `restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true`, a " +
+	"non-zero `runAsUser`, `allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and " +
+	"`seccompProfile: {type: RuntimeDefault}`; any UID and a read-only root file system work: runs get a " +
+	"writable `HOME` in `/tmp` and a passwd entry for `ssh` (through nss_wrapper, or a writable " +
+	"`/etc/passwd`)."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"
@@ -232,9 +201,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{dnsLabel()},
 			},
 			"manage_namespace": schema.BoolAttribute{
-				MarkdownDescription: "Whether the group creates `namespace` and deletes it, with everything in it, when " +
-					"the group is destroyed. A namespace that already exists is refused. Defaults to `false`: the namespace " +
-					"must then exist when the group needs a quota or a ledger there.",
+				MarkdownDescription: "Whether the group creates `namespace`, which must not exist yet, and deletes it with everything in " +
+					"it. Defaults to `false`.",
 				Optional:      true,
 				Computed:      true,
 				Default:       booldefault.StaticBool(false),
@@ -249,20 +217,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"pod_spec_override": schema.StringAttribute{
-				MarkdownDescription: "A Pod, or a bare PodSpec, as YAML or JSON, as AWX users write it (an AWX override " +
-					"works verbatim). It is merged over the default pod with a strategic merge patch: containers merge by " +
-					"name; a first container without a name is `worker`; `$patch: replace` replaces a list. Parse errors " +
-					"and fields a Pod does not have are plan-time errors that give the line. `metadata.name` is refused " +
-					"(runs name their pods); a `metadata.namespace` must equal `namespace`.",
+				MarkdownDescription: "A Pod, or a bare PodSpec, as YAML or JSON, as AWX users write it, merged over the default pod with a " +
+					"strategic merge patch (see Run pod under How It Works); `$patch: replace` replaces a list. " +
+					"`metadata.name` is refused, and `metadata.namespace` must equal `namespace`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"max_concurrent_runs": schema.Int64Attribute{
-				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's " +
-					"`max_concurrent_jobs`, Nodepool's `max-servers`): the quota's `pods`, and the size of the runs " +
-					"ledger (see Claims in the `kubeplay_container_group` resource's description). At least 1; unset is unlimited. " +
-					"A plan that sets or changes it warns when the nodes the run pods can land on cannot hold that many (see " +
-					"Node capacity in the resource's description).",
+				MarkdownDescription: "The most run pods that may exist at once in `namespace` (AWX's `max_concurrent_jobs`, Nodepool's " +
+					"`max-servers`): the quota's `pods` and the runs ledger (see Capacity and Claims under How It Works). " +
+					"At least 1; unset is unlimited.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AtLeast(1)},
 			},
@@ -309,10 +273,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:          []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"default_label_cpu_limit": schema.StringAttribute{
-				MarkdownDescription: "The CPU limit of node labels that set no `cpu_limit`. A missing limit falls back, as " +
-					"in Nodepool, to the label's limit, this default limit, the label's request, then the default request.",
-				Optional:   true,
-				Validators: []validator.String{k8sQuantity()},
+				MarkdownDescription: "The CPU limit of node labels that set no `cpu_limit`; limits fall back as in Nodepool.",
+				Optional:            true,
+				Validators:          []validator.String{k8sQuantity()},
 			},
 			"default_label_memory_limit": schema.Int64Attribute{
 				MarkdownDescription: "The memory limit, " + mib + ", of node labels that set no `memory_limit`.",
@@ -332,48 +295,35 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:  []validator.Map{k8sQuantityMap("container")},
 			},
 			"pod_pending_timeout": schema.StringAttribute{
-				MarkdownDescription: "How long a run waits for its pod to start, as a duration, before it fails: for the " +
-					"namespace's quota, then for the scheduler while that can pass (room on a node, a preemption, a node " +
-					"that a cluster autoscaler adds; see Scheduling). A pod that no node can ever hold fails sooner, within " +
-					"20 seconds, unless a cluster autoscaler adds a node for it. Defaults to `5m`.",
+				MarkdownDescription: "How long a run waits for its pod to start, as a duration: for the quota, then for the scheduler " +
+					"while that can pass (see Scheduling under How It Works). Defaults to `5m`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString("5m"),
 				Validators: []validator.String{groupDuration()},
 			},
 			"disconnect_grace_period": schema.StringAttribute{
-				MarkdownDescription: "How long a run goes on in its pod without hearing from the provider, as a duration " +
-					"from `10s` to `1h`. A run does not live in one connection: its playbook runs detached in the pod, " +
-					"and the provider follows its output, re-attaching from the last byte it received after a cut stream, " +
-					"an API server restart, a proxy's idle timeout or a kubelet restart, and beats every 5 seconds while " +
-					"attached. The grace counts from the last beat the pod heard, so a cut up to this period less 5 seconds is " +
-					"always survived, a longer one when it began soon after a beat; once the pod has heard nothing for this long (the " +
-					"provider or Terraform killed, a laptop closed), it ends the playbook and, but on a held node, itself, " +
-					"which frees its place in the group. A longer grace survives longer outages and keeps an abandoned " +
-					"run's pod longer. Defaults to `30s`.",
+				MarkdownDescription: "How long a run goes on in its pod without hearing from the provider, as a duration from `10s` to " +
+					"`1h`. A cut up to this period less 5 seconds is always survived; past it, the pod ends the playbook " +
+					"and, but on a held node, itself (see [When a connection " +
+					"breaks](../guides/live-output-and-debugging.md#when-a-connection-breaks)). Defaults to `30s`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(defaultDisconnectGrace),
 				Validators: []validator.String{graceDuration()},
 			},
 			"launch_retries": schema.Int64Attribute{
-				MarkdownDescription: "How many times a run launches a fresh pod when the launch of its pod fails for a " +
-					"reason that can pass (Nodepool's `launch-retries`): the pod deleted, evicted or lost with its node " +
-					"before it ran, its worker timed out before the node reported it running, its sandbox not created (retried after `pod_pending_timeout`), or an admission webhook timeout. " +
-					"A missing image, a spec the API server refuses and a pod no node can take end the run as `error` at " +
-					"once, since a new pod would meet them again. Each attempt has a `pod_pending_timeout` of its own, " +
-					"within the run's create timeout; `launch_attempts` counts them. `0` turns retries off. Defaults to `3`.",
+				MarkdownDescription: "How many times a run launches a fresh pod when its launch fails for a reason that can pass " +
+					"(Nodepool's `launch-retries`): the [status reasons](run.md#status-reasons) marked retried. `0` turns " +
+					"retries off. Defaults to `3`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(3),
 				Validators: []validator.Int64{int64validator.AtLeast(0)},
 			},
 			"priority": schema.Int64Attribute{
-				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's pool " +
-					"`priority`). A run that names several groups in `container_groups` tries them by priority, lower " +
-					"first, a group without one counting as `0`, and groups of equal priority in the list's order (the list " +
-					"is sorted by priority, stably); it runs in the first with room. A run that names one `container_group` " +
-					"ignores it.",
+				MarkdownDescription: "The group's priority, a lesser number being a higher priority (Nodepool's pool `priority`). A run's " +
+					"`container_groups` are tried by priority, then in the list's order; unset counts as `0`.",
 				Optional: true,
 			},
 			"labels": schema.MapAttribute{
@@ -389,23 +339,19 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"pod_security_level": schema.StringAttribute{
-				MarkdownDescription: "The Kubernetes [Pod Security Standard]" +
-					"(https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run pod of the " +
-					"group must meet, checked at plan and, with `manage_namespace = true`, enforced by the API server: " +
-					"`privileged` (no checks), `baseline` or `restricted` (see Pod security in the " +
-					"`kubeplay_container_group` resource's description). Defaults to `baseline`.",
+				MarkdownDescription: "The Kubernetes [Pod Security " +
+					"Standard](https://kubernetes.io/docs/concepts/security/pod-security-standards/) level that every run " +
+					"pod of the group must meet, checked at plan and, with `manage_namespace = true`, enforced by the API " +
+					"server: `privileged` (no checks), `baseline` or `restricted` (see Pod security under How It Works). " +
+					"Defaults to `baseline`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(podsecurity.Default),
 				Validators: []validator.String{stringvalidator.OneOf(podsecurity.Levels...)},
 			},
 			"owner_id": schema.StringAttribute{
-				MarkdownDescription: "A random id that kubeplay gives the group when it creates it, stored with the group in " +
-					"the catalog. The group's managed namespace, ResourceQuota and ledgers carry it in the annotation " +
-					"`kubeplay.io/owner-id`, and kubeplay changes or deletes only objects that carry the group's own id: " +
-					"another configuration's group of the same name (another `catalog_namespace`, or another catalog " +
-					"cluster) on the same namespace is refused at plan, not adopted. A group created before owner ids gets " +
-					"one at its next apply, and then adopts the objects made for it by name.",
+				MarkdownDescription: "A random id that kubeplay gives the group, which its namespace, ResourceQuota and ledgers carry " +
+					"(`kubeplay.io/owner-id`), so that another group of the same name is refused at plan.",
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
@@ -415,21 +361,16 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Computed: true,
 			},
 			"warm_pods": schema.Int64Attribute{
-				MarkdownDescription: "How many pods of the group's own run pod (runs without a `node_label`) the group " +
-					"keeps started and ready ahead of the runs that will use them, as Nodepool's `min-ready`; they count " +
-					"against the group's quota (see Warm pods in the `kubeplay_container_group` resource's description). " +
-					"Defaults to `0`, no warm pods.",
+				MarkdownDescription: "How many pods of the group's own run pod the group keeps ready ahead of runs, as Nodepool's " +
+					"`min-ready` (see Warm pods under How It Works). Defaults to `0`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    int64default.StaticInt64(0),
 				Validators: []validator.Int64{int64validator.Between(0, maxWarmPods)},
 			},
 			"warm_labels": schema.MapAttribute{
-				MarkdownDescription: "Warm pods of node labels: a map from a `kubeplay_node_label`'s name to how many pods " +
-					"of that label, composed over the group's pod, the group keeps ready, as Nodepool's `min-ready` of a " +
-					"label. The labels must exist when the group is applied (make the group depend on them) and be of " +
-					"type `pod`: a `namespace` label's runs need a namespace made for each. The pods follow the label: a " +
-					"run, or the group's next apply, replaces warm pods whose label has changed since they started.",
+				MarkdownDescription: "Warm pods of node labels: how many pods of each `kubeplay_node_label` (of type `pod`) the group " +
+					"keeps ready, as Nodepool's `min-ready` of a label.",
 				Optional:    true,
 				ElementType: types.Int64Type,
 				Validators: []validator.Map{
@@ -438,10 +379,8 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				},
 			},
 			"warm_revision": schema.StringAttribute{
-				MarkdownDescription: "A hash of the pod specs the group's warm pods are started from, its own and its " +
-					"`warm_labels`'. When a change of the group or of one of those labels changes a warm pod, the plan shows " +
-					"this changing (for a label, when the group depends on it, as by naming `kubeplay_node_label.x.name` in " +
-					"`warm_labels`), and the apply deletes the pods of the old spec and starts new ones. Empty without warm pods.",
+				MarkdownDescription: "A hash of the pod specs the group's warm pods are started from, its own and its `warm_labels`'. When " +
+					"it changes, the apply replaces the warm pods. Empty without warm pods.",
 				Computed: true,
 			},
 			"warm_pods_ready": schema.Int64Attribute{
@@ -454,11 +393,9 @@ func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequ
 				Computed:            true,
 			},
 			"default_plan_check": schema.StringAttribute{
-				MarkdownDescription: "The `plan_check` of the group's runs that set none: `off`, `changes` (`terraform " +
-					"plan` runs a run's playbook in check mode before it is created or replaced, and shows what it would " +
-					"change) or `drift` (also at each refreshing plan of an applied run, which is replaced when a host " +
-					"drifted). It applies only in workspaces whose provider sets `group_default_plan_checks = true`. See " +
-					"[Checking At Plan](run.md#checking-at-plan). Defaults to `off`.",
+				MarkdownDescription: "The `plan_check` of the group's runs that set none: `off`, `changes` or `drift`. It applies only in " +
+					"workspaces whose provider sets `group_default_plan_checks = true`. See [Checking At " +
+					"Plan](run.md#checking-at-plan). Defaults to `off`.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(planCheckOff),

@@ -89,38 +89,31 @@ func (r *credentialResource) Metadata(_ context.Context, req resource.MetadataRe
 
 func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's " +
-			"`kubernetes_bearer_token` credential does. It is stored as a Secret in the provider's `catalog_namespace`, " +
-			"so that other workspaces can use it by name. On create and update the provider connects with it, records " +
-			"the server version and the authenticated identity (SelfSubjectReview), and checks with " +
-			"SelfSubjectAccessReviews whether runs can work in `namespace`; a credential that cannot run pods is a warning, " +
-			"a credential that cannot connect is an error, and so is a cluster older than Kubernetes " + credential.OldestKubernetes +
+		MarkdownDescription: "A credential says how kubeplay reaches a Kubernetes cluster, as AWX's `kubernetes_bearer_token` " +
+			"credential does. It is stored as a Secret in the provider's `catalog_namespace`. On create and " +
+			"update the provider connects with it, records the server version and identity, and checks whether " +
+			"runs can work in `namespace` (a warning when not); a credential that cannot connect is an error, and " +
+			"so is a cluster older than Kubernetes " + credential.OldestKubernetes +
 			" (kubeplay supports " + credential.OldestKubernetes + " and later; " + credential.OldestKubernetes + " to " +
-			credential.NewestKubernetes + " are tested).\n\n" +
-			"Kinds:\n\n" +
-			"* `bearer_token`: `host`, the write-only `bearer_token_wo` and its `bearer_token_wo_version`, `ca_cert` and " +
-			"`verify_ssl`.\n" +
-			"* `cluster_api`: the kubeconfig a Cluster API management cluster holds for a cluster it provisioned, as " +
-			"airship's dynamic kubeconfig: the Secret `<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on " +
-			"the cluster of the `parent` credential. It is read whenever the credential is used, waiting up to " +
-			"`kubeconfig_timeout` while the cluster is still being provisioned; it is never stored. Being cluster data, it " +
-			"may hold only inline data: an `exec` plugin, an `auth-provider` or a file path in it is refused.\n" +
-			"* `kubeconfig`: the write-only `kubeconfig_wo` content and its `kubeconfig_wo_version`, and an optional " +
-			"`context`. It is read back from the catalog Secret by every workspace that uses the credential, so it may " +
-			"hold only inline data (no `auth-provider`, no file paths); an `exec` plugin only with " +
-			"`allow_exec_plugin = true`, and it runs where the credential is used only when that workspace's provider " +
-			"pins it in `exec_plugin_credentials` by its `exec_sha256`.\n" +
-			"* `provider`: the provider's own connection.\n" +
-			"* `service_account`: provisions on the provider's cluster, in `namespace`, a ServiceAccount, a Role " +
-			"`<service_account_name>-pod-manager` that grants exactly what runs call (see Permissions below), its RoleBinding " +
-			"and a long-lived token: a `kubernetes.io/service-account-token` Secret named `<service_account_name>-token`, " +
-			"filled by the cluster's token controller and revoked when destroy deletes it. An object of one of these names " +
-			"that kubeplay did not create for this credential is an error, never adopted; destroy deletes only objects that " +
-			"carry the credential's labels. Set `export_kubeconfig` to get a kubeconfig for AWX, Zuul or a CI system.\n\n" +
-			"Write-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the plan or the state, so Terraform sees no " +
-			"change of them: change `bearer_token_wo_version` or `kubeconfig_wo_version` with them to send new ones. " +
-			"What whoever can write the catalog namespace can make the provider do with each kind is described under " +
-			"Catalog Writers below.",
+			credential.NewestKubernetes + " are tested).\n\nKinds:\n\n* `bearer_token`: `host`, the write-only `bearer_token_wo` and its " +
+			"`bearer_token_wo_version`, `ca_cert` and `verify_ssl`.\n* `cluster_api`: the kubeconfig a Cluster API " +
+			"management cluster holds for a cluster it provisioned, as airship's dynamic kubeconfig: the Secret " +
+			"`<cluster_name>-kubeconfig`, key `value`, in `cluster_namespace` on the cluster of the `parent` " +
+			"credential. It is read whenever the credential is used, waiting up to `kubeconfig_timeout`, and " +
+			"never stored; it may hold only inline data.\n* `kubeconfig`: the write-only `kubeconfig_wo` content " +
+			"and its `kubeconfig_wo_version`, and an optional `context`. It is read back from the catalog Secret " +
+			"by every workspace that uses the credential, so it may hold only inline data (no `auth-provider`, no " +
+			"file paths); an `exec` plugin only with `allow_exec_plugin = true`, and it runs where the credential " +
+			"is used only when that workspace's provider pins it in `exec_plugin_credentials` by its " +
+			"`exec_sha256`.\n* `provider`: the provider's own connection.\n* `service_account`: provisions on the " +
+			"provider's cluster, in `namespace`, a ServiceAccount, a Role `<service_account_name>-pod-manager` " +
+			"that grants exactly what runs call (see Permissions below), its RoleBinding and a long-lived token " +
+			"Secret `<service_account_name>-token`, revoked when destroy deletes it; objects of these names that " +
+			"kubeplay did not create are refused, never adopted. Set `export_kubeconfig` to get a kubeconfig for " +
+			"AWX, Zuul or a CI system.\n\nWrite-only values (`bearer_token_wo`, `kubeconfig_wo`) never reach the " +
+			"plan or the state, so Terraform sees no change of them: change `bearer_token_wo_version` or " +
+			"`kubeconfig_wo_version` with them to send new ones. What whoever can write the catalog namespace can " +
+			"make the provider do with each kind is described under Catalog Writers below.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The credential's name.",
@@ -154,19 +147,16 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"bearer_token_wo": schema.StringAttribute{
-				MarkdownDescription: "The bearer token the credential authenticates with, for `bearer_token`, which " +
-					"requires it. Write-only: it is stored in the catalog Secret, never in the plan or the state, so a change " +
-					"of it alone plans nothing; change `bearer_token_wo_version` to send a new token. Requires Terraform 1.11 " +
-					"or later.",
+				MarkdownDescription: "The bearer token the credential authenticates with, for `bearer_token`, which requires it; stored in " +
+					"the catalog Secret, never in the plan or the state. Change `bearer_token_wo_version` to send a new " +
+					"one.",
 				Optional:  true,
 				Sensitive: true,
 				WriteOnly: true,
 			},
 			"bearer_token_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "For `bearer_token`, and only with `bearer_token_wo`: a number of your choosing that " +
-					"stands for the token's version, kept in the state and in the catalog Secret. A change of it updates the " +
-					"credential in place: Terraform sends `bearer_token_wo` again, and the provider checks it against the " +
-					"cluster and writes it into the catalog Secret.",
+				MarkdownDescription: "For `bearer_token`, with `bearer_token_wo`: a number of your choosing whose change sends " +
+					"`bearer_token_wo` again, updating the credential in place.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("bearer_token_wo"))},
 			},
@@ -177,27 +167,23 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators: []validator.String{pemBlock("CERTIFICATE")},
 			},
 			"verify_ssl": schema.BoolAttribute{
-				MarkdownDescription: "Whether to verify the API server's certificate, for `bearer_token`. Defaults to " +
-					"`true`; `true` without `ca_cert` verifies against the system's roots. `false` is a plan warning, since " +
-					"anyone on the network path could pose as the API server; it conflicts with `ca_cert`.",
+				MarkdownDescription: "Whether to verify the API server's certificate, for `bearer_token`. Defaults to `true`; `false` is a " +
+					"plan warning and conflicts with `ca_cert`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
 			},
 			"kubeconfig_wo": schema.StringAttribute{
-				MarkdownDescription: "The content of the kubeconfig file the credential connects with, for `kubeconfig`, " +
-					"which requires it. Write-only: it is stored in the catalog Secret, never in the plan or the state, so a " +
-					"change of it alone plans nothing; change `kubeconfig_wo_version` to send a new kubeconfig. Requires " +
-					"Terraform 1.11 or later.",
+				MarkdownDescription: "The content of the kubeconfig file the credential connects with, for `kubeconfig`, which requires " +
+					"it; stored in the catalog Secret, never in the plan or the state. Change `kubeconfig_wo_version` to " +
+					"send a new one.",
 				Optional:  true,
 				Sensitive: true,
 				WriteOnly: true,
 			},
 			"kubeconfig_wo_version": schema.Int64Attribute{
-				MarkdownDescription: "For `kubeconfig`, and only with `kubeconfig_wo`: a number of your choosing that " +
-					"stands for the kubeconfig's version, kept in the state and in the catalog Secret. A change of it updates " +
-					"the credential in place: Terraform sends `kubeconfig_wo` again, and the provider checks it against the " +
-					"cluster and writes it into the catalog Secret.",
+				MarkdownDescription: "For `kubeconfig`, with `kubeconfig_wo`: a number of your choosing whose change sends `kubeconfig_wo` " +
+					"again, updating the credential in place.",
 				Optional:   true,
 				Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("kubeconfig_wo"))},
 			},
@@ -208,30 +194,22 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"allow_exec_plugin": schema.BoolAttribute{
-				MarkdownDescription: "For `kubeconfig`: whether the kubeconfig's `exec` credential plugin, a program that the " +
-					"provider runs on the host where Terraform runs, may run. `true` lets it run " +
-					"when this resource checks the kubeconfig; where the credential is read back from the catalog, which " +
-					"writers of its Secrets can change, the plugin runs only if that workspace's provider also lists the " +
-					"credential in `exec_plugin_credentials` (see Catalog Writers below). Set it only for a kubeconfig you " +
-					"wrote whose command exists on every host that uses it, such as `aws eks get-token`. Defaults to " +
-					"`false`, which refuses a kubeconfig with an `exec` user. Kubeconfigs may never use `auth-provider` or " +
-					"file paths: embed the data (`token`, `*-data`).",
+				MarkdownDescription: "For `kubeconfig`: whether the kubeconfig's `exec` credential plugin, a program run on the host where " +
+					"Terraform runs, may run; where the credential is read back from the catalog, only if that " +
+					"workspace's provider also pins it in `exec_plugin_credentials` (see Catalog Writers). Defaults to " +
+					"`false`. `auth-provider` and file paths are always refused: embed the data.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
 			"exec_sha256": schema.StringAttribute{
-				MarkdownDescription: "For `kubeconfig`: the SHA-256 of the canonical JSON of the kubeconfig's `exec` " +
-					"blocks (per user: `apiVersion`, `command`, `args`, `env`, `provideClusterInfo`, `interactiveMode`, " +
-					"`installHint`), the digest a workspace's `exec_plugin_credentials` pins to let the plugin run. Null " +
-					"without an `exec` block. Give it to the workspaces that use the credential, for example as an output.",
+				MarkdownDescription: "For `kubeconfig`: the SHA-256 of the canonical JSON of the kubeconfig's `exec` blocks, which a " +
+					"workspace's `exec_plugin_credentials` pins. Null without an `exec` block.",
 				Computed: true,
 			},
 			"namespace": schema.StringAttribute{
-				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the " +
-					"namespace the account is provisioned in, which must exist. Defaults to `default`. For " +
-					"`service_account`, changing it replaces the credential: the account and its Role, RoleBinding and token " +
-					"are deleted from the old namespace and provisioned in the new one. For other kinds it changes in place.",
+				MarkdownDescription: "The namespace whose run permissions are checked; for `service_account`, the existing namespace the " +
+					"account is provisioned in (changing it then replaces the credential). Defaults to `default`.",
 				Optional:      true,
 				Computed:      true,
 				Default:       stringdefault.StaticString("default"),
@@ -284,12 +262,8 @@ func (r *credentialResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				ElementType:         types.StringType,
 			},
 			"owner_id": schema.StringAttribute{
-				MarkdownDescription: "For `service_account`: a random id that kubeplay gives the credential when it " +
-					"creates it, stored with it in the catalog. The ServiceAccount, Role, RoleBinding and token Secret carry " +
-					"it in the annotation `kubeplay.io/owner-id`, and kubeplay changes or deletes only those that carry the " +
-					"credential's own id, so a credential of the same name in another catalog does not take them. A " +
-					"credential created before owner ids gets one at its next update, and adopts its objects then. Null " +
-					"for other kinds.",
+				MarkdownDescription: "For `service_account`: a random id that the account's objects carry (`kubeplay.io/owner-id`), so " +
+					"that kubeplay changes only its own. Null for other kinds.",
 				Computed:      true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},

@@ -42,24 +42,19 @@ func (l *runList) Metadata(_ context.Context, req resource.MetadataRequest, resp
 
 func (l *runList) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
 	resp.Schema = listschema.Schema{
-		MarkdownDescription: "Lists the run pods of a container group, for `terraform query`: each result is named " +
-			"`run <id> (<liveness>, <pod phase>, <age>)`. Liveness is `live` (its process renews its claim in the group's " +
-			"ledger), `orphaned` (no process will delete it: the pod ended, its deadline passed, or its claim expired " +
-			"because the process that made it was killed), `deleting`, or `running` (the group has neither " +
-			"`max_concurrent_runs` nor `max_forks`, so there is no claim to tell by; a pod whose process died ends " +
-			"itself once it has heard nothing from it for the group's `disconnect_grace_period`, or 45 seconds after its " +
-			"start when no run began in it, and is `orphaned` from then on). With `include_resource = true` a result carries " +
-			"`id`, `container_group`, `pod_name`, `node_name` and `started_at` (the pod's creation).\n\n" +
-			"After the pods come the group's last runs that ended, newest first, from the records its ledgers keep " +
-			"(a group with `max_concurrent_runs` or `max_forks` keeps its last 50): each is named `run <id> (ended " +
-			"<status>[: <status_reason>][, warm], <age> ago; to start <s>: queued <s>, scheduling <s>, image <s>, " +
-			"start <s>; playbook <s>)`, the parts as in the container group data source's `start_figures`, and " +
-			"with `include_resource = true` carries `id`, `container_group`, `status`, `status_reason`, " +
-			"`started_at`, `finished_at` and `timeline` (without details). Whoever may write the ledgers may write " +
-			"records: their text shows control characters as visible symbols, and a record whose id is not a run id " +
-			"is left out (logged).\n\n" +
-			"A run cannot be imported: configuration generated from these results is for finding leaked pods " +
-			"(delete them with `kubectl delete pod`, or let the group's next run remove the orphaned ones), not for import.",
+		MarkdownDescription: "Lists the run pods of a container group, for `terraform query`: each result is named `run <id> " +
+			"(<liveness>, <pod phase>, <age>)`. Liveness is `live` (its process renews its claim in the group's " +
+			"ledger), `orphaned` (no process will delete it), `deleting`, or `running` (the group has no ledger " +
+			"to tell by). With `include_resource = true` a result carries `id`, `container_group`, `pod_name`, " +
+			"`node_name` and `started_at` (the pod's creation).\n\nAfter the pods come the group's last runs that " +
+			"ended, newest first, from the records its ledgers keep (a group with `max_concurrent_runs` or " +
+			"`max_forks` keeps its last 50): each is named `run <id> (ended <status>[: <status_reason>][, warm], " +
+			"<age> ago; to start <s>: queued <s>, scheduling <s>, image <s>, start <s>; playbook <s>)`, the parts " +
+			"as in the container group data source's `start_figures`, and with `include_resource = true` carries " +
+			"`id`, `container_group`, `status`, `status_reason`, `started_at`, `finished_at` and `timeline` " +
+			"(without details). Whoever may write the ledgers may write records: they are informative only.\n\nA " +
+			"run cannot be imported: configuration generated from these results is for finding leaked pods, not " +
+			"for import.",
 		Attributes: map[string]listschema.Attribute{
 			"container_group": listschema.StringAttribute{
 				MarkdownDescription: "The container group whose run pods to list.",

@@ -48,14 +48,13 @@ func (r *nodeKubeconfigEphemeral) Metadata(_ context.Context, req ephemeral.Meta
 
 func (r *nodeKubeconfigEphemeral) Schema(_ context.Context, _ ephemeral.SchemaRequest, resp *ephemeral.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A kubeconfig for a held namespace node (a `kubeplay_node` of a `namespace` node label), " +
-			"as Nodepool gives Zuul for a namespace node: the node's service account `kubeplay`, in the node's " +
-			"namespace, with a token from the TokenRequest API that expires after `ttl`. Ephemeral: Terraform opens it " +
-			"for each plan and apply and never keeps it in the plan or the state, so pass it on to write-only " +
-			"attributes, provider configurations or other ephemeral values. Each open issues a fresh token; the " +
-			"token ends at `expires_at`, or when the node is destroyed (its service account goes with its " +
-			"namespace). A pod node has no kubeconfig of its own: it is reached with the group's credential " +
-			"(its `inventory`). Needs Terraform 1.11 or later, as the whole provider does.",
+		MarkdownDescription: "A kubeconfig for a held namespace node (a `kubeplay_node` of a `namespace` node label), as Nodepool " +
+			"gives Zuul for a namespace node: the node's service account `kubeplay`, in the node's namespace, " +
+			"with a token from the TokenRequest API that expires after `ttl`. Ephemeral: Terraform opens it for " +
+			"each plan and apply and never keeps it in the plan or the state, so pass it on to write-only " +
+			"attributes, provider configurations or other ephemeral values. Each open issues a fresh token, which " +
+			"ends at `expires_at` or when the node is destroyed. A pod node has no kubeconfig of its own (see its " +
+			"`inventory`).",
 		Attributes: map[string]schema.Attribute{
 			"node_id": schema.StringAttribute{
 				MarkdownDescription: "The `id` of the `kubeplay_node`: `<container_group>/<name>`. The group's credential " +

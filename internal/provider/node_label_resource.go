@@ -98,28 +98,29 @@ var resourceNameRE = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Z
 func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	forPod := func(s string) string { return s + " Only for `type = \"pod\"`, and not with `spec`." }
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A node label says what a run's pod looks like, as a Nodepool label does. It is stored as " +
-			"a PodTemplate in the provider's `catalog_namespace`, its non-pod attributes (type, python path, shell type, " +
-			"dynamic labels) as annotations, so other workspaces can use it by name.\n\n" +
-			"A run's pod is its container group's default pod, then the group's `pod_spec_override`, then the label, " +
-			"merged with a strategic merge patch: the label's settings go to the `worker` container. Requests the label " +
-			"leaves unset come from the group's `default_label_*` attributes; a missing limit falls back, as in Nodepool, " +
-			"to the label's limit, the group's default limit, the label's request, then the group's default request. " +
-			"`rendered_template` shows the label alone, without a group's defaults.\n\n" +
-			"With `spec`, the pod spec is used verbatim (Nodepool's rule): no other pod attribute and no group default " +
-			"applies, and the first container must host the run's shell.\n\n" +
-			"A run's pod, label included, must meet its container group's `pod_security_level`: at the default, " +
-			"`baseline`, a label with `privileged = true`, a `hostPath` volume, host namespaces or added capabilities " +
-			"fails the run's plan, which names each failed check.\n\n" +
-			"A label of `type = \"namespace\"` gives each run a fresh namespace with a ServiceAccount, a Role over common " +
-			"workloads (core, `apps`, `batch` and `networking.k8s.io` resources, logs as `pods/log`) and a RoleBinding, " +
-			"removed when the run ends. The Role may read Secrets and ServiceAccounts but not create or change them, and " +
-			"has no `serviceaccounts/token`, Roles or RoleBindings, so the account cannot mint a token that outlives the " +
-			"one it was given. The namespace enforces (and warns and audits) its container group's `pod_security_level` " +
-			"with the Pod Security admission labels, set after the label's `labels`, so what the account creates there " +
-			"meets the group's level. The run's pod stays in its group's namespace and its playbook gets a kubeconfig " +
-			"for the account (see `kubeplay_run`'s `node_label`). Its PodTemplate holds a placeholder container the API requires; " +
-			"`rendered_template` shows the namespace's objects instead.",
+		MarkdownDescription: "A node label says what a run's pod looks like, as a Nodepool label does. It is stored as a " +
+			"PodTemplate in the provider's `catalog_namespace`, its non-pod attributes (type, python path, shell " +
+			"type, dynamic labels) as annotations, so other workspaces can use it by name.\n\nA run's pod is its " +
+			"container group's default pod, then the group's `pod_spec_override`, then the label, merged with a " +
+			"strategic merge patch: the label's settings go to the `worker` container. Requests the label leaves " +
+			"unset come from the group's `default_label_*` attributes; a missing limit falls back, as in " +
+			"Nodepool, to the label's limit, the group's default limit, the label's request, then the group's " +
+			"default request. `rendered_template` shows the label alone, without a group's defaults.\n\nWith " +
+			"`spec`, the pod spec is used verbatim (Nodepool's rule): no other pod attribute and no group default " +
+			"applies, and the first container must host the run's shell.\n\nA run's pod, label included, must meet " +
+			"its container group's `pod_security_level`: at the default, `baseline`, a label with `privileged = " +
+			"true`, a `hostPath` volume, host namespaces or added capabilities fails the run's plan, which names " +
+			"each failed check.\n\nA label of `type = \"namespace\"` gives each run a fresh namespace with a " +
+			"ServiceAccount, a Role over common workloads (core, `apps`, `batch` and `networking.k8s.io` " +
+			"resources, logs as `pods/log`) and a RoleBinding, removed when the run ends. The Role may get, list, " +
+			"watch and delete Secrets but not create, update or patch them, may read ServiceAccounts but not " +
+			"change them, and has no `serviceaccounts/token`, Roles or RoleBindings. The namespace enforces its " +
+			"container group's `pod_security_level` with the Pod Security admission labels. The run's pod stays " +
+			"in its group's namespace and its playbook gets the namespace in `KUBEPLAY_NAMESPACE` and a " +
+			"kubeconfig for the account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the " +
+			"group's credential must be allowed to create namespaces, service accounts, roles, role bindings and " +
+			"tokens. Its PodTemplate holds a placeholder container the API requires; `rendered_template` shows " +
+			"the namespace's objects instead.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The label's name.",
@@ -253,11 +254,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:  []validator.Map{k8sLabelMap()},
 			},
 			"dynamic_labels": schema.MapAttribute{
-				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: " +
-					"`{run.id}`, `{run.name}`, `{run.group}` and `{run.label}`; `{{` and `}}` are literal braces. Unknown " +
-					"placeholders are plan-time errors. There is no workspace placeholder, since Terraform does not tell " +
-					"providers the selected workspace: pass it from the configuration, as in `labels = { workspace = " +
-					"terraform.workspace }` or `dynamic_labels = { id = \"${terraform.workspace}-{run.id}\" }`.",
+				MarkdownDescription: "Labels whose values are templates over the run, expanded when it starts: `{run.id}`, `{run.name}`, " +
+					"`{run.group}` and `{run.label}`; `{{` and `}}` are literal braces; unknown placeholders are " +
+					"plan-time errors. For the workspace, use `terraform.workspace` in the configuration.",
 				Optional:    true,
 				ElementType: types.StringType,
 				Validators:  []validator.Map{labelTemplateMap()},
@@ -269,10 +268,9 @@ func (r *nodeLabelResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 				Validators:          []validator.Map{k8sAnnotationMap()},
 			},
 			"python_path": schema.StringAttribute{
-				MarkdownDescription: forPod("The Python interpreter Ansible uses on the run's pod itself " +
-					"(`ansible_python_interpreter` of the default inventory's `localhost`): an absolute path without " +
-					"whitespace, quotes, backslashes or `#`, such as `/usr/bin/python3.11`, or one of Ansible's discovery " +
-					"modes `auto`, `auto_silent`, `auto_legacy` and `auto_legacy_silent`. Unset, it is `" +
+				MarkdownDescription: forPod("The Python interpreter Ansible uses on the run's pod itself (`ansible_python_interpreter` of the " +
+					"default inventory's `localhost`): an absolute path such as `/usr/bin/python3.11`, or a discovery " +
+					"mode (`auto`, `auto_silent`, `auto_legacy`, `auto_legacy_silent`). Unset, it is `" +
 					bundle.DefaultPythonPath + "`. A run's own `inventory` or `inventories` are used as written, " +
 					"without it: set `ansible_python_interpreter` in them. A `kubeplay_node` of the label applies it to " +
 					"its runs and puts it in its `inventory`."),

@@ -81,37 +81,21 @@ func (r *nodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"lives from create to destroy, as a Nodepool node held for its user; or, for a node label of " +
 			"`type = \"namespace\"`, a namespace with its service account. Runs name it in `node`; runs on one node " +
 			"take turns, each waiting for the one before it to end.\n\n" +
-			"**Pod nodes.** A run execs into the node's pod instead of a pod of its own (the turn is a `flock` on " +
-			"`/tmp/kubeplay-node.lock` in the pod), and each run's files are removed when it ends. " +
-			"Ansible elsewhere reaches it with the `kubernetes.core.kubectl` connection: `inventory` is the line to " +
-			"put in an inventory.\n\n" +
-			"The pod is the group's run pod, with the label composed over it, named `name`, with the label " +
-			"`kubeplay.io/node=<name>`, without a deadline, and with a worker that does not end the pod when no run " +
-			"comes. It counts against the group's quota (`max_concurrent_runs` is a `pods` limit) while it lives; it " +
-			"holds no run slot, but a run in it takes one as any run does. A pod deleted or ended out of band shows " +
-			"as `status = \"gone\"` after a refresh, and the next plan replaces the node. A label's `python_path` and " +
-			"`shell_type` go into the worker's environment as `" + runengine.EnvPythonPath + "` and `" +
-			runengine.EnvShellType + "`, part of the signed spec: the node's runs use them for their default " +
-			"inventory's `localhost` as a run of the label does, as they were when the node was made.\n\n" +
-			"kubeplay signs the pod with the catalog key when it creates it (annotations `kubeplay.io/signature` and " +
-			"`kubeplay.io/spec-signature`, which bind the pod's UID and its spec as created). A run uses the pod only " +
-			"while both hold: a pod that someone else created with the node's name and labels is refused as not made " +
-			"by kubeplay, and one whose image, tolerations or ephemeral containers were changed since is refused too " +
-			"(replace the node). A destroy deletes only the node's own pod, ended or not; another pod of its name is " +
-			"left in place with a warning. Signing is an update of the pod, so the group's credential must be allowed to " +
-			"update pods in its namespace, as warm pods need too.\n\n" +
-			"**Namespace nodes.** The namespace is named `name`, with the label's labels and annotations, and holds a " +
-			"ServiceAccount `kubeplay` with a Role over common workloads, as a run of a namespace label gets (Nodepool's " +
-			"namespace node). A run naming it gets a pod of its own in the group with a kubeconfig for that account " +
-			"(`KUBECONFIG`, `K8S_AUTH_KUBECONFIG`, `KUBEPLAY_NAMESPACE`; a token valid for the run's timeout, redacted " +
-			"from its output) and records the namespace in `run_namespace`; its turn is an annotation " +
-			"`kubeplay.io/held-by` on the namespace that names the run and its deadline, so a killed run's turn ends at " +
-			"its deadline. For access from outside Terraform's runs, the ephemeral resource " +
-			"`kubeplay_node_kubeconfig` issues a kubeconfig with a short-lived token; no kubeconfig or token is ever " +
-			"kept in this resource's state. A namespace deleted out of band shows as `status = \"gone\"` and the " +
-			"next plan replaces the node. Making one needs a credential that may create namespaces and RBAC objects, " +
-			"as namespace labels do; runs on it also get and update the namespace (their turn) and request tokens " +
-			"for its service account.",
+			"**Pod nodes.** A run execs into the node's pod instead of a pod of its own, taking turns with a `flock` in the " +
+			"pod; each run's files are removed when it ends. `inventory` reaches the pod from elsewhere with the " +
+			"`kubernetes.core.kubectl` connection. The pod is the group's run pod with the label composed over it, named " +
+			"`name`, labelled `kubeplay.io/node=<name>`, without a deadline; it counts against the group's quota while it " +
+			"lives. A label's `python_path` and `shell_type` go into the worker's environment as `" + runengine.EnvPythonPath +
+			"` and `" + runengine.EnvShellType + "`, part of the signed spec. kubeplay signs the pod with the catalog key, so a pod someone else made " +
+			"or changed is refused (replace the node); signing needs `update` on pods. A destroy deletes only the " +
+			"node's own pod.\n\n**Namespace nodes.** The namespace is named `name` and holds a ServiceAccount " +
+			"`kubeplay` with the Role a namespace label's run gets (Nodepool's namespace node). A run naming it " +
+			"gets a pod of its own with a kubeconfig for that account, records the namespace in `run_namespace`, " +
+			"and takes its turn with an annotation `kubeplay.io/held-by` that ends at the run's deadline. " +
+			"`kubeplay_node_kubeconfig` issues a kubeconfig for access from elsewhere; none is kept in the state. " +
+			"Making one needs a credential that may create namespaces and RBAC objects; runs on it also update " +
+			"the namespace and request tokens.\n\nA pod or namespace deleted out of band shows as `status = \"gone\"` " +
+			"after a refresh, and the next plan replaces the node.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "`<container_group>/<name>`, which `terraform import` takes.",

@@ -101,25 +101,20 @@ func (r *phaseResource) Metadata(_ context.Context, req resource.MetadataRequest
 
 func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of " +
-			"Kubernetes documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
-			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\n" +
-			"Apply is a server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
-			"then, once the CRDs are established and the REST mapping is refreshed, everything else, so a CRD and its " +
-			"custom resources can share a phase. Readiness is judged by kstatus (from `github.com/fluxcd/cli-utils`, the " +
-			"maintained fork of `sigs.k8s.io/cli-utils`), watching the objects rather than polling; a resource that " +
-			"reaches a failed status ends the wait at once with its message.\n\n" +
-			"The set of applied objects is an ApplySet (the convention `kubectl apply --prune --applyset` understands): " +
-			"its parent is a ConfigMap named `kubeplay-phase-<name>` in the provider's `catalog_namespace` on the target " +
-			"cluster, labelled `applyset.kubernetes.io/id`, which also lists the members; every member carries the label " +
-			"`applyset.kubernetes.io/part-of`. The inventory is written before each batch is applied and trimmed after a " +
-			"failure, so a partial failure orphans nothing. Destroy deletes custom resources and other objects first, " +
-			"then CRDs, then namespaces, and waits until they are gone, up to `timeouts.delete`: objects still there " +
-			"then (a finalizer nobody removes) fail the destroy and stay in the inventory and the state, and the next " +
-			"destroy continues.\n\n" +
-			"When the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
-			"schema errors, admission refusals and missing permissions show in `terraform plan` with the document's kind " +
-			"and name. Objects deleted or changed outside Terraform show as a diff of `objects`.",
+		MarkdownDescription: "A phase is one step that brings a cluster to a desired state by applying a bundle of Kubernetes " +
+			"documents, as an airshipctl phase with the `KubernetesApply` executor does. Order phases with " +
+			"`depends_on`: `terraform plan` is then the phase plan and `terraform apply` runs it.\n\nApply is a " +
+			"server-side apply with field manager `kubeplay`: Namespaces and CustomResourceDefinitions first, " +
+			"then, once the CRDs are established, everything else. Readiness is judged by kstatus, watched rather " +
+			"than polled; a resource that reaches a failed status ends the wait at once with its message.\n\nThe " +
+			"set of applied objects is an ApplySet: its parent is the ConfigMap `kubeplay-phase-<name>` in the " +
+			"provider's `catalog_namespace` on the target cluster, and every member carries the label " +
+			"`applyset.kubernetes.io/part-of`. A partial failure orphans nothing. Destroy deletes custom " +
+			"resources and other objects first, then CRDs, then namespaces, and waits until they are gone, up to " +
+			"`timeouts.delete`; objects still there then fail the destroy, and the next destroy continues.\n\nWhen " +
+			"the cluster is reachable, plan runs a server-side dry-run apply of every new or changed document, so " +
+			"errors show in `terraform plan` with the document's kind and name. Objects deleted or changed " +
+			"outside Terraform show as a diff of `objects`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The phase's name.",
@@ -160,29 +155,25 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Validators:  []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"kustomization": schema.StringAttribute{
-				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize " +
-					"library as airshipctl renders its executor bundles. The same opt-out labels apply, and only the path shows " +
-					"in plan output, so the kustomization may make Secrets. It works offline: a remote resource, base, " +
-					"component or other path (an `http(s)://` URL, or a git URL such as " +
-					"`github.com/org/repo//path?ref=v1`) in it or in a local kustomization it reaches is a plan-time error " +
-					"naming the URL, unless `allow_remote_kustomize` is set. Conflicts with `documents` and `sensitive_documents`.",
+				MarkdownDescription: "The bundle as a directory holding a `kustomization.yaml`, rendered with the kustomize library as " +
+					"airshipctl does; only the path shows in plan output, so it may make Secrets. A remote resource or " +
+					"base is a plan-time error unless `allow_remote_kustomize` is set. Conflicts with `documents` and " +
+					"`sensitive_documents`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 			},
 			"allow_remote_kustomize": schema.BoolAttribute{
-				MarkdownDescription: "Whether the kustomization may fetch remote content while validate, plan and apply " +
-					"render it. HTTP(S) files are then fetched with a timeout of 30 seconds and a limit of 8 MiB each; git " +
-					"URLs are cloned by kustomize with the `git` program, 27 seconds per git command (a `?timeout=` in the " +
-					"URL changes it) and no size limit. Defaults to `false`.",
+				MarkdownDescription: "Whether the kustomization may fetch remote content while validate, plan and apply render it. HTTP(S) " +
+					"files are fetched with a 30-second timeout and an 8 MiB limit each; git URLs are cloned with the " +
+					"`git` program. Defaults to `false`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
 			"wait": schema.BoolAttribute{
-				MarkdownDescription: "Whether apply waits for the objects to be ready (by kstatus, or by " +
-					"`wait_conditions`), up to `timeouts.create` or `timeouts.update`. When `false`, apply returns once the " +
-					"objects are applied; CustomResourceDefinitions are still waited for until established, so that their " +
-					"custom resources can be applied. Destroy waits for the objects to be gone either way. Defaults to `true`.",
+				MarkdownDescription: "Whether apply waits for the objects to be ready (by kstatus, or by `wait_conditions`), up to " +
+					"`timeouts.create` or `timeouts.update`. With `false`, only CRDs are waited for; destroy waits either " +
+					"way. Defaults to `true`.",
 				Optional: true,
 				Computed: true,
 				Default:  booldefault.StaticBool(true),
@@ -265,16 +256,14 @@ func (r *phaseResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 		},
 		Blocks: map[string]schema.Block{
 			"timeouts": timeoutsBlock(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
-				CreateDescription: "How long the first apply may take, as a duration such as `90s` or `10m`: the " +
-					"server-side apply, the wait for CRDs to be established and, with `wait`, for every object to be " +
-					"ready. An apply that passes it fails, naming the objects not ready yet, and keeps what it applied in " +
-					"the inventory and the state, so the next apply continues. Defaults to `5m`.",
+				CreateDescription: "How long the first apply may take, as a duration: the apply and, with `wait`, the wait for " +
+					"readiness. An apply past it fails and keeps what it applied, so the next apply continues. Defaults " +
+					"to `5m`.",
 				UpdateDescription: "How long a later apply may take, as `create` for the first: the apply, the waits " +
 					"and the deletion of pruned objects until they are gone. Defaults to `5m`.",
-				DeleteDescription: "How long destroy may take, as a duration such as `90s` or `10m`: the deletion of " +
-					"every object, wave by wave, and the wait until each wave is gone. A destroy that passes it fails, " +
-					"naming the objects still there, and the phase stays in the state to be destroyed again. Destroy reads " +
-					"it from the state: apply a change of it before the destroy. Defaults to `5m`.",
+				DeleteDescription: "How long destroy may take, as a duration: the deletion of every object, wave by wave, until gone. A " +
+					"destroy past it fails and the phase stays in the state. Destroy reads it from the state. Defaults to " +
+					"`5m`.",
 			}),
 		},
 	}

@@ -208,10 +208,9 @@ func (p *kubeplayProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
-				MarkdownDescription: "A client-go credential plugin that prints a token, as in a kubeconfig's `exec` user. " +
-					"client-go runs it again whenever its token expires, so long runs are not cut off by a token frozen " +
-					"at start. Conflicts with `token`. When the block is present, `api_version` and `command` must be set " +
-					"in it.",
+				MarkdownDescription: "A client-go credential plugin that prints a token, as in a kubeconfig's `exec` user. client-go runs " +
+					"it again whenever its token expires. Conflicts with `token`. When the block is present, " +
+					"`api_version` and `command` must be set in it.",
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{
 						MarkdownDescription: "The `client.authentication.k8s.io` version the plugin speaks: " +
@@ -426,12 +425,10 @@ const envCatalogKey = "KUBEPLAY_CATALOG_KEY"
 
 func catalogKeyAttribute() schema.StringAttribute {
 	return schema.StringAttribute{
-		MarkdownDescription: "The key with which kubeplay signs the definitions it writes to the catalog and checks " +
-			"them before it uses them, so that a definition changed by anyone else is refused. At least " +
+		MarkdownDescription: "The key with which kubeplay signs and checks the catalog's definitions. At least " +
 			fmt.Sprint(catalogkey.MinLength) + " bytes, from a secret store (for example an ephemeral value); can be " +
 			"set with `" + envCatalogKey + "`. Without it, kubeplay keeps a random key in the Secret `" +
-			catalogkey.SecretName + "` of `catalog_namespace`, with which whoever can read or replace Secrets there can " +
-			"sign definitions. Every workspace that shares a catalog must use the same key (see the [Security " +
+			catalogkey.SecretName + "` of `catalog_namespace`; workspaces that share a catalog must share the key ([Security " +
 			"model](guides/security-model.md#the-catalog-key)).",
 		Optional:   true,
 		Sensitive:  true,

@@ -19,14 +19,10 @@ import (
 // its signature anyone's who holds the catalog key: so it pins the content.
 func execPluginCredentialsAttribute() schema.MapAttribute {
 	return schema.MapAttribute{
-		MarkdownDescription: "The `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its `exec` " +
-			"credential plugin, a program, on the host where Terraform runs: a map from credential name to the " +
-			"credential's `exec_sha256`, the SHA-256 of its kubeconfig's `exec` blocks (command, arguments, " +
-			"environment). The credential must also set `allow_exec_plugin`. Defaults to none. A plugin whose `exec` " +
-			"blocks no longer match the digest is refused, even when the credential is correctly signed. Take the " +
-			"digest from the credential's owner, not from the catalog, and list a credential only if its command " +
-			"exists here (such as `aws eks get-token`). `cluster_api` credentials never run exec plugins, and the " +
-			"provider's own `exec` block is not affected.",
+		MarkdownDescription: "The `kubeplay_credential`s of kind `kubeconfig` whose kubeconfig may run its `exec` credential " +
+			"plugin on the host where Terraform runs: a map from credential name to its `exec_sha256`; the " +
+			"credential must also set `allow_exec_plugin`. A plugin that no longer matches is refused, even when " +
+			"signed. Take the digest from the credential's owner, not from the catalog. Defaults to none.",
 		Optional:    true,
 		ElementType: types.StringType,
 		Validators: []validator.Map{

@@ -47,27 +47,22 @@ func (a *runAction) Metadata(_ context.Context, req action.MetadataRequest, resp
 	resp.TypeName = req.ProviderTypeName + "_run"
 }
 
-const runActionDescription = "Runs one Ansible playbook (or a plain command) in an ephemeral pod of a " +
-	"`kubeplay_container_group`, exactly as the `kubeplay_run` resource does, with the same inputs, but records " +
-	"nothing: an action runs when invoked, with `terraform apply -invoke=action.kubeplay_run.NAME` (Terraform 1.14 " +
-	"or later), or from an `action_trigger` in a resource's `lifecycle` (`after_create`, `after_update`, and from " +
-	"Terraform 1.16 `before_destroy` and `after_destroy`). While it runs, Terraform shows its progress: waiting for " +
-	"capacity, the pod created, scheduled and running, each output line (at most a quarter of a second behind), " +
-	"then the play recap and the final status. The pod is deleted whatever happens, unless `keep_pod_on_failure` " +
-	"keeps the pod of a run that ended `failed` or `error`.\n\n" +
-	"A run whose status is not `successful` is an error quoting the output's last lines and the pod's warning " +
-	"events (a warning with `ignore_failure`). In an `action_trigger`, `on_failure` decides what that error does: " +
-	"`halt` (the default) fails the apply and stops further actions; `taint` does too, and marks a resource that " +
-	"was just created as tainted so that the next apply replaces it; `continue` turns the error into a warning and " +
-	"the apply goes on.\n\n" +
-	"An action has no plan of its pod: Terraform plans an action's invocation, not what it renders, so there is no " +
-	"`rendered_pod` or `planned_targets` (cluster and pod) to hold it to as the resource is. It uses its container group and node label as the catalog " +
-	"holds them when it runs, and refuses any that were changed outside kubeplay; use the resource when the pod " +
-	"that runs must be the one a reviewed plan showed.\n\n" +
-	"The inputs are the resource's, with its names, defaults and validation, but for `triggers`, `destroy_playbook`, " +
-	"`plan_check`, `plan_check_diffs` and `rerun_failed_hosts`, which have no meaning for an action, and its `timeouts` block, whose `create` is the action's `timeouts.invoke`. Where a " +
-	"description names what the resource records (`output`, `pod_name`, `run_namespace`), the action shows it in " +
-	"its progress and its error instead."
+const runActionDescription = "Runs one Ansible playbook (or a plain command) in an ephemeral pod of a `kubeplay_container_group`, " +
+	"exactly as the `kubeplay_run` resource does, but records nothing: an action runs when invoked, with " +
+	"`terraform apply -invoke=action.kubeplay_run.NAME` (Terraform 1.14 or later), or from an " +
+	"`action_trigger` in a resource's `lifecycle`. Terraform shows its progress: the pod's start, each " +
+	"output line, the play recap and the final status. The pod is deleted whatever happens, unless " +
+	"`keep_pod_on_failure` keeps it." + "\n\n" +
+	"A run that is not `successful` is an error quoting the output's last lines and the pod's warning " +
+	"events (a warning with `ignore_failure`). In an `action_trigger`, `on_failure` decides what it does: " +
+	"`halt` (the default) fails the apply and stops further actions; `taint` also taints a resource just " +
+	"created; `continue` makes it a warning." + "\n\n" +
+	"An action has no plan of its pod (`rendered_pod`, `planned_targets`): it uses its group and node " +
+	"label as the catalog holds them when it runs, refusing any changed outside kubeplay. Use the " +
+	"resource when the pod that runs must be the one a reviewed plan showed." + "\n\n" +
+	"The inputs are the resource's, with its names, defaults and validation, but for `triggers`, " +
+	"`destroy_playbook`, `plan_check`, `plan_check_diffs` and `rerun_failed_hosts`, which have no meaning " +
+	"for an action, and its `timeouts` block, whose `create` is the action's `timeouts.invoke`."
 
 // runActionOnly are the resource's inputs that an action has no use for.
 var runActionOnly = []string{"triggers", "destroy_playbook", "plan_check", "plan_check_diffs", "rerun_failed_hosts"}
@@ -87,10 +82,8 @@ func (a *runAction) Schema(ctx context.Context, _ action.SchemaRequest, resp *ac
 	resp.Schema = aschema.Schema{MarkdownDescription: runActionDescription, Attributes: attrs,
 		Blocks: map[string]aschema.Block{
 			"timeouts": actionTimeoutsBlock(ctx, atimeouts.Opts{
-				InvokeDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
-					"duration such as `20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds, so that the provider ends a " +
-					"run past it and the kubelet ends the pod of a provider that is gone. A run that passes it ends with " +
-					"status `error` and fails the invocation. Defaults to `30m`.",
+				InvokeDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration; its pod's " +
+					"`activeDeadlineSeconds` is this plus 2 seconds. A run past it ends `error`. Defaults to `30m`.",
 			}),
 		}}
 }

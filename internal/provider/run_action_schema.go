@@ -28,10 +28,8 @@ import (
 // input of the run resource, for one value or several. The action leaves it
 // out: it has neither a plan of its own nor triggers.
 const (
-	runWOChangeOne = " Terraform sees no change of it, so a change of it alone plans nothing: change a value in " +
-		"`triggers` to run again with a new one."
-	runWOChangeMany = " Terraform sees no change of them, so a change of them alone plans nothing: change a value in " +
-		"`triggers` to run again with new ones."
+	runWOChangeOne  = " A change of it alone plans nothing (see [Running Again](#running-again))."
+	runWOChangeMany = " A change of them alone plans nothing (see [Running Again](#running-again))."
 )
 
 // actionDescription is a run resource input's description as the action's.

@@ -50,14 +50,10 @@ const (
 	planCheckOutputLimit = 64 << 10
 )
 
-const planCheckDescription = "Whether `terraform plan` runs the playbook in check mode first, and shows what it " +
-	"would change: `off`; `changes`, when the run is to be created or replaced; or `drift`, which also checks an " +
-	"applied run whose configuration did not change at each plan that refreshes, and replaces it (runs it again) " +
-	"when a host would change. The check runs `ansible-playbook --check --diff` with the run's inputs, write-only " +
-	"values included, in a pod of its container group (warm pods and capacity apply as for a run), and " +
-	"`planned_changes` shows the result. Unset, the group's `default_plan_check` applies when the provider's " +
-	"`group_default_plan_checks` is `true`; else `off`. The provider's `disable_plan_checks` turns every check off. A " +
-	"change updates the run in place. See [Checking At Plan](#checking-at-plan)."
+const planCheckDescription = "Whether `terraform plan` first runs the playbook in check mode ([Checking At " +
+	"Plan](#checking-at-plan)): `off`, `changes` (for a run to be created or replaced) or `drift` (also " +
+	"for an applied run). Unset, the group's `default_plan_check` when the provider allows it, else " +
+	"`off`."
 
 func planCheckAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
@@ -67,20 +63,13 @@ func planCheckAttributes() map[string]schema.Attribute {
 			Validators:          []validator.String{stringvalidator.OneOf(planCheckModes...)},
 		},
 		"plan_check_diffs": schema.BoolAttribute{
-			MarkdownDescription: "Whether the plan-time check keeps the text of each task's diff, not only its size. " +
-				"With `true`, the diff text, which may hold secrets the playbook renders (vault-encrypted variables, " +
-				"the old content of a file it overwrites), goes into the plan's text, the plan JSON, the state and the " +
-				"check's record in the catalog namespace; only write-only values are redacted from it. Defaults to " +
-				"`false`: the plan shows each changed task's host, name, module and lines added and removed. A change " +
-				"updates the run in place.",
+			MarkdownDescription: "Whether the plan-time check keeps each task's diff text, which may hold secrets (see [Checking At " +
+				"Plan](#checking-at-plan)). Defaults to `false`.",
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 		},
 		"planned_changes": schema.SingleNestedAttribute{
-			MarkdownDescription: fmt.Sprintf("What the plan-time check (`plan_check`) found: the tasks that would "+
-				"change a host, in order, the first %d of them (`task_count` counts them all), each with the size of its "+
-				"change and, with `plan_check_diffs`, its diff cut to %d characters. Null when no check ran; unknown at "+
-				"plan when a check could not run (a warning says why). The state keeps the check of the plan that "+
-				"created the run.", bundle.MaxChanges, bundle.MaxDiff),
+			MarkdownDescription: fmt.Sprintf("What the plan-time check found: the first %d tasks that would change a host, with the size of each "+
+				"change and, with `plan_check_diffs`, its diff (cut to %d characters). Null when no check ran.", bundle.MaxChanges, bundle.MaxDiff),
 			Computed: true,
 			Attributes: map[string]schema.Attribute{
 				"hosts": schema.ListAttribute{MarkdownDescription: "The hosts that would change, by name.",
@@ -89,27 +78,21 @@ func planCheckAttributes() map[string]schema.Attribute {
 					MarkdownDescription: "The tasks that would change a host.",
 					Computed:            true,
 					NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-						"host":   schema.StringAttribute{MarkdownDescription: "The host.", Computed: true},
-						"task":   schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
-						"action": schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
-						"diff": schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, with " +
-							"write-only values redacted as in `output`; empty for a module that reports none. Null unless " +
-							"`plan_check_diffs` is `true`.", Computed: true},
-						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters, " +
-							"also when `diff` is null or was cut to fit; `0` for a module that reports no diff.", Computed: true},
+						"host":      schema.StringAttribute{MarkdownDescription: "The host.", Computed: true},
+						"task":      schema.StringAttribute{MarkdownDescription: "The task's name.", Computed: true},
+						"action":    schema.StringAttribute{MarkdownDescription: "The task's module.", Computed: true},
+						"diff":      schema.StringAttribute{MarkdownDescription: "The change, as `--diff` shows it, redacted as `output` is. Null unless `plan_check_diffs` is `true`.", Computed: true},
+						"diff_size": schema.Int64Attribute{MarkdownDescription: "The whole diff's length in characters.", Computed: true},
 						"lines_added": schema.Int64Attribute{MarkdownDescription: "How many lines the diff adds.",
 							Computed: true},
 						"lines_removed": schema.Int64Attribute{MarkdownDescription: "How many lines the diff removes.",
 							Computed: true},
-						"ran": schema.BoolAttribute{MarkdownDescription: "Whether the task has `check_mode: false`, so " +
-							"that it ran for real during the check.", Computed: true},
+						"ran": schema.BoolAttribute{MarkdownDescription: "Whether the task has `check_mode: false` and so ran for real.", Computed: true},
 					}},
 				},
-				"task_count": schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
-				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped because " +
-					"their module does not support check mode.", Computed: true},
-				"drifted_run": schema.StringAttribute{MarkdownDescription: "The id of the applied run whose hosts " +
-					"drifted, for a `drift` check that replaces it; null for a check before a create.", Computed: true},
+				"task_count":    schema.Int64Attribute{MarkdownDescription: "How many tasks would change a host.", Computed: true},
+				"not_checkable": schema.Int64Attribute{MarkdownDescription: "How many tasks the check skipped as not checkable.", Computed: true},
+				"drifted_run":   schema.StringAttribute{MarkdownDescription: "The applied run whose hosts drifted; null before a create.", Computed: true},
 			},
 		},
 	}
@@ -203,9 +186,8 @@ func withPlanTimeout(block schema.Block) schema.Block {
 	if !ok {
 		return block
 	}
-	desc := "How long a plan-time check (`plan_check`) may take, from claiming capacity until its pod " +
-		"is gone, as a duration such as `2m`; a check that does not end in time is a warning, and the plan goes " +
-		"on without it. Defaults to `5m`."
+	desc := "How long a plan-time check may take, as a duration; past it, the plan goes on without the check. " +
+		"Defaults to `5m`."
 	// The package's duration check, as its own keys have it, then kubeplay's.
 	var vs []validator.String
 	if pkg, ok := timeouts.Block(context.Background(), timeouts.Opts{Read: true}).(schema.SingleNestedBlock); ok {

@@ -37,36 +37,31 @@ func projectAttributes() map[string]schema.Attribute {
 	needsProject := path.MatchRoot("project_dir")
 	return map[string]schema.Attribute{
 		"project_dir": schema.StringAttribute{
-			MarkdownDescription: "A directory on the machine that runs Terraform, such as `\"${path.module}/ansible\"`, " +
-				"shipped whole into the pod for the playbook to run from. A change of a file replaces the run; a move " +
-				"does not (see [Inline Content Or A Project Directory](#inline-content-or-a-project-directory)).",
+			MarkdownDescription: "A directory on the machine that runs Terraform, shipped whole into the pod ([Inline Content Or A " +
+				"Project Directory](#inline-content-or-a-project-directory)).",
 			Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"project_ignore": schema.ListAttribute{
-			MarkdownDescription: "More paths to leave out of `project_dir`, as in `.kubeplayignore`: `path.Match` globs " +
-				"matching a name at any depth (`*.bak`) or, with a `/`, a path from the root (`/secrets/*.pem`); a " +
-				"trailing `/` matches only directories. No negation.",
+			MarkdownDescription: "More paths to leave out of `project_dir`, as `.kubeplayignore` lines: `path.Match` globs; a leading " +
+				"`/` anchors at the root, a trailing `/` matches directories.",
 			Optional: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.ValueStringsAre(ignorePattern())},
 		},
 		"playbook_path": schema.StringAttribute{
-			MarkdownDescription: "The playbook to run, by its path in `project_dir` (for example `site.yml` or " +
-				"`playbooks/deploy.yml`), instead of inline `playbook` content.",
-			Optional: true, PlanModifiers: replaceStr,
+			MarkdownDescription: "The playbook to run, by its path in `project_dir`.",
+			Optional:            true, PlanModifiers: replaceStr,
 			Validators: []validator.String{stringvalidator.AlsoRequires(needsProject), projectPath()},
 		},
 		"inventories": schema.ListAttribute{
-			MarkdownDescription: "Inventories in `project_dir`, by path, passed with `-i` in this order: files, plugin " +
-				"configurations (`constructed` after those it builds on) or directories. They replace the default " +
-				"inventory; `inventory` comes first.",
-			Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Inventories in `project_dir`, by path, passed with `-i` in this order, after `inventory`.",
+			Optional:            true, ElementType: types.StringType,
 			PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 			Validators: []validator.List{listvalidator.AlsoRequires(needsProject), listvalidator.SizeAtLeast(1),
 				listvalidator.ValueStringsAre(projectPath())},
 		},
 		"requirements": schema.StringAttribute{
-			MarkdownDescription: "A `requirements.yml` (`collections:` and `roles:`) that `ansible-galaxy` installs before " +
-				"the playbook, from Galaxy, a Git server or tarballs in the project. A failed install ends the run `failed`.",
+			MarkdownDescription: "A `requirements.yml` that `ansible-galaxy` installs before the playbook; a failed install ends the " +
+				"run `failed`.",
 			Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{requirementsYAML()},
 		},
 		"project_hash": schema.StringAttribute{
@@ -75,8 +70,8 @@ func projectAttributes() map[string]schema.Attribute {
 			Computed: true,
 		},
 		"project_files": schema.MapAttribute{
-			MarkdownDescription: "Every file of `project_dir` that was shipped, by path: `<mode> sha256:<hash>`, " +
-				"`symlink -> <target>`, or `dir <mode>` for an empty directory. Null without a project.",
+			MarkdownDescription: "Every file of `project_dir` that was shipped, by path: `<mode> sha256:<hash>`, `symlink -> <target>` " +
+				"or `dir <mode>`. Null without a project.",
 			Computed: true, ElementType: types.StringType,
 		},
 	}

@@ -57,20 +57,13 @@ var rerunHostsType = types.ObjectType{AttrTypes: map[string]attr.Type{
 func rerunAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"rerun_failed_hosts": schema.BoolAttribute{
-			MarkdownDescription: "Whether the next run of this `name` targets only the hosts that failed or were " +
-				"unreachable in this one, as `--limit @<retry file>` does; requires `name`. After a run with such hosts " +
-				"(all of them, not only the `host_stats` kept), kubeplay keeps their names in a sealed record of the " +
-				"catalog namespace for 30 days, not in the state; the next run of the name (a replacement, for example by a " +
-				"change of `triggers`) shows in its plan how many hosts it targets (`rerun_hosts`), lists the run's hosts " +
-				"in its pod and runs only those of them on the list. A run whose hosts all succeed deletes the record, so " +
-				"the run after it targets every host again. Defaults to `false`. Not for the action.",
+			MarkdownDescription: "Whether the next run of this `name` targets only the hosts that failed in this one ([Sliced " +
+				"Runs](#sliced-runs)). Defaults to `false`.",
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 		},
 		"rerun_hosts": schema.SingleNestedAttribute{
-			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets when an earlier run of its `name` " +
-				"left some that failed or were unreachable: that run's `run_id`, the `count` of hosts and the `sha256` of " +
-				"their sorted names, one per line; null when the run targets every host.",
-			Computed: true,
+			MarkdownDescription: "With `rerun_failed_hosts`, the hosts this run targets; null when it targets every host.",
+			Computed:            true,
 			Attributes: map[string]schema.Attribute{
 				"run_id": schema.StringAttribute{MarkdownDescription: "The run whose failed and unreachable hosts these are.", Computed: true},
 				"count":  schema.Int64Attribute{MarkdownDescription: "How many hosts the run targets.", Computed: true},

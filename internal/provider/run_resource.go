@@ -184,9 +184,8 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional:            true, PlanModifiers: replaceStr,
 			},
 			"container_group": schema.StringAttribute{
-				MarkdownDescription: "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` " +
-					"and `container_groups` is required. With `container_groups`, the group the run was placed in, where " +
-					"its `destroy_playbook` runs too.",
+				MarkdownDescription: "The name of the `kubeplay_container_group` to run in; exactly one of `container_group` and " +
+					"`container_groups` is required. With `container_groups`, the group the run was placed in.",
 				Optional: true, Computed: true,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ExactlyOneOf(path.MatchRoot("container_group"), path.MatchRoot("container_groups"))},
 				// A placed group changes only with container_groups, which replaces the run itself.
@@ -194,31 +193,27 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 					"A change of the configured group replaces the run.", "A change of the configured group replaces the run.")},
 			},
 			"container_groups": schema.ListAttribute{
-				MarkdownDescription: "Container groups the run may run in instead of `container_group`, which may use " +
-					"different credentials and clusters (see [Capacity And Waiting](#capacity-and-waiting)). One that does " +
-					"not exist is a warning at plan and an error at apply.",
+				MarkdownDescription: "Container groups the run may run in instead of `container_group` (see [Capacity And " +
+					"Waiting](#capacity-and-waiting)).",
 				Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues(),
 					listvalidator.ValueStringsAre(dnsLabel())},
 			},
 			"node_label": schema.StringAttribute{
-				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod. A `namespace` label gives " +
-					"the run a fresh namespace (`run_namespace`, in `KUBEPLAY_NAMESPACE`) with a kubeconfig for its service " +
-					"account, valid for the run, in `KUBECONFIG` and `K8S_AUTH_KUBECONFIG`; the group's credential must " +
-					"then be allowed to create namespaces, service accounts, roles, role bindings and tokens.",
+				MarkdownDescription: "The name of a `kubeplay_node_label` that shapes the run's pod (see " +
+					"[`kubeplay_node_label`](node_label.md)).",
 				Optional: true, Validators: []validator.String{dnsLabel()}, PlanModifiers: replaceStr,
 			},
 			"node": schema.StringAttribute{
-				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other " +
-					"runs: in a pod node's pod, or, for a namespace node, in a pod of its own with a kubeconfig for its " +
-					"namespace. Conflicts with `container_groups` and `node_label`.",
+				MarkdownDescription: "The `name` of a `kubeplay_node` of `container_group` to run on, in turn with its other runs; not " +
+					"with `container_groups` or `node_label`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{dnsLabel(), stringvalidator.ConflictsWith(path.MatchRoot("container_groups"), path.MatchRoot("node_label"))},
 			},
 			"playbook": schema.StringAttribute{
-				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` " +
-					"is required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
+				MarkdownDescription: "The playbook's YAML content. Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` is " +
+					"required. With `project_dir`, it runs from the project's root as `" + bundle.InlinePlaybookName + "`.",
 				Optional: true, PlanModifiers: replaceStr,
 				Validators: []validator.String{
 					stringvalidator.ExactlyOneOf(path.MatchRoot("playbook"), path.MatchRoot("playbook_path"), path.MatchRoot("command"), path.MatchRoot("ad_hoc")),
@@ -226,34 +221,29 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				},
 			},
 			"command": schema.ListAttribute{
-				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible " +
-					"(but with `sh`, `head`, `tar`, `dd`, `tail` and `mkfifo`, as busybox has them).",
-				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "A command to run instead of a playbook, as an argv list, for images without Ansible.",
+				Optional:            true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 				Validators:    []validator.List{listvalidator.SizeAtLeast(1)},
 			},
 			"files": schema.MapAttribute{
-				MarkdownDescription: "Extra files shipped beside the playbook (roles, templates, vars files), as a map of " +
-					"clean relative path to content.",
-				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
+				MarkdownDescription: "Extra files shipped beside the playbook, by relative path.",
+				Optional:            true, ElementType: types.StringType, PlanModifiers: replaceMap,
 				Validators: []validator.Map{mapvalidator.KeysAre(runFilePath())},
 			},
 			"inventory": schema.StringAttribute{
-				MarkdownDescription: "The inventory's content, INI or YAML (without a key twice in one mapping). Defaults to " +
-					"`localhost` over a local connection, with the node label's `python_path` (else `" +
+				MarkdownDescription: "The inventory's content, INI or YAML. Defaults to `localhost` over a local connection." +
 					bundle.DefaultPythonPath + "`) and `shell_type`.",
 				Optional: true, PlanModifiers: replaceStr, Validators: []validator.String{inventoryText()},
 			},
 			"extra_vars": schema.DynamicAttribute{
-				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map such as " +
-					"`{ env = \"prod\", replicas = 3 }`, or a string holding a JSON object such as `file(\"vars.json\")`.",
-				Optional: true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
+				MarkdownDescription: "Extra variables, passed with `-e @file`: an object or map, or a string holding a JSON object.",
+				Optional:            true, PlanModifiers: []planmodifier.Dynamic{dynamicplanmodifier.RequiresReplace()},
 				Validators: []validator.Dynamic{extraVars()},
 			},
 			"extra_vars_wo": schema.StringAttribute{
-				MarkdownDescription: "Secret extra variables, as a JSON object. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany + " Requires Terraform 1.11 or later.",
-				Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
+				MarkdownDescription: "Secret extra variables, as a JSON object. See [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, Validators: []validator.String{jsonObject(), redactableVars()},
 			},
 			"env": schema.MapAttribute{
 				MarkdownDescription: "Environment variables for the playbook.",
@@ -261,27 +251,15 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Validators: []validator.Map{mapvalidator.KeysAre(envName())},
 			},
 			"env_wo": schema.MapAttribute{
-				MarkdownDescription: "Secret environment variables for the playbook. Write-only: see [Secrets](#secrets)." +
-					runWOChangeMany + " Requires Terraform 1.11 or later.",
-				Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+				MarkdownDescription: "Secret environment variables for the playbook. See [Secrets](#secrets).",
+				Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Validators: []validator.Map{mapvalidator.KeysAre(envName()), mapvalidator.ValueStringsAre(redactableSecret())},
 			},
-			"limit": ansibleListAttribute("host pattern", "Limits the run to the hosts that match these Ansible host "+
-				"patterns, passed to `ansible-playbook` as `--limit` with the elements joined by commas: `[\"webservers\", "+
-				"\"!web3\", \"~db[0-9]+\"]` becomes `--limit webservers,!web3,~db[0-9]+`. Each element is one pattern: a "+
-				"host or group name, a wildcard such as `web*`, a regular expression after `~`, or a pattern after `!` to "+
-				"exclude or `&` to intersect. Give each pattern its own element: Ansible reads `:` between patterns only "+
-				"when the limit holds no comma.",
+			"limit": ansibleListAttribute("host pattern", "Ansible host patterns the run is limited to, one per element, passed as `--limit`.",
 				"Unset, each play runs on all the hosts it targets."),
-			"tags": ansibleListAttribute("tag", "Runs only the tasks and roles tagged with at least one of these tags, "+
-				"passed to `ansible-playbook` as `--tags` with the elements joined by commas: `[\"deploy\", \"config\"]` "+
-				"becomes `--tags deploy,config`. As on Ansible's command line, tasks tagged `always` run too, and the "+
-				"special tags `tagged`, `untagged` and `all` select the tasks with tags, those without, and all of them.",
+			"tags": ansibleListAttribute("tag", "Runs only the tasks tagged with one of these tags (and `always`), passed as `--tags`.",
 				"Unset, every task runs but those tagged `never`."),
-			"skip_tags": ansibleListAttribute("tag", "Skips the tasks and roles tagged with any of these tags, passed to "+
-				"`ansible-playbook` as `--skip-tags` with the elements joined by commas: `[\"slow\", \"network\"]` becomes "+
-				"`--skip-tags slow,network`. A task with a tag in `skip_tags` is skipped even when it has one in `tags`, "+
-				"or is tagged `always`.",
+			"skip_tags": ansibleListAttribute("tag", "Skips the tasks tagged with any of these tags, passed as `--skip-tags`.",
 				"Unset, no task is skipped by its tags."),
 			"verbosity": schema.Int64Attribute{
 				MarkdownDescription: "Ansible's verbosity, 0 to 6 (`-v` to `-vvvvvv`). Defaults to `0`.",
@@ -304,35 +282,29 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 				Optional: true, ElementType: types.StringType, PlanModifiers: replaceMap,
 			},
 			"destroy_playbook": schema.StringAttribute{
-				MarkdownDescription: "A playbook run in a fresh pod of the same group when the run is destroyed, with the " +
-					"run's inputs but no write-only value, and `KUBEPLAY_OPERATION=destroy` (`create` for `playbook`). A " +
-					"change updates the run in place.",
+				MarkdownDescription: "A playbook run in a fresh pod when the run is destroyed, with `KUBEPLAY_OPERATION=destroy` and no " +
+					"write-only value. A change updates the run in place.",
 				Optional: true,
 			},
 			"keep_pod_on_failure": schema.BoolAttribute{
-				MarkdownDescription: "Keep the pod, and a `namespace` label's namespace, of a run that ended `failed` or " +
-					"`error`, for inspection (see [Keeping a failed run's " +
-					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`. A change " +
-					"updates the run in place.",
+				MarkdownDescription: "Keep the pod of a run that ended `failed` or `error` ([Keeping a failed run's " +
+					"pod](../guides/live-output-and-debugging.md#keeping-a-failed-runs-pod)). Defaults to `false`.",
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"ignore_failure": schema.BoolAttribute{
-				MarkdownDescription: "Record a failed or errored run with a warning instead of failing the apply. Defaults to " +
-					"`false`. A change updates the run in place.",
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Record a failed or errored run with a warning instead of failing the apply. Defaults to `false`.",
+				Optional:            true, Computed: true, Default: booldefault.StaticBool(false),
 			},
 			"output_limit": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps, up to 16 MiB. Defaults to `%d`. "+
-					"A change updates the run in place.", defaultOutputLimit),
-				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
+				MarkdownDescription: fmt.Sprintf("How many bytes of the output's tail `output` keeps, up to 16 MiB. Defaults to `%d`.", defaultOutputLimit),
+				Optional:            true, Computed: true, Default: int64default.StaticInt64(defaultOutputLimit),
 				Validators: []validator.Int64{int64validator.Between(0, 16<<20)},
 			},
 			"record_all_hosts": recordAllHostsAttribute(),
 
 			"status": schema.StringAttribute{
-				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the pod never ran, " +
-					"vanished, the cluster failed, or the run passed its timeout) or `canceled` (Terraform was " +
-					"interrupted during the run).",
+				MarkdownDescription: "`successful`, `failed` (the playbook returned non-zero), `error` (the run could not complete) or " +
+					"`canceled` (Terraform was interrupted).",
 				Computed: true,
 			},
 			"status_reason": statusReasonAttribute(),
@@ -346,37 +318,29 @@ func (r *runResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp
 			"host_count":        hostCountAttribute(),
 			"artifacts":         artifactsAttribute(),
 
-			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only " +
-				"values redacted, control characters but tab and newline shown as Unicode control pictures (ESC as " +
-				"`␛`), and `[` of Terraform color codes such as `[red]` as `［`.", Computed: true},
-			"pod_name":  schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
-			"node_name": schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
-			"started_at": schema.StringAttribute{MarkdownDescription: "When the run started, before it waited for its " +
-				"group's capacity: the start of its `timeline` (RFC 3339).", Computed: true},
+			"output": schema.StringAttribute{MarkdownDescription: "The output's last `output_limit` bytes, with write-only values redacted and control characters shown " +
+				"as Unicode control pictures.", Computed: true},
+			"pod_name":    schema.StringAttribute{MarkdownDescription: "The run's pod.", Computed: true},
+			"node_name":   schema.StringAttribute{MarkdownDescription: "The node the pod ran on.", Computed: true},
+			"started_at":  schema.StringAttribute{MarkdownDescription: "When the run started (RFC 3339).", Computed: true},
 			"finished_at": schema.StringAttribute{MarkdownDescription: "When the run's pod was gone (RFC 3339).", Computed: true},
 			"run_namespace": schema.StringAttribute{
-				MarkdownDescription: "The namespace of a `namespace` label's run, `<label>-<run id>`, deleted when the run " +
-					"ended unless `keep_pod_on_failure` kept it; or the namespace of a namespace `node`. Else null.",
-				Computed: true,
+				MarkdownDescription: "The namespace of a `namespace` label's run, or of a namespace `node`; else null.",
+				Computed:            true,
 			},
 			"launch_attempts": schema.Int64Attribute{
-				MarkdownDescription: "How many pods the run launched: `1`, plus one per retry (the group's `launch_retries`); " +
-					"`0` when it created none.",
-				Computed: true,
+				MarkdownDescription: "How many pods the run launched, retries included.",
+				Computed:            true,
 			},
-			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, but for its " +
-				"`kubeplay.io/run` label. Unknown at plan when the group or label is known only at apply, a label's " +
-				"`dynamic_labels` use `{run.id}`, with `node`, or when `container_groups` render different pods. Apply " +
-				"fails the run if its pod differs from a known plan (see [Security " +
+			"rendered_pod": schema.StringAttribute{MarkdownDescription: "The pod the run creates, as YAML, which apply holds it to (see [Security " +
 				"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).", Computed: true},
 			"planned_targets": plannedTargetsAttribute(),
 		},
 		Blocks: map[string]schema.Block{
 			// A block, as in hashicorp/kubernetes: timeouts { create = "20m" }.
 			"timeouts": withPlanTimeout(timeoutsBlock(ctx, timeouts.Opts{Create: true, Delete: true,
-				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a " +
-					"duration such as `20m`. Its pod's `activeDeadlineSeconds` is this plus 2 seconds, so that the provider ends a " +
-					"run past it and the kubelet ends the pod of a provider that is gone. Defaults to `30m`.",
+				CreateDescription: "How long the run may take, from claiming capacity until its pod is gone, as a duration; its pod's " +
+					"`activeDeadlineSeconds` is this plus 2 seconds. Defaults to `30m`.",
 				DeleteDescription: "How long the `destroy_playbook` may take, as `create` for the playbook. Defaults to `30m`.",
 			})),
 		},

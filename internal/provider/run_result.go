@@ -20,9 +20,7 @@ var failedTaskType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func failedTasksAttribute() schema.Attribute {
 	return schema.ListAttribute{
-		MarkdownDescription: fmt.Sprintf("The tasks that failed or found their host unreachable, in order, but "+
-			"for those under `ignore_errors` or `ignore_unreachable`: the first %d (`failed_task_count` counts them "+
-			"all), each `message` the result's `msg`, else `reason`, `stderr` or `exception`, cut to %d characters.",
+		MarkdownDescription: fmt.Sprintf("The first %d tasks that failed or found their host unreachable, each `message` cut to %d characters.",
 			bundle.MaxFailedTasks, bundle.MaxTaskMessage),
 		Computed: true, ElementType: failedTaskType,
 	}
@@ -57,10 +55,8 @@ const hostStatsBytes = 265
 
 func hostStatsAttribute() schema.Attribute {
 	return schema.MapAttribute{
-		MarkdownDescription: fmt.Sprintf("The play recap (`ok`, `changed`, `unreachable`, `failed`, `skipped`, "+
-			"`rescued`, `ignored`) of each host that failed or was unreachable, as `host_counts` defines them: the "+
-			"first %d by name, of the `host_counts.failed` plus `host_counts.unreachable` hosts. Empty when every host "+
-			"ended `ok` or `changed`. With `record_all_hosts`, the recap of every host instead, the first %d by name.",
+		MarkdownDescription: fmt.Sprintf("The play recap of each host that failed or was unreachable, the first %d by name; with "+
+			"`record_all_hosts`, of every host, the first %d.",
 			bundle.MaxFailedHosts, bundle.MaxHosts),
 		Computed: true, ElementType: hostStatsType,
 	}
@@ -68,13 +64,8 @@ func hostStatsAttribute() schema.Attribute {
 
 func recordAllHostsAttribute() schema.Attribute {
 	return schema.BoolAttribute{
-		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the play recap of every host, the first %d by "+
-			"name, rather than only of those that failed or were unreachable. Each host adds about %d bytes to the "+
-			"state file (measured with 21-character host names), about %d KB per 1,000 hosts, which every plan, apply and "+
-			"refresh reads and writes; without it, the state file of a successful 5,000-host run is 71 KB, most of it "+
-			"`output`. Defaults to `false`. A change updates the run in place: turned off, "+
-			"`host_stats` drops the hosts that ended `ok` or `changed`; turned on, it stays as it is until the run "+
-			"runs again.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
+		MarkdownDescription: fmt.Sprintf("Whether `host_stats` keeps the recap of every host (the first %d), not only of those that failed; "+
+			"about %d bytes of state per host (%d KB per 1,000). Defaults to `false`.", bundle.MaxHosts, hostStatsBytes, (hostStatsBytes*1000/1024+5)/10*10),
 		Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 	}
 }
@@ -89,19 +80,15 @@ func hostCountsAttribute() schema.Attribute {
 		return schema.Int64Attribute{MarkdownDescription: d, Computed: true}
 	}
 	return schema.SingleNestedAttribute{
-		MarkdownDescription: "How many hosts of the play recap ended each way, all of them counted: `failed` when a " +
-			"task failed on the host, else `unreachable` when a task could not reach it, else `changed` when a task " +
-			"changed it, else `ok`. These four add up to `host_count`. `rescued` and `ignored` count the hosts, " +
-			"whichever way they ended, with a failure that a block's `rescue` handled or that `ignore_errors` ignored, " +
-			"which Ansible does not count as failed.",
-		Computed: true,
+		MarkdownDescription: "How many hosts ended each way; `failed`, `unreachable`, `changed` and `ok` add up to `host_count`.",
+		Computed:            true,
 		Attributes: map[string]schema.Attribute{
-			"ok":          count("How many hosts had no task that failed, could not reach them or changed something."),
-			"changed":     count("How many hosts had a task that changed something, and none that failed or could not reach them."),
-			"failed":      count("How many hosts had a task that failed, but for failures rescued or ignored."),
-			"unreachable": count("How many hosts had a task that could not reach them, and none that failed."),
-			"rescued":     count("How many hosts had a failed task that a block's `rescue` handled."),
-			"ignored":     count("How many hosts had a failed task that `ignore_errors` ignored."),
+			"ok":          count("Hosts neither failed, unreachable nor changed."),
+			"changed":     count("Hosts changed, but not failed or unreachable."),
+			"failed":      count("Hosts with a failed task (not rescued or ignored)."),
+			"unreachable": count("Hosts unreachable, but not failed."),
+			"rescued":     count("Hosts with a failure a `rescue` handled."),
+			"ignored":     count("Hosts with a failure `ignore_errors` ignored."),
 		},
 	}
 }
@@ -185,9 +172,8 @@ func hostCountsValue(c bundle.HostCounts, diags *diag.Diagnostics) types.Object 
 
 func artifactsAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats` for the run (AWX's job "+
-			"artifacts, without `per_host` data), as a JSON object, `{}` when none. Artifacts over %d MiB, or a "+
-			"result over %d MiB, end the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
+		MarkdownDescription: fmt.Sprintf("What the playbook set with `set_stats`, as a JSON object; over %d MiB (or a result over %d MiB) ends "+
+			"the run as `error`.", bundle.MaxArtifacts>>20, bundle.MaxResultSize>>20),
 		Computed: true,
 	}
 }

@@ -46,26 +46,15 @@ var sliceResultType = types.ObjectType{AttrTypes: map[string]attr.Type{
 func sliceAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"slices": schema.Int64Attribute{
-			MarkdownDescription: fmt.Sprintf("Into how many slices the run's hosts are split, as AWX's job slicing "+
-				"(`job_slice_count`) splits them: each slice runs the playbook (or `ad_hoc`) against its hosts only, in "+
-				"a pod of its own that claims its group's capacity on its own, so that slices beyond `max_concurrent_runs`, "+
-				"`max_forks` or the namespace's quota wait and start as room frees, and with `container_groups` each "+
-				"slice is placed on its own. Each slice's pod lists the run's hosts (after `limit` and `rerun_hosts`) "+
-				"with `ansible --list-hosts`, sorts them by name and takes those at positions `slice - 1`, `slice - 1 + "+
-				"slices`, and so on, so every host is in exactly one slice. The slices' results make the run's "+
-				"(see `slice_results` and [Sliced Runs](#sliced-runs)). Between 1 and %d; defaults to `1`, one pod for "+
-				"every host. Not for `command` runs; a `destroy_playbook` runs unsliced.", maxSlices),
+			MarkdownDescription: fmt.Sprintf("Into how many slices, a pod each, the run's hosts are split, as AWX's job slicing does (see [Sliced "+
+				"Runs](#sliced-runs)). Between 1 and %d; defaults to `1`.", maxSlices),
 			Optional: true, Computed: true, Default: int64default.StaticInt64(1),
 			Validators:    []validator.Int64{int64validator.Between(1, maxSlices)},
 			PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 		},
 		"ad_hoc": schema.SingleNestedAttribute{
-			MarkdownDescription: "An ad hoc command instead of a playbook: one Ansible `module` with its `args` against " +
-				"the hosts of `pattern`, as `ansible <pattern> -m <module> -a <args>` runs it, with the same `inventory`, " +
-				"`limit`, `forks`, `verbosity`, `extra_vars`, SSH keys, vault passwords, `slices` and per-host results " +
-				"(`host_stats`, `host_counts`, `failed_tasks`, `status_reason`) as a playbook. kubeplay runs it as a " +
-				"playbook of one play (`hosts: <pattern>`, `gather_facts: false`) and one task; `become` is set with " +
-				"`extra_vars` (`ansible_become = true`). Exactly one of `playbook`, `playbook_path`, `command` and `ad_hoc` is required.",
+			MarkdownDescription: "An ad hoc command instead of a playbook: `ansible <pattern> -m <module> -a <args>`. Exactly one of " +
+				"`playbook`, `playbook_path`, `command` and `ad_hoc` is required.",
 			Optional: true,
 			Attributes: map[string]schema.Attribute{
 				"module": schema.StringAttribute{
@@ -73,9 +62,8 @@ func sliceAttributes() map[string]schema.Attribute {
 					Required:            true, Validators: []validator.String{moduleName()},
 				},
 				"args": schema.StringAttribute{
-					MarkdownDescription: "The module's arguments as `-a` takes them: `key=value` pairs, or the free-form " +
-						"text of modules such as `ansible.builtin.command`. Defaults to none.",
-					Optional: true,
+					MarkdownDescription: "The module's arguments, as `-a` takes them.",
+					Optional:            true,
 				},
 				"pattern": schema.StringAttribute{
 					MarkdownDescription: "The host pattern to run against, such as `all`, `webservers` or `web*:!web3`.",
@@ -87,11 +75,8 @@ func sliceAttributes() map[string]schema.Attribute {
 				path.MatchRoot("playbook_path"), path.MatchRoot("command"))},
 		},
 		"slice_results": schema.ListNestedAttribute{
-			MarkdownDescription: "With `slices` above 1, each slice's end, in slice order: its `slice` number, its run " +
-				"`id` (the pod's `kubeplay.io/run` label), the `container_group` it ran in, its `status`, " +
-				"`status_reason`, `exit_code` and `host_count`, its `pod_name` and `node_name`, its `launch_attempts` and " +
-				"its `timeline`. Null for an unsliced run.",
-			Computed: true,
+			MarkdownDescription: "With `slices` above 1, each slice's end, in slice order; null for an unsliced run.",
+			Computed:            true,
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 				"slice":           schema.Int64Attribute{MarkdownDescription: "The slice's number, from 1.", Computed: true},
 				"id":              schema.StringAttribute{MarkdownDescription: "The slice's run id.", Computed: true},

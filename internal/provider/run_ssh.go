@@ -24,10 +24,8 @@ import (
 func runSSHAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"ssh_private_keys_wo": schema.ListAttribute{
-			MarkdownDescription: "SSH private keys for Ansible's `ssh` connection, unencrypted PEM (OpenSSH, PKCS#1, PKCS#8 " +
-				"or SEC 1), for example `[file(\"~/.ssh/deploy\")]`, loaded into an `ssh-agent`: the image needs " +
-				"`ssh-agent` and `ssh-add`. Write-only: see [Secrets](#secrets)." +
-				runWOChangeMany + " Requires Terraform 1.11 or later.",
+			MarkdownDescription: "SSH private keys for Ansible's `ssh` connection, unencrypted PEM, such as `[file(\"~/.ssh/deploy\")]`, " +
+				"loaded into an `ssh-agent`. See [Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.List{listvalidator.ValueStringsAre(sshPrivateKey())},
 		},
@@ -38,22 +36,17 @@ func runSSHAttributes() map[string]schema.Attribute {
 			Validators: []validator.String{knownHostsText()},
 		},
 		"ssh_host_key_checking": schema.BoolAttribute{
-			MarkdownDescription: "Whether Ansible checks SSH host keys (`StrictHostKeyChecking=yes`): an unknown or " +
-				"changed key makes the host unreachable. Defaults to `true`; `false`, which accepts any key, is a warning.",
-			Optional: true, PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
+			MarkdownDescription: "Whether Ansible checks SSH host keys. Defaults to `true`; `false` is a warning.",
+			Optional:            true, PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()},
 		},
 		"vault_password_wo": schema.StringAttribute{
-			MarkdownDescription: "The vault password for vaulted content without a vault id (or with id `default`), passed " +
-				"as `--vault-id default@file`, surrounding whitespace ignored. A wrong one ends the run `failed`. " +
-				"Write-only: see [Secrets](#secrets)." +
-				runWOChangeOne + " Requires Terraform 1.11 or later.",
+			MarkdownDescription: "The vault password for vaulted content without a vault id, passed as `--vault-id default@file`. See " +
+				"[Secrets](#secrets).",
 			Optional: true, Sensitive: true, WriteOnly: true, Validators: []validator.String{vaultPassword(), redactableSecret()},
 		},
 		"vault_passwords_wo": schema.MapAttribute{
-			MarkdownDescription: "Vault passwords by vault id (`ansible-vault encrypt --vault-id prod@prompt`), each " +
-				"passed as `--vault-id id@file` as `vault_password_wo` is. Write-only: see [Secrets](#secrets)." +
-				runWOChangeMany + " Requires Terraform 1.11 or later.",
-			Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
+			MarkdownDescription: "Vault passwords by vault id, each passed as `--vault-id id@file`. See [Secrets](#secrets).",
+			Optional:            true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 			Validators: []validator.Map{
 				mapvalidator.KeysAre(vaultIDName()), mapvalidator.ValueStringsAre(vaultPassword(), redactableSecret()),
 			},

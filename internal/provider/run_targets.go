@@ -19,22 +19,14 @@ var plannedTargetType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 func plannedTargetsAttribute() schema.ListNestedAttribute {
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run goes, one element per candidate group in the order `container_group` or " +
-			"`container_groups` names them: the cluster of the group's credential and the pod. Apply compares each " +
-			"group's element with what it finds and stops the run, before any namespace, claim or pod exists, when one " +
-			"differs. Unknown at plan when the group is not known yet; a value is unknown when the group, its credential " +
-			"or the node label changes in the same apply, or with `node` (see [Security " +
+		MarkdownDescription: "Where the run goes, per candidate group, which apply checks ([Security " +
 			"model](../guides/security-model.md#what-the-plan-shows-and-what-apply-checks)).",
 		Computed: true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"container_group": schema.StringAttribute{MarkdownDescription: "The group's name.", Computed: true},
-			"server": schema.StringAttribute{MarkdownDescription: "The API server URL of the group's credential, which " +
-				"receives the pod, the bundle and its secrets.", Computed: true},
-			"ca_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of the PEM CA bundle the credential " +
-				"verifies the API server with; `system` when it trusts the host's system roots, `insecure` when it skips " +
-				"verification.", Computed: true},
-			"pod_sha256": schema.StringAttribute{MarkdownDescription: "The SHA-256 of the run's pod as YAML, as " +
-				"`rendered_pod` shows it when every group renders the same pod.", Computed: true},
+			"server":          schema.StringAttribute{MarkdownDescription: "The API server URL of the group's credential.", Computed: true},
+			"ca_sha256":       schema.StringAttribute{MarkdownDescription: "The SHA-256 of the credential's CA bundle; `system` or `insecure`.", Computed: true},
+			"pod_sha256":      schema.StringAttribute{MarkdownDescription: "The SHA-256 of `rendered_pod`.", Computed: true},
 		}},
 	}
 }

@@ -24,52 +24,59 @@ var timelineStepType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 // stepMeanings say what each timeline step covers, for the documentation.
 var stepMeanings = map[string]string{
-	runner.StepQueued:    "rendering the pod, removing the group's orphaned pods, and waiting for the group's capacity (`max_concurrent_runs`, `max_forks`, or any group of `container_groups`)",
+	runner.StepQueued:    "rendering the pod and waiting for the group's capacity",
 	runner.StepNamespace: "making a namespace label's run namespace",
-	runner.StepClaim:     "taking a warm pod of the group's pool (`detail` names it, or says none was ready), or a held node's turn",
-	runner.StepCreate:    "the pod's create request, with waits for the namespace's ResourceQuota; again for each launch retry",
-	runner.StepSchedule:  "from the pod's creation until the scheduler bound it to a node, with waits for room on a node or for a node the cluster autoscaler adds (`detail` quotes the scheduler)",
-	runner.StepSandbox:   "from the binding until the container ran, but for the image's pull: the pod's sandbox and network, and the container's creation and start",
-	runner.StepImage:     fmt.Sprintf("the image's pull, from the kubelet's `Pulled` event (`detail` says `pulled in <duration>` or `present on the node`), for a pod that took %s or more from its binding to run; for a quicker pod it lasts `0` and its `detail` says it was not measured, since the pod's status shows the sandbox, the pull and the start only together", runner.PullCheckAfter),
-	runner.StepDeliver:   "the exec into the pod and the delivery of the playbook, files and project",
-	runner.StepPlaybook:  "from the delivery until the result came: `ansible-playbook` or the command",
-	runner.StepCleanup:   "from the result (or the failure) until the pod was gone, or its deletion accepted for a warm pod",
+	runner.StepClaim:     "taking a warm pod or a held node's turn",
+	runner.StepCreate:    "creating the pod, with quota waits",
+	runner.StepSchedule:  "waiting for a node (`detail` quotes the scheduler)",
+	runner.StepSandbox:   "starting the container, but for the image's pull",
+	runner.StepImage:     fmt.Sprintf("the image's pull, measured only for a pod that took %s or more to run", runner.PullCheckAfter),
+	runner.StepDeliver:   "delivering the playbook, files and project",
+	runner.StepPlaybook:  "`ansible-playbook` or the command",
+	runner.StepCleanup:   "deleting the pod",
 }
 
 func timelineAttribute() schema.Attribute {
-	var steps strings.Builder
-	for _, s := range runner.Steps {
-		fmt.Fprintf(&steps, "`%s` (%s), ", s, stepMeanings[s])
-	}
 	return schema.ListNestedAttribute{
-		MarkdownDescription: "Where the run's time went, as the steps kubeplay saw from the events it watches anyway " +
-			"(no extra requests, but for one list of the pod's `Pulled` event when the pod was slow to start): each lasts from when kubeplay saw it begin until the next began, so that their " +
-			"`seconds` add up to the time from `started_at` to `finished_at`. The steps, in order, are " +
-			strings.TrimSuffix(steps.String(), ", ") + ". A step the run did not need is absent (a warm run has no " +
-			"`create`), and one that began and ended in the same event lasts `0`.",
-		Computed: true,
+		MarkdownDescription: "Where the run's time went, as [steps](#timeline-steps).",
+		Computed:            true,
 		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 			"step":       schema.StringAttribute{MarkdownDescription: "The step's name.", Computed: true},
 			"started_at": schema.StringAttribute{MarkdownDescription: "When the step began (RFC 3339, with milliseconds).", Computed: true},
 			"seconds":    schema.Float64Attribute{MarkdownDescription: "How long the step lasted, in seconds, to the millisecond.", Computed: true},
-			"detail": schema.StringAttribute{MarkdownDescription: "What the step waited for (the scheduler's or the " +
-				"quota's message), which pod it claimed, or the launch attempt; empty when there is nothing to say.", Computed: true},
+			"detail":     schema.StringAttribute{MarkdownDescription: "What the step waited for, or which pod it claimed; may be empty.", Computed: true},
 		}},
 	}
 }
 
-func statusReasonAttribute() schema.Attribute {
-	var reasons strings.Builder
-	for _, r := range runner.Reasons {
-		fmt.Fprintf(&reasons, "\n  - `%s`: %s", r.Reason, r.Meaning)
-		if r.Retried {
-			reasons.WriteString(" The group's `launch_retries` launch a fresh pod for it.")
-		}
+// timelineStepsMarkdown is the list of timeline steps that the run's page
+// gives under Timeline Steps (TestDocsRunStatusReasons keeps them equal).
+func timelineStepsMarkdown() string {
+	var b strings.Builder
+	for _, s := range runner.Steps {
+		fmt.Fprintf(&b, "- `%s`: %s.\n", s, stepMeanings[s])
 	}
+	return b.String()
+}
+
+// statusReasonsMarkdown is the list of runner.Reasons that the run's page
+// gives under Status Reasons (TestDocsRunStatusReasons keeps them equal).
+func statusReasonsMarkdown() string {
+	var b strings.Builder
+	for _, r := range runner.Reasons {
+		fmt.Fprintf(&b, "- `%s`: %s", r.Reason, r.Meaning)
+		if r.Retried {
+			b.WriteString(" *Retried.*")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func statusReasonAttribute() schema.Attribute {
 	return schema.StringAttribute{
-		MarkdownDescription: "Why a run that did not succeed ended as it did, one of a closed set a pipeline or a " +
-			"module can branch on (`message`-like detail is in the diagnostics); null for a successful run:" +
-			reasons.String(),
+		MarkdownDescription: "Why a run that did not succeed ended as it did, one of the [Status Reasons](#status-reasons); null " +
+			"for a successful run.",
 		Computed: true,
 	}
 }

@@ -251,9 +251,8 @@ func kindOf(v attr.Value) string {
 // what happens without it.
 func ansibleListAttribute(kind, desc, unset string) schema.ListAttribute {
 	return schema.ListAttribute{
-		MarkdownDescription: desc + " Each element must be non-empty and hold no comma, since Ansible splits the " +
-			"joined value on commas: write `[\"a\", \"b\"]`, not `[\"a,b\"]`. " + unset,
-		Optional: true, ElementType: types.StringType,
+		MarkdownDescription: desc + " " + unset,
+		Optional:            true, ElementType: types.StringType,
 		PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
 		Validators: []validator.List{listvalidator.SizeAtLeast(1),
 			listvalidator.ValueStringsAre(stringvalidator.LengthAtLeast(1), ansibleListItem(kind))},

@@ -22,8 +22,7 @@ import (
 // operation with no time left would fail at once.
 
 // timeoutsDescription describes every timeouts block.
-const timeoutsDescription = "How long each operation that waits may take, counted from the operation's start; " +
-	"each key says what it bounds and its default. A key that is not a positive duration is a plan-time error."
+const timeoutsDescription = "How long each operation may take, as positive durations."
 
 // timeoutsBlock is a resource's timeouts block with opts' keys.
 func timeoutsBlock(ctx context.Context, opts timeouts.Opts) schema.Block {
