@@ -129,16 +129,10 @@ const containerGroupDescription = "A container group says where runs execute and
 // says which scheduling failures a run waits out; pod_pending_timeout
 // refers to it. Its 20 seconds are runner.AutoscalerGrace (checked by
 // TestSchedulingDescription).
-const schedulingDescription = "A run pod that the scheduler cannot place waits, within `pod_pending_timeout`, while that can pass " +
-	"by itself: the nodes lack room for now, the scheduler is preempting lower-priority pods for it, or " +
-	"other pods keep it off a node (anti-affinity, topology spread); such a wait that " +
-	"`pod_pending_timeout` ends has `status_reason` `capacity_timeout`. A pod that no node could ever " +
-	"hold (by labels, taints or requests) watches its events for up to 20 seconds for a cluster " +
-	"autoscaler's answer: `TriggeredScaleUp` (Karpenter: `Nominated`), or one for another pod of the " +
-	"namespace in the last 15 minutes, keeps it waiting for the new node; `NotTriggerScaleUp`, or no " +
-	"answer, ends the run as `error` (`unschedulable`) with a message that says what to change. Node " +
-	"lifecycle taints (`not-ready`, a cordon) are waited out. The `schedule` step of `timeline` says what " +
-	"the pod waited for."
+const schedulingDescription = "A run pod the scheduler cannot place yet (no room for now, a preemption, anti-affinity) " +
+	"waits within `pod_pending_timeout` (then `capacity_timeout`). One that no node could ever hold waits for up to 20 " +
+	"seconds for a cluster autoscaler to add a node, and otherwise ends as `unschedulable`; node lifecycle taints are " +
+	"waited out. The `schedule` step of `timeline` says what the pod waited for."
 
 // maxWarmPods bounds one pool: more would be a deployment, not a pool.
 const maxWarmPods = 100
@@ -153,19 +147,14 @@ const warmPodsDescription = "`warm_pods` and `warm_labels` keep pods started ahe
 	"warm pods as run pods. A warm pod has a deadline of 24 hours (a claim lowers it to the run's " +
 	"timeout), so an abandoned pool ends by itself. Destroying the group deletes its warm pods."
 
-const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the checks of the API server's PodSecurity " +
-	"admission plugin (`k8s.io/pod-security-admission`) against `rendered_pod`, and against the pod of " +
-	"each run with its node label. The group's pod is checked at the newest policy version this provider " +
-	"knows and, when its cluster can be reached, at that API server's own version (newer versions relax " +
-	"some checks); a run's pod at its API server's version, or the newest when that cannot be read. The " +
-	"error lists each failed check. With `manage_namespace = true` the namespace is also labelled " +
-	"`pod-security.kubernetes.io/enforce=<level>` and `enforce-version=latest`, so the API server refuses " +
-	"every pod below the level there. `baseline` refuses what lets a pod take over its node; the default " +
-	"run pod passes it. `restricted` needs a `pod_spec_override` that sets `runAsNonRoot: true`, a " +
-	"non-zero `runAsUser`, `allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and " +
-	"`seccompProfile: {type: RuntimeDefault}`; any UID and a read-only root file system work: runs get a " +
-	"writable `HOME` in `/tmp` and a passwd entry for `ssh` (through nss_wrapper, or a writable " +
-	"`/etc/passwd`)."
+const podSecurityLevelDescription = "`pod_security_level` is checked at plan time with the API server's PodSecurity " +
+	"checks (`k8s.io/pod-security-admission`) against `rendered_pod` and each run's pod: the group's pod at the newest " +
+	"policy version this provider knows and, when its cluster can be reached, at the API server's own version; a run's " +
+	"pod at its API server's version, or the newest when that cannot be read. With `manage_namespace = true` the " +
+	"namespace is also labelled `pod-security.kubernetes.io/enforce=<level>`. The default run pod passes `baseline`; " +
+	"`restricted` needs a `pod_spec_override` with `runAsNonRoot`, a non-zero `runAsUser`, " +
+	"`allowPrivilegeEscalation: false`, `capabilities: {drop: [ALL]}` and `seccompProfile: {type: RuntimeDefault}` " +
+	"(any UID and a read-only root file system work)."
 
 func (r *containerGroupResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	mib := "in MiB"
