@@ -28,6 +28,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalog"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runengine"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 )
 
 // Re-running only the hosts that failed. A run that opts in
@@ -98,7 +99,8 @@ func (r *runResource) rerunName(ctx context.Context, name string) (string, error
 	return rerunRecordPrefix + sig[strings.LastIndexByte(sig, ':')+1:][:40], nil
 }
 
-// loadRerun reads the record of runs named name; nil without one.
+// loadRerun reads the record of runs named name; nil without one. An
+// error is worded for a diagnostic: its cause and remedy.
 func (r *runResource) loadRerun(ctx context.Context, name string) (*rerunDoc, error) {
 	rec, err := r.rerunName(ctx, name)
 	if errors.Is(err, catalogkey.ErrMissing) {
@@ -113,13 +115,27 @@ func (r *runResource) loadRerun(ctx context.Context, name string) (*rerunDoc, er
 	}
 	got, err := s.GetCheckRecord(ctx, rec)
 	var gone *catalog.CheckRecordGoneError
-	if errors.Is(err, catalog.ErrNotFound) || errors.As(err, &gone) {
+	switch {
+	case errors.Is(err, catalog.ErrNotFound) || errors.As(err, &gone):
 		return nil, nil
+	case err == nil:
+		doc, derr := decodeRerun(got.Doc)
+		if derr == nil {
+			return doc, nil
+		}
+		err = derr
 	}
-	if err != nil {
-		return nil, err
+	if errors.Is(err, catalog.ErrTampered) {
+		return nil, fmt.Errorf("the record, ConfigMap %s of the catalog namespace, was changed outside kubeplay (%v): "+
+			"delete it to run every host, or set rerun_failed_hosts = false", rec, err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(got.Doc))
+	return nil, fmt.Errorf("%w; grant the credential get on ConfigMaps of the catalog namespace, or set "+
+		"rerun_failed_hosts = false to run every host", err)
+}
+
+// decodeRerun opens a record's document.
+func decodeRerun(raw []byte) (*rerunDoc, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", catalog.ErrTampered, err)
 	}
@@ -131,6 +147,12 @@ func (r *runResource) loadRerun(ctx context.Context, name string) (*rerunDoc, er
 		return nil, fmt.Errorf("%w: not a list of hosts kubeplay wrote", catalog.ErrTampered)
 	}
 	return &doc, nil
+}
+
+// rerunUnreadable is the error of a record that could not be read.
+func rerunUnreadable(name, when string, err error, diags *diag.Diagnostics) {
+	diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Failed Hosts Unreadable",
+		fmt.Sprintf("The list of the hosts that failed in the last run named %q could not be read%s: %v.", name, when, err))
 }
 
 // rerunValue is doc as rerun_hosts.
@@ -150,18 +172,15 @@ func rerunValue(doc *rerunDoc, diags *diag.Diagnostics) types.Object {
 func (r *runResource) planRerun(ctx context.Context, plan *runModel, diags *diag.Diagnostics) {
 	plan.RerunHosts = types.ObjectNull(rerunHostsType.AttrTypes)
 	switch {
-	case !plan.RerunFailedHosts.ValueBool():
-		return
-	case plan.RerunFailedHosts.IsUnknown() || plan.Name.IsUnknown() || r.data == nil:
+	case plan.RerunFailedHosts.IsUnknown() || plan.RerunFailedHosts.ValueBool() && (plan.Name.IsUnknown() || r.data == nil):
 		plan.RerunHosts = types.ObjectUnknown(rerunHostsType.AttrTypes)
+		return
+	case !plan.RerunFailedHosts.ValueBool():
 		return
 	}
 	doc, err := r.loadRerun(ctx, plan.Name.ValueString())
 	if err != nil {
-		diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Failed Hosts Unreadable",
-			fmt.Sprintf("The list of the hosts that failed in the last run named %q could not be read: %v. Grant the "+
-				"credential get on ConfigMaps of the catalog namespace, or set rerun_failed_hosts = false to run every host.",
-				plan.Name.ValueString(), err))
+		rerunUnreadable(plan.Name.ValueString(), "", err, diags)
 		return
 	}
 	plan.RerunHosts = rerunValue(doc, diags)
@@ -178,10 +197,7 @@ func (r *runResource) applyRerun(ctx context.Context, plan *runModel, diags *dia
 	}
 	doc, err := r.loadRerun(ctx, plan.Name.ValueString())
 	if err != nil {
-		diags.AddAttributeError(path.Root("rerun_failed_hosts"), "Failed Hosts Unreadable",
-			fmt.Sprintf("The list of the hosts that failed in the last run named %q could not be read: %v. Nothing ran. "+
-				"Grant the credential get on ConfigMaps of the catalog namespace, or set rerun_failed_hosts = false.",
-				plan.Name.ValueString(), err))
+		rerunUnreadable(plan.Name.ValueString(), " (nothing ran)", err, diags)
 		return
 	}
 	got := rerunValue(doc, diags)
@@ -206,11 +222,21 @@ func describeRerun(v types.Object) string {
 	return fmt.Sprintf("the %s hosts that failed in run %s (sha256 %s)", a["count"], a["run_id"], a["sha256"])
 }
 
+// rerunKeeps reports whether res's failed hosts may narrow the next run:
+// only when every host's playbook reported how it ended. A run that ended
+// in error or was canceled (a slice lost or refused, the host listing
+// failed, Ctrl-C) may have hosts that never ran, so its next run targets
+// every host.
+func rerunKeeps(res runner.Result) bool {
+	return res.Status == runner.StatusSuccessful || res.Status == runner.StatusFailed
+}
+
 // storeRerun keeps the hosts of run id that failed or were unreachable
-// for the next run named as plan, or deletes the record when none did. A
-// failure to keep them is a warning: the run is recorded as it ended.
-func (r *runResource) storeRerun(ctx context.Context, plan runModel, id string, notOK []string, ran bool, diags *diag.Diagnostics) {
-	if !plan.RerunFailedHosts.ValueBool() || !ran {
+// for the next run named as plan, or deletes the record when none did or
+// the run may have left hosts unrun (rerunKeeps). A failure to keep them
+// is a warning: the run is recorded as it ended.
+func (r *runResource) storeRerun(ctx context.Context, plan runModel, id string, res runner.Result, diags *diag.Diagnostics) {
+	if !plan.RerunFailedHosts.ValueBool() {
 		return
 	}
 	name, err := r.rerunName(ctx, plan.Name.ValueString())
@@ -218,28 +244,40 @@ func (r *runResource) storeRerun(ctx context.Context, plan runModel, id string, 
 	if err == nil {
 		s, err = r.data.catalog()
 	}
-	if err == nil && len(notOK) == 0 {
-		if err = s.DeleteCheckRecord(ctx, name); errors.Is(err, catalog.ErrNotFound) {
-			err = nil
-		}
-	} else if err == nil {
-		hosts := slices.Sorted(slices.Values(notOK))
-		hosts = slices.Compact(hosts)
-		var doc []byte
-		if doc, err = gzipJSON(rerunDoc{RunID: id, Hosts: hosts}); err == nil && len(doc) > maxRerunRecord {
+	if err != nil {
+		rerunNotKept(ctx, plan, id, len(res.NotOKHosts), err, diags)
+		return
+	}
+	if rerunKeeps(res) && len(res.NotOKHosts) > 0 {
+		hosts := slices.Compact(slices.Sorted(slices.Values(res.NotOKHosts)))
+		doc, err := gzipJSON(rerunDoc{RunID: id, Hosts: hosts})
+		if err == nil && len(doc) > maxRerunRecord {
 			err = fmt.Errorf("the list of %d hosts takes %d bytes compressed, more than the %d a record holds", len(hosts), len(doc), maxRerunRecord)
 		}
 		if err == nil {
 			err = s.PutCheckRecord(ctx, name, doc, rerunRecordTTL)
 		}
+		if err == nil || errors.Is(err, catalog.ErrIndexReset) {
+			return
+		}
+		rerunNotKept(ctx, plan, id, len(hosts), err, diags)
 	}
-	if err != nil && !errors.Is(err, catalog.ErrIndexReset) {
-		tflog.Warn(ctx, "keeping the run's failed hosts failed", map[string]any{"run": id, "error": err.Error()})
-		diags.AddAttributeWarning(path.Root("rerun_failed_hosts"), "Failed Hosts Not Kept",
-			fmt.Sprintf("The run's %d hosts that failed or were unreachable could not be kept for its next run: %v. "+
-				"The next run of %q targets every host, or the hosts of an earlier run's list; its plan shows which (rerun_hosts).",
-				len(notOK), err, plan.Name.ValueString()))
+	// No list, or one that could not be kept: an older list must not narrow
+	// the next run either.
+	if err := s.DeleteCheckRecord(ctx, name); err != nil && !errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, catalog.ErrIndexReset) {
+		rerunNotKept(ctx, plan, id, len(res.NotOKHosts), err, diags)
 	}
+}
+
+// rerunNotKept warns that the next run of plan's name may not target what
+// this run left to re-run.
+func rerunNotKept(ctx context.Context, plan runModel, id string, n int, err error, diags *diag.Diagnostics) {
+	tflog.Warn(ctx, "keeping the run's failed hosts failed", map[string]any{"run": id, "error": err.Error()})
+	diags.AddAttributeWarning(path.Root("rerun_failed_hosts"), "Failed Hosts Not Kept",
+		fmt.Sprintf("The run's %d hosts that failed or were unreachable could not be kept for its next run: %v. The "+
+			"next run of %q targets every host, or, if the earlier list could not be deleted either, that list: its "+
+			"plan shows which (rerun_hosts). Grant the credential create, update and delete on ConfigMaps of the "+
+			"catalog namespace.", n, err, plan.Name.ValueString()))
 }
 
 func gzipJSON(v any) ([]byte, error) {

@@ -810,7 +810,7 @@ func (r *runResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if !ok || projectChanged(ctx, plan, out.Err, &resp.Diagnostics) {
 		return
 	}
-	r.storeRerun(ctx, plan, plan.ID.ValueString(), out.NotOKHosts, out.ExitCode >= 0, &resp.Diagnostics)
+	r.storeRerun(ctx, plan, plan.ID.ValueString(), out.Result, &resp.Diagnostics)
 	plan.ContainerGroup = types.StringValue(out.group)
 	plan.SliceResults = sliceResultsValue(out.slices, &resp.Diagnostics)
 	plan.RenderedPod, plan.RunNamespace = types.StringValue(out.Rendered), stringOrNull(out.Namespace)

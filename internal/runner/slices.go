@@ -76,7 +76,10 @@ func MergeSlices(rs []Result) Result {
 				reasons = append(reasons, r.Reason)
 			}
 			if m.ExitCode == 0 {
-				m.ExitCode, m.Message, m.Err = r.ExitCode, fmt.Sprintf("slice %d/%d: %s", i+1, len(rs), r.Message), r.Err
+				m.ExitCode, m.Err = r.ExitCode, r.Err
+				if r.Message != "" {
+					m.Message = fmt.Sprintf("slice %d/%d: %s", i+1, len(rs), r.Message)
+				}
 			}
 		}
 		if r.HostList {
