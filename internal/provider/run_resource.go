@@ -870,25 +870,25 @@ func (r *runResource) execute(ctx context.Context, plan, config runModel, operat
 	cands = withPlanned(cands, hooks.planned)
 	var out runOutcome
 	if n := int(plan.Slices.ValueInt64()); n > 1 && operation == runengine.OperationCreate {
-		groups := make([]string, len(targets))
-		for i, t := range targets {
-			groups[i] = t.group.Name
-		}
-		out.slices = executeSlices(ctx, n, req, cands, groups, req.OnLine, hooks.onEvent)
-		out.group = ""
-		for i, s := range out.slices {
-			if s.err == nil {
-				out.slices[i].out.Result = r.classified(s.out.Result, targets[groupIndex(targets, s.group)])
+		for _, sl := range runengine.PlaceSlices(ctx, n, req, cands) {
+			t := targets[max(sl.Placed, 0)]
+			if sl.Err == nil {
+				sl.Outcome.Result = r.classified(sl.Outcome.Result, t)
 				if out.group == "" {
-					out.group = s.group
+					out.group = t.group.Name
 				}
 			}
+			out.slices = append(out.slices, sliceOutcome{Slice: sl, group: t.group.Name})
 		}
 		if out.group == "" {
-			notStarted(out.slices[0].err, groupsAt, diags)
+			notStarted(out.slices[0].Err, groupsAt, diags)
 			return out, false
 		}
-		out.Outcome = mergeOutcomes(out.slices)
+		ss := make([]runengine.Slice, len(out.slices))
+		for i, s := range out.slices {
+			ss[i] = s.Slice
+		}
+		out.Outcome = runengine.MergeSlices(ss)
 		cleanupWarnings(out.Warnings, diags)
 		logSlices(ctx, id, out.slices)
 		logTimeline(ctx, id, out.Result)
@@ -918,16 +918,6 @@ func (r *runResource) classified(res runner.Result, t *runTarget) runner.Result 
 		}
 	}
 	return res
-}
-
-// groupIndex is the index of the target of group name, 0 when none is.
-func groupIndex(targets []*runTarget, name string) int {
-	for i, t := range targets {
-		if t.group.Name == name {
-			return i
-		}
-	}
-	return 0
 }
 
 // candidates are the groups the run may run in, in the order it names

@@ -5,12 +5,7 @@ package provider
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
@@ -95,101 +90,10 @@ func sliceAttributes() map[string]schema.Attribute {
 	}
 }
 
-// sliceID is the run id of slice k of run id: the slices' pods, claims
-// and history records are told apart by it.
-func sliceID(id string, k int) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/slice/%d", id, k))
-	return hex.EncodeToString(sum[:8])
-}
-
-// sliceOutcome is one slice's end.
+// sliceOutcome is one slice's end and the group it ran in.
 type sliceOutcome struct {
-	slice int
-	id    string
+	runengine.Slice
 	group string
-	out   runengine.Outcome
-	err   error // the slice did not start
-}
-
-// hostsSeen is the host list's digest the first slice to end saw: the
-// slices that start after it refuse a different one (ExpectHostsSHA256).
-type hostsSeen struct {
-	mu     sync.Mutex
-	digest string
-}
-
-func (h *hostsSeen) get() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.digest
-}
-
-func (h *hostsSeen) saw(r runner.Result) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.digest == "" && r.HostList {
-		h.digest = r.HostsSHA256
-	}
-}
-
-// executeSlices runs req's bundle in n slices at once, each placed on its
-// own, and gives each slice's end, in slice order.
-func executeSlices(ctx context.Context, n int, req runengine.Request, cands []runengine.Candidate, groups []string,
-	onLine, onEvent func(string)) []sliceOutcome {
-	seen := &hostsSeen{}
-	outs := make([]sliceOutcome, n)
-	var wg sync.WaitGroup
-	for k := 1; k <= n; k++ {
-		sreq := req
-		sreq.ID = sliceID(req.ID, k)
-		sreq.Bundle.Slice, sreq.Bundle.Slices, sreq.Bundle.ExpectHostsSHA256 = k, n, seen.get
-		sreq.OutputLimit = runner.SliceOutputLimit(req.OutputLimit, n)
-		prefix := fmt.Sprintf("[slice %d/%d] ", k, n)
-		sreq.OnLine = func(l string) { onLine(prefix + l) }
-		sreq.OnEvent = nil
-		if onEvent != nil {
-			sreq.OnEvent = func(e string) { onEvent(prefix + e) }
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, placed, err := runengine.Place(ctx, sreq, cands)
-			seen.saw(out.Result)
-			outs[k-1] = sliceOutcome{slice: k, id: sreq.ID, group: groups[max(placed, 0)], out: out, err: err}
-		}()
-	}
-	wg.Wait()
-	return outs
-}
-
-// mergeOutcomes is the run's outcome from its slices': a slice that did
-// not start counts as a slice that ended in error.
-func mergeOutcomes(outs []sliceOutcome) runengine.Outcome {
-	var merged runengine.Outcome
-	results := make([]runner.Result, len(outs))
-	for i, s := range outs {
-		if s.err != nil {
-			results[i] = runner.Result{Status: runner.StatusError, ExitCode: -1, Reason: notStartedReason(s.err),
-				Message: s.err.Error(), Err: s.err, StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC()}
-		} else {
-			results[i] = s.out.Result
-		}
-		if merged.Rendered == "" && s.err == nil {
-			merged.Rendered, merged.Targets, merged.Namespace = s.out.Rendered, s.out.Targets, s.out.Namespace
-		}
-		merged.Warnings = append(merged.Warnings, s.out.Warnings...)
-	}
-	merged.Result = runner.MergeSlices(results)
-	return merged
-}
-
-// notStartedReason is the reason of a slice that did not start.
-func notStartedReason(err error) runner.Reason {
-	var ce *runengine.CapacityError
-	if errors.As(err, &ce) {
-		return runner.ReasonCapacityTimeout
-	}
-	return runner.ReasonOf(err)
 }
 
 // sliceResultsValue is outs as slice_results; null for one slice.
@@ -199,14 +103,10 @@ func sliceResultsValue(outs []sliceOutcome, diags *diag.Diagnostics) types.List 
 	}
 	elems := make([]attr.Value, 0, len(outs))
 	for _, s := range outs {
-		r := s.out.Result
-		status, reason, exit := r.Status, stringOrNull(string(r.Reason)), int64(r.ExitCode)
-		if s.err != nil {
-			status, reason, exit = runner.StatusError, stringOrNull(string(notStartedReason(s.err))), -1
-		}
+		r := s.Result()
 		obj, d := types.ObjectValue(sliceResultType.AttrTypes, map[string]attr.Value{
-			"slice": types.Int64Value(int64(s.slice)), "id": types.StringValue(s.id), "container_group": types.StringValue(s.group),
-			"status": types.StringValue(status), "status_reason": reason, "exit_code": types.Int64Value(exit),
+			"slice": types.Int64Value(int64(s.Index)), "id": types.StringValue(s.ID), "container_group": types.StringValue(s.group),
+			"status": types.StringValue(r.Status), "status_reason": stringOrNull(string(r.Reason)), "exit_code": types.Int64Value(int64(r.ExitCode)),
 			"host_count": types.Int64Value(max(r.HostCount, int64(len(r.Hosts)))), "pod_name": types.StringValue(r.PodName),
 			"node_name": types.StringValue(r.NodeName), "launch_attempts": types.Int64Value(int64(r.LaunchAttempts)),
 			"timeline": timelineValue(r.Timeline, diags),
@@ -236,9 +136,9 @@ func adHocBundle(ctx context.Context, m runModel, diags *diag.Diagnostics) *bund
 // logSlices writes each slice's end to Terraform's log.
 func logSlices(ctx context.Context, id string, outs []sliceOutcome) {
 	for _, s := range outs {
-		fields := map[string]any{"run": id, "slice": s.slice, "slice_run": s.id, "group": s.group, "status": s.out.Status}
-		if s.err != nil {
-			fields["error"] = s.err.Error()
+		fields := map[string]any{"run": id, "slice": s.Index, "slice_run": s.ID, "group": s.group, "status": s.Result().Status}
+		if s.Err != nil {
+			fields["error"] = s.Err.Error()
 		}
 		tflog.Info(ctx, "slice ended", fields)
 	}
@@ -246,8 +146,8 @@ func logSlices(ctx context.Context, id string, outs []sliceOutcome) {
 
 // sliceLine is a slice's end as the action's progress shows it.
 func sliceLine(s sliceOutcome, of int) string {
-	if s.err != nil {
-		return fmt.Sprintf("slice %d/%d did not start: %v", s.slice, of, s.err)
+	if s.Err != nil {
+		return fmt.Sprintf("slice %d/%d did not start: %v", s.Index, of, s.Err)
 	}
-	return runner.SliceHeader(s.slice, of, s.out.Result)
+	return runner.SliceHeader(s.Index, of, s.Outcome.Result)
 }
