@@ -4,8 +4,10 @@
 # cluster and run in parallel; the GNUmakefile's lists say which do not:
 #
 #   phase 1  at once:
-#              parallel      all packages on the first Terraform (on PATH),
-#                            -parallel TESTACC_PARALLEL, but for the two lists;
+#              parallel      all packages but TERRAFORM_PKGS on the first
+#                            Terraform (on PATH), -parallel TESTACC_PARALLEL,
+#                            but for the two lists;
+#              <pkg>         each of TERRAFORM_PKGS likewise, in a job of its own;
 #              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
 #              tofu-<pkg>    TESTACC_TOFU_RUN of each of TERRAFORM_PKGS on
@@ -140,9 +142,9 @@ done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_
 
 # prewarm: what the second pass, the release test and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
 # phase 1's tests mostly wait on pods: the linters and the docs generator, and each fuzzed
-# package's test binary as `go test -fuzz` builds it (every package instrumented, the standard
-# library included, so a cold cache compiles the whole dependency tree again: about 11 of the
-# 14 minutes the fuzz job took cold). Warm, it is cache hits and one link per package.
+# package's instrumented test binary, which phase 2's fuzz job runs (every package instrumented,
+# the standard library included, so a cold cache compiles the whole dependency tree again: about
+# 11 of the 14 minutes the fuzz job took cold). Warm, it is cache hits.
 prewarm() {
   local pkg
   next_terraform || return 1
@@ -150,9 +152,7 @@ prewarm() {
   # TestAccRelease_install builds GoReleaser itself when it gets there first (make's lock).
   nice -n 19 make --no-print-directory goreleaser || return 1
   nice -n 19 make --no-print-directory tools || return 1
-  for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do
-    nice -n 19 go test -c -o /dev/null -fuzz=. "./$pkg" || return 1
-  done
+  nice -n 19 tools/fuzz.sh build || return 1
 }
 if [ "$checks" = 1 ]; then
   jobs_run+=(prewarm)
@@ -167,8 +167,15 @@ fi
 
 phase_start=$(date +%s)
 phase1=()
-job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" ./... && phase1+=(parallel)
+# The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
+# from the binary built above, started at once: in go test ./... the provider's began only
+# when a slot of -p freed, and was linked a second time.
+# shellcheck disable=SC2086 # one package per word
+job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" \
+  $(go list ./... | grep -vxF -f <(go list $TERRAFORM_PKGS)) && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
+  job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
+    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("$(basename "$pkg")")
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
   job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \

@@ -43,12 +43,62 @@ import (
 // applied with the terraform CLI as another workspace, defined.
 //
 // The examples' names are literal (awx-runs, target-infra, ...), so the
-// subtests run one after another; each has a catalog namespace of its own.
-// The guides' configurations (examples/guides), which need the clusters and
+// subtests of one test run one after another; each has a catalog namespace
+// of its own. The examples are split between this test (the provider,
+// credentials, container groups and node labels) and
+// TestAccExamples_runsAndPhases (held nodes, phases, clusterctl, runs),
+// which make no namespace or CRD in common, so that make test-all runs the
+// two in processes of their own at once: one after the other they were its
+// longest job. The guides' configurations (examples/guides), which need the
+// clusters and
 // credentials they migrate from, and the subdirectories of resource examples
 // are only validated, by TestDocsCodeBlocksValidate, as are the list
 // examples; TestAccRunAction_example applies the action example.
 func TestAccExamples(t *testing.T) {
+	runExamples(t, examplesPlatform)
+}
+
+// TestAccExamples_runsAndPhases is TestAccExamples for the examples of held
+// nodes, phases, clusterctl, runs and the node kubeconfig.
+func TestAccExamples_runsAndPhases(t *testing.T) {
+	runExamples(t, examplesRunsAndPhases)
+}
+
+// The example directories each test applies, and how.
+var (
+	examplesPlatform = []string{
+		"provider", "quickstart", "project",
+		"resources/kubeplay_credential", "resources/kubeplay_container_group", "resources/kubeplay_node_label",
+		"data-sources/kubeplay_credential", "data-sources/kubeplay_container_group", "data-sources/kubeplay_node_label",
+	}
+	examplesRunsAndPhases = []string{
+		"resources/kubeplay_node", "resources/kubeplay_phase", "resources/kubeplay_clusterctl", "resources/kubeplay_run",
+		"ephemeral-resources/kubeplay_node_kubeconfig", "data-sources/kubeplay_phase",
+	}
+	exampleTests = map[string]func(t *testing.T, dir string, cli func() exampleCLI){
+		"provider":                                     testExampleProvider,
+		"quickstart":                                   withoutCLI(testExampleQuickstart),
+		"project":                                      withoutCLI(testExampleProject),
+		"resources/kubeplay_credential":                withoutCLI(testExampleCredential),
+		"resources/kubeplay_container_group":           withoutCLI(testExampleContainerGroup),
+		"resources/kubeplay_node_label":                withoutCLI(testExampleNodeLabel),
+		"resources/kubeplay_node":                      withoutCLI(testExampleNode),
+		"resources/kubeplay_phase":                     withoutCLI(testExamplePhase),
+		"resources/kubeplay_clusterctl":                withoutCLI(testExampleClusterctl),
+		"resources/kubeplay_run":                       withoutCLI(testExampleRun),
+		"ephemeral-resources/kubeplay_node_kubeconfig": withoutCLI(testExampleNodeKubeconfig),
+		"data-sources/kubeplay_credential":             testExampleCredentialData,
+		"data-sources/kubeplay_container_group":        testExampleContainerGroupData,
+		"data-sources/kubeplay_node_label":             testExampleNodeLabelData,
+		"data-sources/kubeplay_phase":                  testExamplePhaseData,
+	}
+)
+
+func withoutCLI(test func(t *testing.T, dir string)) func(*testing.T, string, func() exampleCLI) {
+	return func(t *testing.T, dir string, _ func() exampleCLI) { test(t, dir) }
+}
+
+func runExamples(t *testing.T, dirs []string) {
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
 	}
@@ -56,7 +106,6 @@ func TestAccExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	examples := filepath.Join(root, "examples")
 	// The examples' required_providers name kubeplay/kubeplay; the framework
 	// serves the in-process provider as hashicorp/kubeplay unless told.
 	t.Setenv("TF_ACC_PROVIDER_NAMESPACE", "kubeplay")
@@ -65,29 +114,54 @@ func TestAccExamples(t *testing.T) {
 		c.bin, c.config, c.err = providerCLI(t)
 		return c
 	})
-	run := func(name string, test func(t *testing.T, dir string)) {
-		t.Run(name, func(t *testing.T) {
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			test := exampleTests[dir]
+			if test == nil {
+				t.Fatalf("examples/%s has no test in exampleTests", dir)
+			}
 			start := time.Now()
-			test(t, filepath.Join(examples, name))
-			t.Logf("%s: %s", name, time.Since(start).Round(100*time.Millisecond))
+			test(t, filepath.Join(root, "examples", dir), cli)
+			t.Logf("%s: %s", dir, time.Since(start).Round(100*time.Millisecond))
 		})
 	}
+}
 
-	run("provider", func(t *testing.T, dir string) { testExampleProvider(t, dir, cli) })
-	run("quickstart", testExampleQuickstart)
-	run("project", testExampleProject)
-	run("resources/kubeplay_credential", testExampleCredential)
-	run("resources/kubeplay_container_group", testExampleContainerGroup)
-	run("resources/kubeplay_node_label", testExampleNodeLabel)
-	run("resources/kubeplay_node", testExampleNode)
-	run("resources/kubeplay_phase", testExamplePhase)
-	run("resources/kubeplay_clusterctl", testExampleClusterctl)
-	run("resources/kubeplay_run", testExampleRun)
-	run("ephemeral-resources/kubeplay_node_kubeconfig", testExampleNodeKubeconfig)
-	run("data-sources/kubeplay_credential", func(t *testing.T, dir string) { testExampleCredentialData(t, dir, cli) })
-	run("data-sources/kubeplay_container_group", func(t *testing.T, dir string) { testExampleContainerGroupData(t, dir, cli) })
-	run("data-sources/kubeplay_node_label", func(t *testing.T, dir string) { testExampleNodeLabelData(t, dir, cli) })
-	run("data-sources/kubeplay_phase", func(t *testing.T, dir string) { testExamplePhaseData(t, dir, cli) })
+// TestExamplesAllApplied: every example directory of the provider, the
+// quickstart, the project and each resource, data source and ephemeral
+// resource is applied by one of the two tests, once.
+func TestExamplesAllApplied(t *testing.T) {
+	root, err := acctest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, pattern := range []string{"provider", "quickstart", "project", "resources/*", "data-sources/*", "ephemeral-resources/*"} {
+		dirs, err := filepath.Glob(filepath.Join(root, "examples", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dirs {
+			if tf, _ := filepath.Glob(filepath.Join(d, "*.tf")); len(tf) > 0 {
+				rel, _ := filepath.Rel(filepath.Join(root, "examples"), d)
+				want[filepath.ToSlash(rel)] = true
+			}
+		}
+	}
+	got := map[string]int{}
+	for _, dir := range slices.Concat(examplesPlatform, examplesRunsAndPhases) {
+		got[dir]++
+	}
+	for dir := range want {
+		if got[dir] != 1 {
+			t.Errorf("examples/%s is applied %d times by TestAccExamples and TestAccExamples_runsAndPhases, want once", dir, got[dir])
+		}
+	}
+	for dir := range got {
+		if !want[dir] {
+			t.Errorf("examples/%s is applied but has no configuration", dir)
+		}
+	}
 }
 
 // Namespaces and CRDs the examples make; destroy must remove them all.
