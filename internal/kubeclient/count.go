@@ -12,7 +12,7 @@ import (
 )
 
 // EnvRequestLog names a file to which every API request the provider makes
-// is appended, one line each ("VERB resource namespace"): the request-count
+// is appended, one line each ("pid VERB resource namespace"): the request-count
 // benchmarks read it, as the provider runs in a process of the terraform CLI.
 // Tests only; the same lines are logged at TRACE.
 const EnvRequestLog = "KUBEPLAY_TEST_REQUEST_LOG"
@@ -116,6 +116,6 @@ func logRequest(ctx context.Context, r Request) {
 	if requestLog.f != nil {
 		// O_APPEND and one write per line: the processes of one command
 		// (plan, apply) write the same file without interleaving a line.
-		_, _ = fmt.Fprintf(requestLog.f, "%s\n", r)
+		_, _ = fmt.Fprintf(requestLog.f, "%d %s\n", os.Getpid(), r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func TestRequestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(b)); got != "GET pods ns" {
-		t.Fatalf("request log %q, want one line \"GET pods ns\"", got)
+	if got, want := strings.TrimSpace(string(b)), strconv.Itoa(os.Getpid())+" GET pods ns"; got != want {
+		t.Fatalf("request log %q, want one line %q", got, want)
 	}
 }
