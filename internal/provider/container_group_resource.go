@@ -603,8 +603,8 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 		plan.WarmPodsReady, plan.WarmPodsStarting = types.Int64Unknown(), types.Int64Unknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	}
+	changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
 	if r.data != nil && !plan.Name.IsUnknown() {
-		changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
 		switch {
 		case known:
 			r.data.plannedGroups.put(plan.Name.ValueString(), &spec, changing)
@@ -615,10 +615,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 			r.data.plannedGroups.put(plan.Name.ValueString(), nil, changing)
 		}
 	}
-	if known && !spec.Limits().Empty() {
+	// A group that does not change writes nothing to its cluster, and each
+	// run planned in it dry-runs its pod there: the cluster's checks, five
+	// requests, are for groups that change (as warnCapacity's below).
+	if known && changing && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)
 	}
-	if known {
+	if known && changing {
 		r.checkOnCluster(ctx, spec, req.State.Raw.IsNull(), state.OwnerID, &resp.Diagnostics)
 	}
 	if known && capacityChanged(req.State.Raw.IsNull(), state, plan, rendered) {
