@@ -228,6 +228,7 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			}
 			g.Reaped = append(g.Reaped, reaped...)
 			cm = updated
+			l.remember(updated)
 			if fits {
 				return g, nil
 			}
@@ -314,23 +315,45 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 	return l.modifyConfigMap(ctx, func(_ *corev1.ConfigMap, entries map[string]Entry) (bool, error) { return change(entries) })
 }
 
+// modifyConfigMap applies change to the ledger and writes it. It starts from
+// the ConfigMap this process last wrote or read (written), not a read of its
+// own: a release or renewal after an uncontended acquire costs one request.
+// That copy may be stale, which is safe: a write of it fails on its
+// resourceVersion and the loop reads again, and a conclusion that nothing
+// is to be written (or an error) is drawn only from a fresh read.
 func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigMap, map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	cm := l.written()
 	for {
-		cm, entries, err := l.read(ctx)
-		if err != nil {
-			return err
+		fresh := cm == nil
+		if fresh {
+			var err error
+			if cm, err = l.get(ctx); err != nil {
+				return err
+			}
 		}
-		changed, err := change(cm, entries)
+		entries, _, err := l.decode(cm)
+		changed := false
+		if err == nil {
+			changed, err = change(cm, entries)
+		}
+		if err == nil && changed {
+			err = encode(cm, entries)
+		}
 		if err != nil || !changed {
-			return err
-		}
-		if err := encode(cm, entries); err != nil {
-			return err
-		}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-		if apierrors.IsConflict(err) {
+			if fresh {
+				return err
+			}
+			cm = nil
 			continue
+		}
+		updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
+		if apierrors.IsConflict(err) {
+			cm = nil
+			continue
+		}
+		if err == nil {
+			l.remember(updated)
 		}
 		return err
 	}
@@ -348,12 +371,41 @@ func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, 
 func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	cm, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Get(ctx, l.name(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		l.remember(nil)
 		return nil, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger %s/%s: %w", l.Namespace, l.name(), err)
 	}
+	l.remember(cm)
 	return cm, nil
+}
+
+// lastSeen holds, per client and ledger, the ConfigMap this process last
+// wrote or read, as the API server returned it: see modifyConfigMap.
+var lastSeen sync.Map // lastKey -> *corev1.ConfigMap
+
+type lastKey struct {
+	kube            kubernetes.Interface
+	namespace, name string
+}
+
+func (l Ledger) remember(cm *corev1.ConfigMap) {
+	k := lastKey{l.Kube, l.Namespace, l.name()}
+	if cm == nil {
+		lastSeen.Delete(k)
+		return
+	}
+	lastSeen.Store(k, cm.DeepCopy())
+}
+
+// written is a copy of the ConfigMap remembered, nil for none.
+func (l Ledger) written() *corev1.ConfigMap {
+	v, ok := lastSeen.Load(lastKey{l.Kube, l.Namespace, l.name()})
+	if !ok {
+		return nil
+	}
+	return v.(*corev1.ConfigMap).DeepCopy()
 }
 
 // decode reads the entries and the limit: the group's (l.Limit) when set,
