@@ -734,13 +734,13 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group
 }
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
@@ -906,7 +906,7 @@ func (r *containerGroupResource) runSideDrift(ctx context.Context, g catalog.Gro
 }
 
 func (r *containerGroupResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	var state containerGroupModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
