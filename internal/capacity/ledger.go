@@ -359,13 +359,13 @@ func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigM
 	}
 }
 
-func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, error) {
+func (l Ledger) read(ctx context.Context) (map[string]Entry, error) {
 	cm, err := l.get(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	entries, _, err := l.decode(cm)
-	return cm, entries, err
+	return entries, err
 }
 
 func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
@@ -401,11 +401,12 @@ func (l Ledger) remember(cm *corev1.ConfigMap) {
 
 // written is a copy of the ConfigMap remembered, nil for none.
 func (l Ledger) written() *corev1.ConfigMap {
-	v, ok := lastSeen.Load(lastKey{l.Kube, l.Namespace, l.name()})
+	v, _ := lastSeen.Load(lastKey{l.Kube, l.Namespace, l.name()})
+	cm, ok := v.(*corev1.ConfigMap)
 	if !ok {
 		return nil
 	}
-	return v.(*corev1.ConfigMap).DeepCopy()
+	return cm.DeepCopy()
 }
 
 // decode reads the entries and the limit: the group's (l.Limit) when set,
@@ -632,6 +633,5 @@ func (g *gate) leave(w watch.Interface, cm *corev1.ConfigMap) {
 // a claim whose Expires has passed belongs to a run whose process stopped
 // renewing it. ErrNoLedger when the group has no such ledger.
 func (l Ledger) Claims(ctx context.Context) (map[string]Entry, error) {
-	_, entries, err := l.read(ctx)
-	return entries, err
+	return l.read(ctx)
 }

@@ -47,7 +47,7 @@ func ledgerWith(t *testing.T, limit int64, data map[string]string) (Ledger, *fak
 
 func entries(t *testing.T, led Ledger) map[string]Entry {
 	t.Helper()
-	_, e, err := led.read(context.Background())
+	e, err := led.read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

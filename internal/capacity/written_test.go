@@ -22,27 +22,32 @@ import (
 // rvClientset is a fake clientset whose ConfigMap updates fail with a
 // conflict on a stale resourceVersion, as the API server's do, and that
 // records the verbs of the ledger's requests.
-func rvClientset(t *testing.T) (*fake.Clientset, *[]string) {
+func rvClientset() (*fake.Clientset, *[]string) {
 	kube := fake.NewClientset()
 	var verbs []string
 	rv := 0
 	kube.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		verbs = append(verbs, a.GetVerb())
-		var cm *corev1.ConfigMap
-		switch a.GetVerb() {
-		case "create":
-			cm = a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
-		case "update":
-			cm = a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+		if a.GetVerb() != "create" && a.GetVerb() != "update" {
+			return false, nil, nil
+		}
+		o, ok := a.(interface{ GetObject() runtime.Object })
+		if !ok {
+			return false, nil, nil
+		}
+		in, ok := o.GetObject().(*corev1.ConfigMap)
+		if !ok {
+			return false, nil, nil
+		}
+		cm := in.DeepCopy()
+		if a.GetVerb() == "update" {
 			cur, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), cm.Name)
 			if err != nil {
 				return true, nil, err
 			}
-			if cur.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+			if c, ok := cur.(*corev1.ConfigMap); !ok || c.ResourceVersion != cm.ResourceVersion {
 				return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), cm.Name, errors.New("stale"))
 			}
-		default:
-			return false, nil, nil
 		}
 		rv++
 		cm.ResourceVersion = strconv.Itoa(rv)
@@ -62,7 +67,7 @@ func rvClientset(t *testing.T) (*fake.Clientset, *[]string) {
 // conflicts and the release reads again; another's claim is kept.
 func TestLedgerReleaseStartsFromWritten(t *testing.T) {
 	ctx := context.Background()
-	kube, verbs := rvClientset(t)
+	kube, verbs := rvClientset()
 	led := Ledger{Kube: kube, Namespace: "runs", Group: "written"}
 	if err := led.Ensure(ctx, 3); err != nil {
 		t.Fatal(err)
@@ -106,7 +111,7 @@ func TestLedgerReleaseStartsFromWritten(t *testing.T) {
 // fresh read, or the claim would stay until it expired.
 func TestLedgerStaleWrittenNoSkip(t *testing.T) {
 	ctx := context.Background()
-	kube, _ := rvClientset(t)
+	kube, _ := rvClientset()
 	led := Ledger{Kube: kube, Namespace: "runs", Group: "stale"}
 	if err := led.Ensure(ctx, 3); err != nil {
 		t.Fatal(err)

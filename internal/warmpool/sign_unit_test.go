@@ -152,11 +152,15 @@ func TestSign(t *testing.T) {
 		var patch struct {
 			Metadata struct{ UID string } `json:"metadata"`
 		}
-		if err := json.Unmarshal(a.(k8stesting.PatchAction).GetPatch(), &patch); err != nil {
+		pa, ok := a.(k8stesting.PatchAction)
+		if !ok {
+			return false, nil, nil
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
 			return true, nil, err
 		}
-		cur, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.PatchAction).GetName())
-		if err == nil && patch.Metadata.UID != string(cur.(*corev1.Pod).UID) {
+		cur, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), pa.GetName())
+		if p, ok := cur.(*corev1.Pod); err == nil && ok && patch.Metadata.UID != string(p.UID) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "kubeplay-warm-x",
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), patch.Metadata.UID, "field is immutable")})
 		}
