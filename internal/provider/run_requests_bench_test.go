@@ -216,10 +216,11 @@ func reportRequests(b *testing.B, reqs map[string]int, runs int, budget float64)
 // apply of one run of a 2-task playbook into a group with warm_pods = 2
 // (its pool ready) against the same playbook exec'd into a running pod of
 // the group's spec alone (as BenchmarkWarmRun's exec alone), the median of 5
-// each; then, in as many more applies with TF_LOG_PROVIDER=trace, where the
-// apply's time goes: the provider's time in each gRPC call (from its
-// "Received request" and "Served request" lines) and what is left, the CLI's
-// own time and the provider processes' start.
+// each; then, in as many more applies with TF_LOG=trace, where the apply's
+// time goes: the provider's time in each gRPC call (from its "Received
+// request" and "Served request" lines), the provider processes' start and
+// stop (Terraform starts one for the schema, one to validate, one to plan
+// and one to apply), and the rest, Terraform's own.
 //
 //	TF_ACC=1 go test ./internal/provider -run '^$' -bench WarmApply -benchtime 5x -timeout 30m
 func BenchmarkWarmApply(b *testing.B) {
@@ -277,7 +278,7 @@ func BenchmarkWarmApply(b *testing.B) {
 		execs = append(execs, execAlone())
 		logPath := filepath.Join(s.dir, "trace.log")
 		_ = os.Remove(logPath)
-		traced = append(traced, warmApply("TF_LOG_PROVIDER=trace", "TF_LOG_PATH="+logPath))
+		traced = append(traced, warmApply("TF_LOG=trace", "TF_LOG_PATH="+logPath))
 		for rpc, d := range rpcTimes(b, logPath) {
 			rpcs[rpc] = append(rpcs[rpc], d)
 		}
@@ -287,7 +288,7 @@ func BenchmarkWarmApply(b *testing.B) {
 	b.ReportMetric(x, "s-exec-alone")
 	b.ReportMetric(a/x, "x-exec")
 	var lines []string
-	var inRPCs float64
+	var inRPCs, procs float64
 	for _, rpc := range slices.Sorted(func(yield func(string) bool) {
 		for k := range rpcs {
 			if !yield(k) {
@@ -296,47 +297,82 @@ func BenchmarkWarmApply(b *testing.B) {
 		}
 	}) {
 		m := acctest.Median(rpcs[rpc])
-		inRPCs += m
+		switch rpc {
+		case "(processes)":
+			lines = append(lines, fmt.Sprintf("%s %.0f", rpc, m))
+			continue
+		case "(process start)", "(process stop)":
+			procs += m
+		default:
+			inRPCs += m
+		}
 		lines = append(lines, fmt.Sprintf("%s %.3f", rpc, m))
 	}
 	t := acctest.Median(traced)
 	b.ReportMetric(inRPCs, "s-in-grpc-calls")
+	b.ReportMetric(procs, "s-process-start-stop")
 	b.Logf("medians over %d: warm apply %.3f s, exec alone %.3f s (%.2fx)", len(applies), a, x, a/x)
-	b.Logf("traced apply %.3f s: in gRPC calls %.3f s (%s), outside them %.3f s", t, inRPCs, strings.Join(lines, "; "), t-inRPCs)
+	b.Logf("traced apply %.3f s (TF_LOG=trace): %s; in gRPC calls %.3f s, provider processes' start and stop %.3f s, "+
+		"the rest (Terraform's own work) %.3f s", t, strings.Join(lines, "; "), inRPCs, procs, t-inRPCs-procs)
 }
 
 var (
 	rpcLine  = regexp.MustCompile(`^(\S+) \[TRACE\] provider\.terraform-provider-kubeplay[^:]*: (Received|Served) request: .*\btf_rpc=(\w+)`)
 	rpcReqID = regexp.MustCompile(`\btf_req_id=([0-9a-f-]+)`)
+	// Terraform's own lines around each provider process it starts.
+	pluginLine = regexp.MustCompile(`^(\S+) \[\w+\] provider: (starting plugin|using plugin|plugin exited)`)
 )
 
 // rpcTimes sums, per gRPC call, the provider's time between "Received
-// request" and "Served request" in a TF_LOG_PROVIDER=trace log; calls of
-// the same kind add up (one apply plans in one process, applies in another).
+// request" and "Served request" in a TF_LOG=trace log; calls of the same
+// kind add up (one apply validates, plans and applies in processes of their
+// own). "(process start)" is the time from Terraform starting a provider
+// process to its handshake, "(process stop)" from the last call's answer to
+// the process's exit, summed over the processes; "(processes)" counts them.
 func rpcTimes(b *testing.B, logPath string) map[string]float64 {
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		b.Fatal(err)
 	}
+	parse := func(s string) (time.Time, bool) {
+		ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", s)
+		return ts, err == nil
+	}
 	start := map[string]time.Time{}
 	out := map[string]float64{}
+	var starting, lastServed time.Time
 	for line := range strings.SplitSeq(string(raw), "\n") {
+		if m := pluginLine.FindStringSubmatch(line); m != nil {
+			ts, ok := parse(m[1])
+			switch {
+			case !ok:
+			case m[2] == "starting plugin":
+				starting = ts
+				out["(processes)"]++
+			case m[2] == "using plugin" && !starting.IsZero():
+				out["(process start)"] += ts.Sub(starting).Seconds()
+			case m[2] == "plugin exited" && !lastServed.IsZero():
+				out["(process stop)"] += ts.Sub(lastServed).Seconds()
+			}
+			continue
+		}
 		m := rpcLine.FindStringSubmatch(line)
 		id := rpcReqID.FindStringSubmatch(line)
 		if m == nil || id == nil {
 			continue
 		}
-		ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", m[1])
-		if err != nil {
+		ts, ok := parse(m[1])
+		if !ok {
 			continue
 		}
 		if m[2] == "Received" {
 			start[id[1]] = ts
 		} else if s, ok := start[id[1]]; ok {
 			out[m[3]] += ts.Sub(s).Seconds()
+			lastServed = ts
 		}
 	}
-	if len(out) == 0 {
+	if len(start) == 0 {
 		b.Fatalf("no gRPC call in %s", logPath)
 	}
 	return out
