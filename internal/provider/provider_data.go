@@ -55,6 +55,8 @@ type providerData struct {
 	// once. A write of this process's forgets them (writingDefinitions);
 	// another process's write is seen by the next walk, as before.
 	definitions sync.Map
+	// definitionReads holds a lock per definition while it is read.
+	definitionReads sync.Map
 
 	// refreshed holds the ids of the runs this walk read (refreshed): only
 	// their plans may check for drift.
@@ -227,6 +229,12 @@ func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostic
 // outside kubeplay with a *catalog.Error that the diagnostics explain.
 func readDefinition[T any](ctx context.Context, data *providerData, get catalogGetter[T], name string) (*T, error) {
 	key := fmt.Sprintf("%T\x00%s", *new(T), name)
+	// Runs re-planned together read their group once: the others wait.
+	mu, _ := data.definitionReads.LoadOrStore(key, &sync.Mutex{})
+	if mu, ok := mu.(*sync.Mutex); ok {
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	if v, ok := data.definitions.Load(key); ok {
 		cp := new(T)
 		if b, ok := v.([]byte); ok && json.Unmarshal(b, cp) == nil {
