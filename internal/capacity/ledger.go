@@ -185,19 +185,31 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	// next run at the gate.
 	cm, w := gt.cm, gt.w
 	defer func() { gt.leave(w, cm) }()
+	// Without the gate's, the ConfigMap this process last wrote or read
+	// saves a read, as in modifyConfigMap: a write of a stale copy fails on
+	// its resourceVersion, and an error or a wait is decided on a fresh read.
+	fresh := cm != nil
+	if cm == nil {
+		cm = l.written()
+	}
 	for {
 		if cm == nil {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
 				return g, err
 			}
+			fresh = true
 		}
 		entries, maxForks, err := l.decode(cm)
-		if err != nil {
-			return g, err
+		if err == nil && forks > maxForks {
+			err = fmt.Errorf("the run asks for %d %s but container group %q allows at most %d", forks, l.unit(), l.Group, maxForks)
 		}
-		if forks > maxForks {
-			return g, fmt.Errorf("the run asks for %d %s but container group %q allows at most %d", forks, l.unit(), l.Group, maxForks)
+		if err != nil {
+			if !fresh {
+				cm = nil
+				continue
+			}
+			return g, err
 		}
 		now := time.Now()
 		reaped := reap(entries, now)
@@ -213,6 +225,9 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			}
 			updated, err := cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 			switch {
+			case apierrors.IsConflict(err) && !fresh:
+				cm = nil // the copy was stale, no other writer's win
+				continue
 			case apierrors.IsConflict(err):
 				g.Conflicts++
 				cm = nil // another writer was first: read its version
@@ -227,11 +242,15 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
 			}
 			g.Reaped = append(g.Reaped, reaped...)
-			cm = updated
+			cm, fresh = updated, true
 			l.remember(updated)
 			if fits {
 				return g, nil
 			}
+			continue
+		}
+		if !fresh {
+			cm = nil
 			continue
 		}
 		if !g.Waited && l.OnWait != nil {

@@ -136,3 +136,51 @@ func TestLedgerStaleWrittenNoSkip(t *testing.T) {
 		t.Errorf("claims after releasing c from a stale copy: %v, %v; want a's alone", claims, err)
 	}
 }
+
+// The acquires of one process's runs, one after another, each start from
+// the ledger the last wrote: one update each. A stale copy costs a failed
+// update and a read, and never a wait: a ledger that another process
+// filled since is read before the run waits.
+func TestLedgerAcquireStartsFromWritten(t *testing.T) {
+	ctx := context.Background()
+	kube, verbs := rvClientset()
+	led := Ledger{Kube: kube, Namespace: "runs", Group: "acquire"}
+	if err := led.Ensure(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := led.Acquire(ctx, "a", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	*verbs = nil
+	if _, err := led.Acquire(ctx, "b", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*verbs, []string{"update"}) {
+		t.Errorf("a second acquire made %v, want one update", *verbs)
+	}
+	if err := led.Release(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// The copy this process remembers has room (a is released); another
+	// process has taken it since.
+	cm, _ := kube.CoreV1().ConfigMaps("runs").Get(ctx, led.ConfigMapName(), metav1.GetOptions{})
+	cm.Data["other"] = `{"forks":1,"expires":"2999-01-01T00:00:00Z"}`
+	if _, err := kube.CoreV1().ConfigMaps("runs").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	led.OnWait = func() { waited = true }
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	*verbs = nil
+	if _, err := led.Acquire(wctx, "c", 1, time.Minute); err == nil {
+		t.Fatal("c acquired a slot of a full ledger")
+	}
+	if !waited || !slices.Equal(*verbs, []string{"update", "get"}) {
+		t.Errorf("acquiring from a stale copy made %v (waited %v): want a failed update, a read, then the wait", *verbs, waited)
+	}
+	claims, _ := led.Claims(ctx)
+	if _, ok := claims["c"]; ok || len(claims) != 2 {
+		t.Errorf("claims %v, want b's and the other's", claims)
+	}
+}
