@@ -6,6 +6,7 @@ package runengine
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,11 +98,22 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 // topped up: neither cut short by the quota's wait nor failed.
 func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) *atomic.Bool {
 	topped := &atomic.Bool{}
+	// A refill of the pool that has not listed it yet sees this claim when
+	// it does: runs that claim together share it (one LIST, not one each).
+	key := e.clients.Config.Host + "\x00" + t.Namespace + "\x00" + t.Group + "\x00" + t.Label + "\x00" + warmpool.Revision(t.Pod)
+	if queued, loaded := queuedRefills.LoadOrStore(key, topped); loaded {
+		if queued, ok := queued.(*atomic.Bool); ok {
+			return queued
+		}
+	}
+	unqueue := func() { queuedRefills.CompareAndDelete(key, topped) }
+	t.OnFill = unqueue
 	active.Enter() // a provider whose Terraform died waits for the refill
 	refills.Enter()
 	go func() {
 		defer active.Leave()
 		defer refills.Leave()
+		defer unqueue() // a fill that failed before it listed
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
 		defer context.AfterFunc(background, cancel)()
@@ -113,6 +125,10 @@ func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) *atomic
 	}()
 	return topped
 }
+
+// queuedRefills holds, per pool, the flag of the refill that waits to list
+// it (Engine.refill).
+var queuedRefills sync.Map // pool key -> *atomic.Bool
 
 // background ends with StopBackground; refills runs the refills in flight.
 var (
