@@ -25,6 +25,9 @@ func TestReadDefinitionOncePerWalk(t *testing.T) {
 	get := func(_ *catalog.Store, _ context.Context, name string) (catalog.Entry[catalog.Group], error) {
 		reads.Add(1)
 		time.Sleep(10 * time.Millisecond)
+		if name == "missing" {
+			return catalog.Entry[catalog.Group]{}, catalog.ErrNotFound
+		}
 		return catalog.Entry[catalog.Group]{Value: catalog.Group{Name: name, Namespace: "ns", Labels: map[string]string{"a": "1"}}}, nil
 	}
 	ctx := context.Background()
@@ -45,6 +48,16 @@ func TestReadDefinitionOncePerWalk(t *testing.T) {
 	if again, _ := readDefinition(ctx, d, get, "g"); again.Labels["a"] != "1" || reads.Load() != 1 {
 		t.Errorf("a caller's change reached the next caller (%v), or it read again (%d)", again.Labels, reads.Load())
 	}
+	// A definition that does not exist is read again: it may be created.
+	for range 2 {
+		if g, err := readDefinition(ctx, d, get, "missing"); g != nil || err != nil {
+			t.Errorf("a missing group: %+v, %v", g, err)
+		}
+	}
+	if n := reads.Load(); n != 3 {
+		t.Errorf("%d reads, want the missing group read each time", n)
+	}
+	reads.Store(1)
 	d.writingDefinitions()()
 	if _, _ = readDefinition(ctx, d, get, "g"); reads.Load() != 2 {
 		t.Errorf("after a catalog write: %d reads, want the group read again", reads.Load())

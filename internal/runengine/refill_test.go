@@ -42,7 +42,7 @@ func TestRefillsOfClaimsTogetherShareOne(t *testing.T) {
 		flags = append(flags, e.refill(ctx, tmpl, 1))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !(first.Load() && flags[0].Load()) && time.Now().Before(deadline) {
+	for (!first.Load() || !flags[0].Load()) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for i, f := range flags {
