@@ -185,19 +185,31 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	// next run at the gate.
 	cm, w := gt.cm, gt.w
 	defer func() { gt.leave(w, cm) }()
+	// Without the gate's, the ConfigMap this process last wrote or read
+	// saves a read, as in modifyConfigMap: a write of a stale copy fails on
+	// its resourceVersion, and an error or a wait is decided on a fresh read.
+	fresh := cm != nil
+	if cm == nil {
+		cm = l.written()
+	}
 	for {
 		if cm == nil {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
 				return g, err
 			}
+			fresh = true
 		}
 		entries, maxForks, err := l.decode(cm)
-		if err != nil {
-			return g, err
+		if err == nil && forks > maxForks {
+			err = fmt.Errorf("the run asks for %d %s but container group %q allows at most %d", forks, l.unit(), l.Group, maxForks)
 		}
-		if forks > maxForks {
-			return g, fmt.Errorf("the run asks for %d %s but container group %q allows at most %d", forks, l.unit(), l.Group, maxForks)
+		if err != nil {
+			if !fresh {
+				cm = nil
+				continue
+			}
+			return g, err
 		}
 		now := time.Now()
 		reaped := reap(entries, now)
@@ -213,6 +225,9 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 			}
 			updated, err := cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
 			switch {
+			case apierrors.IsConflict(err) && !fresh:
+				cm = nil // the copy was stale, no other writer's win
+				continue
 			case apierrors.IsConflict(err):
 				g.Conflicts++
 				cm = nil // another writer was first: read its version
@@ -227,10 +242,15 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
 			}
 			g.Reaped = append(g.Reaped, reaped...)
-			cm = updated
+			cm, fresh = updated, true
+			l.remember(updated)
 			if fits {
 				return g, nil
 			}
+			continue
+		}
+		if !fresh {
+			cm = nil
 			continue
 		}
 		if !g.Waited && l.OnWait != nil {
@@ -314,46 +334,98 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 	return l.modifyConfigMap(ctx, func(_ *corev1.ConfigMap, entries map[string]Entry) (bool, error) { return change(entries) })
 }
 
+// modifyConfigMap applies change to the ledger and writes it. It starts from
+// the ConfigMap this process last wrote or read (written), not a read of its
+// own: a release or renewal after an uncontended acquire costs one request.
+// That copy may be stale, which is safe: a write of it fails on its
+// resourceVersion and the loop reads again, and a conclusion that nothing
+// is to be written (or an error) is drawn only from a fresh read.
 func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigMap, map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
+	cm := l.written()
 	for {
-		cm, entries, err := l.read(ctx)
-		if err != nil {
-			return err
+		fresh := cm == nil
+		if fresh {
+			var err error
+			if cm, err = l.get(ctx); err != nil {
+				return err
+			}
 		}
-		changed, err := change(cm, entries)
+		entries, _, err := l.decode(cm)
+		changed := false
+		if err == nil {
+			changed, err = change(cm, entries)
+		}
+		if err == nil && changed {
+			err = encode(cm, entries)
+		}
 		if err != nil || !changed {
-			return err
-		}
-		if err := encode(cm, entries); err != nil {
-			return err
-		}
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-		if apierrors.IsConflict(err) {
+			if fresh {
+				return err
+			}
+			cm = nil
 			continue
+		}
+		updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
+		if apierrors.IsConflict(err) {
+			cm = nil
+			continue
+		}
+		if err == nil {
+			l.remember(updated)
 		}
 		return err
 	}
 }
 
-func (l Ledger) read(ctx context.Context) (*corev1.ConfigMap, map[string]Entry, error) {
+func (l Ledger) read(ctx context.Context) (map[string]Entry, error) {
 	cm, err := l.get(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	entries, _, err := l.decode(cm)
-	return cm, entries, err
+	return entries, err
 }
 
 func (l Ledger) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	cm, err := l.Kube.CoreV1().ConfigMaps(l.Namespace).Get(ctx, l.name(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		l.remember(nil)
 		return nil, fmt.Errorf("%w %s/%s", ErrNoLedger, l.Namespace, l.name())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger %s/%s: %w", l.Namespace, l.name(), err)
 	}
+	l.remember(cm)
 	return cm, nil
+}
+
+// lastSeen holds, per client and ledger, the ConfigMap this process last
+// wrote or read, as the API server returned it: see modifyConfigMap.
+var lastSeen sync.Map // lastKey -> *corev1.ConfigMap
+
+type lastKey struct {
+	kube            kubernetes.Interface
+	namespace, name string
+}
+
+func (l Ledger) remember(cm *corev1.ConfigMap) {
+	k := lastKey{l.Kube, l.Namespace, l.name()}
+	if cm == nil {
+		lastSeen.Delete(k)
+		return
+	}
+	lastSeen.Store(k, cm.DeepCopy())
+}
+
+// written is a copy of the ConfigMap remembered, nil for none.
+func (l Ledger) written() *corev1.ConfigMap {
+	v, _ := lastSeen.Load(lastKey{l.Kube, l.Namespace, l.name()})
+	cm, ok := v.(*corev1.ConfigMap)
+	if !ok {
+		return nil
+	}
+	return cm.DeepCopy()
 }
 
 // decode reads the entries and the limit: the group's (l.Limit) when set,
@@ -580,6 +652,5 @@ func (g *gate) leave(w watch.Interface, cm *corev1.ConfigMap) {
 // a claim whose Expires has passed belongs to a run whose process stopped
 // renewing it. ErrNoLedger when the group has no such ledger.
 func (l Ledger) Claims(ctx context.Context) (map[string]Entry, error) {
-	_, entries, err := l.read(ctx)
-	return entries, err
+	return l.read(ctx)
 }

@@ -28,7 +28,7 @@ import (
 func ledgerWith(t *testing.T, limit int64, data map[string]string) (Ledger, *fake.Clientset) {
 	t.Helper()
 	ctx := context.Background()
-	kube := fake.NewClientset()
+	kube, _ := rvClientset() // updates conflict on a stale resourceVersion, as the API server's do
 	led := Ledger{Kube: kube, Namespace: "runs", Group: "g"}
 	if err := led.Ensure(ctx, limit); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func ledgerWith(t *testing.T, limit int64, data map[string]string) (Ledger, *fak
 
 func entries(t *testing.T, led Ledger) map[string]Entry {
 	t.Helper()
-	_, e, err := led.read(context.Background())
+	e, err := led.read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

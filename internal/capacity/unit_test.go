@@ -144,7 +144,9 @@ func TestLedgerEnsureDeleteRelease(t *testing.T) {
 // reaping of a claim past its deadline.
 func TestAcquireWithoutWaiting(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset()
+	// Updates conflict on a stale resourceVersion, as the API server's do:
+	// the process's copy of the ledger is older than the test's writes.
+	kube, _ := rvClientset()
 	led := Ledger{Kube: kube, Namespace: "runs", Group: "g", Kind: Runs}
 	if _, err := led.Acquire(ctx, "r1", 1, time.Minute); !errors.Is(err, ErrNoLedger) {
 		t.Errorf("without a ledger: %v", err)

@@ -175,10 +175,12 @@ func (s *Settings) RESTConfig(getenv func(string) string) (*rest.Config, Source,
 }
 
 // Tune sets the client-side limits every kubeplay client uses: client-go's
-// defaults (5 QPS) throttle bulk applies and deletes for no benefit.
+// defaults (5 QPS) throttle bulk applies and deletes for no benefit. It also
+// counts the client's requests (count.go).
 func Tune(cfg *rest.Config, userAgent string) {
 	cfg.QPS = 300
 	cfg.Burst = 600
+	cfg.Wrap(wrapCounting)
 	if userAgent != "" {
 		cfg.UserAgent = userAgent
 	}

@@ -194,6 +194,9 @@ func PolicyVersion(info *version.Info) string {
 // not change under a client, and every plan and run asks.
 var versions sync.Map // discovery.ServerVersionInterface -> string
 
+// asking holds a client's lock while it is asked.
+var asking sync.Map // discovery.ServerVersionInterface -> *sync.Mutex
+
 // ServerVersion is the policy version of the API server that d talks to,
 // asked once per client by discovery. An error leaves nothing cached.
 func ServerVersion(d discovery.ServerVersionInterface) (string, error) {
@@ -203,6 +206,18 @@ func ServerVersion(d discovery.ServerVersionInterface) (string, error) {
 	// A client of a type that cannot be a map key is asked every time.
 	cacheable := reflect.TypeOf(d).Comparable()
 	if cacheable {
+		if v, ok := versions.Load(d); ok {
+			if s, ok := v.(string); ok {
+				return s, nil
+			}
+		}
+		// Runs planned together ask together: one asks, the others wait
+		// for its answer (half a request per run in an apply of ten).
+		mu, _ := asking.LoadOrStore(d, &sync.Mutex{})
+		if mu, ok := mu.(*sync.Mutex); ok {
+			mu.Lock()
+			defer mu.Unlock()
+		}
 		if v, ok := versions.Load(d); ok {
 			if s, ok := v.(string); ok {
 				return s, nil

@@ -6,7 +6,10 @@ package podsecurity_test
 import (
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/version"
@@ -268,5 +271,34 @@ func TestServerVersionCached(t *testing.T) {
 	}
 	if v, _ := podsecurity.ServerVersion(fake.NewClientset().Discovery()); v == "v1.32" {
 		t.Error("another client got the first client's version")
+	}
+}
+
+// countingDiscovery answers slowly and counts the questions.
+type countingDiscovery struct {
+	asked *atomic.Int32
+}
+
+func (c countingDiscovery) ServerVersion() (*version.Info, error) {
+	c.asked.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return &version.Info{Major: "1", Minor: "33"}, nil
+}
+
+// TestServerVersionAskedOnceTogether: runs planned at once ask the same
+// client at once; it is asked once.
+func TestServerVersionAskedOnceTogether(t *testing.T) {
+	d := countingDiscovery{asked: &atomic.Int32{}}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if v, err := podsecurity.ServerVersion(d); err != nil || v != "v1.33" {
+				t.Errorf("ServerVersion = %q, %v", v, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := d.asked.Load(); n != 1 {
+		t.Errorf("the API server was asked %d times, want once", n)
 	}
 }

@@ -603,8 +603,8 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 		plan.WarmPodsReady, plan.WarmPodsStarting = types.Int64Unknown(), types.Int64Unknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	}
+	changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
 	if r.data != nil && !plan.Name.IsUnknown() {
-		changing := req.State.Raw.IsNull() || !resp.Plan.Raw.Equal(req.State.Raw)
 		switch {
 		case known:
 			r.data.plannedGroups.put(plan.Name.ValueString(), &spec, changing)
@@ -615,10 +615,13 @@ func (r *containerGroupResource) ModifyPlan(ctx context.Context, req resource.Mo
 			r.data.plannedGroups.put(plan.Name.ValueString(), nil, changing)
 		}
 	}
-	if known && !spec.Limits().Empty() {
+	// A group that does not change writes nothing to its cluster, and each
+	// run planned in it dry-runs its pod there: the cluster's checks, five
+	// requests, are for groups that change (as warnCapacity's below).
+	if known && changing && !spec.Limits().Empty() {
 		r.warnShared(ctx, spec, &resp.Diagnostics)
 	}
-	if known {
+	if known && changing {
 		r.checkOnCluster(ctx, spec, req.State.Raw.IsNull(), state.OwnerID, &resp.Diagnostics)
 	}
 	if known && capacityChanged(req.State.Raw.IsNull(), state, plan, rendered) {
@@ -731,13 +734,13 @@ func (r *containerGroupResource) warnShared(ctx context.Context, g catalog.Group
 }
 
 func (r *containerGroupResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *containerGroupResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
@@ -903,7 +906,7 @@ func (r *containerGroupResource) runSideDrift(ctx context.Context, g catalog.Gro
 }
 
 func (r *containerGroupResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	var state containerGroupModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

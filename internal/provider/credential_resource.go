@@ -505,13 +505,13 @@ func markCheckUnknown(m *credentialModel) {
 }
 
 func (r *credentialResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, req.Config.Get, true, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 }
 
 func (r *credentialResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, req.Config.Get, false, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	// The Secret now holds what Terraform wrote: forget the drift Read saw.
@@ -720,7 +720,7 @@ func (r *credentialResource) accountDrift(ctx context.Context, spec credential.S
 }
 
 func (r *credentialResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	var state credentialModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -522,14 +522,14 @@ func (r *nodeLabelResource) ModifyPlan(ctx context.Context, req resource.ModifyP
 }
 
 func (r *nodeLabelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, true, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
 }
 
 func (r *nodeLabelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	r.write(ctx, req.Plan.Get, false, &resp.State, &resp.Diagnostics)
 	setIdentity(ctx, resp.Identity, &resp.Diagnostics, resp.State)
 	resp.Diagnostics.Append(recordDrift(ctx, resp.Private)...)
@@ -581,7 +581,7 @@ func (r *nodeLabelResource) Read(ctx context.Context, req resource.ReadRequest, 
 }
 
 func (r *nodeLabelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	r.data.markApplying()
+	defer r.data.writingDefinitions()()
 	var state nodeLabelModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -50,6 +50,14 @@ type providerData struct {
 
 	connect *connect.Resolver
 
+	// definitions holds the definitions readDefinition read, checked, by
+	// type and name: a run's re-plan and create in one apply read its group
+	// once. A write of this process's forgets them (writingDefinitions);
+	// another process's write is seen by the next walk, as before.
+	definitions sync.Map
+	// definitionReads holds a lock per definition while it is read.
+	definitionReads sync.Map
+
 	// refreshed holds the ids of the runs this walk read (refreshed): only
 	// their plans may check for drift.
 	refreshed sync.Map
@@ -70,6 +78,19 @@ func (d *providerData) markApplying() {
 	if d != nil {
 		d.applying.Store(true)
 	}
+}
+
+// writingDefinitions marks the walk as an apply's and forgets the definitions
+// read (readDefinition) before a catalog write and, when the caller defers
+// the function it returns, after it: a run applied after its group reads the
+// group as written.
+func (d *providerData) writingDefinitions() func() {
+	if d == nil {
+		return func() {}
+	}
+	d.markApplying()
+	d.definitions.Clear()
+	return d.definitions.Clear
 }
 
 // markRefreshed records that this walk refreshed run id.
@@ -207,6 +228,19 @@ func (d *providerData) catalogWriter(ctx context.Context, diags *diag.Diagnostic
 // such as (*catalog.Store).TrustedGroup, which refuses a definition changed
 // outside kubeplay with a *catalog.Error that the diagnostics explain.
 func readDefinition[T any](ctx context.Context, data *providerData, get catalogGetter[T], name string) (*T, error) {
+	key := fmt.Sprintf("%T\x00%s", *new(T), name)
+	// Runs re-planned together read their group once: the others wait.
+	mu, _ := data.definitionReads.LoadOrStore(key, &sync.Mutex{})
+	if mu, ok := mu.(*sync.Mutex); ok {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	if v, ok := data.definitions.Load(key); ok {
+		cp := new(T)
+		if b, ok := v.([]byte); ok && json.Unmarshal(b, cp) == nil {
+			return cp, nil
+		}
+	}
 	s, err := data.catalog()
 	if err != nil {
 		return nil, err
@@ -217,6 +251,10 @@ func readDefinition[T any](ctx context.Context, data *providerData, get catalogG
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Kept as JSON, as the catalog keeps it: each reader gets a copy of its own.
+	if b, err := json.Marshal(e.Value); err == nil {
+		data.definitions.Store(key, b)
 	}
 	return &e.Value, nil
 }

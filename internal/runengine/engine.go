@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -254,8 +255,16 @@ func (e *Engine) runClaimed(ctx context.Context, req Request, pod *corev1.Pod, p
 	if t, n := warmPool(req, pod); claimed == nil && n > 0 {
 		tl.Begin(runner.StepClaim, time.Now())
 		if e.signedPool(ctx, &t) {
-			claimed = e.takeWarm(ctx, req, t, n)
-			defer e.refill(ctx, t, n)
+			var topped *atomic.Bool
+			claimed, topped = e.takeWarm(ctx, req, t, n)
+			// After the run, the pool is filled again unless the claim's
+			// refill has topped it up already (a LIST saved): a run that
+			// found no warm pod, or whose refill the quota held back.
+			defer func() {
+				if topped == nil || !topped.Load() {
+					e.refill(ctx, t, n)
+				}
+			}()
 		}
 		if claimed == nil {
 			tl.Note(runner.StepClaim, "no warm pod was ready")

@@ -6,6 +6,8 @@ package runengine
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +76,7 @@ func (e *Engine) signedPool(ctx context.Context, t *warmpool.Template) bool {
 // for the cold path: the pool is empty, or it failed (which is logged, not
 // an error: a run does not need it). A claim starts a refill at once. Only
 // a pod whose signatures hold is claimed; the check reads nothing more.
-func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) *corev1.Pod {
+func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template, n int) (*corev1.Pod, *atomic.Bool) {
 	wctx, cancel := context.WithTimeout(ctx, req.Group.pending())
 	defer cancel()
 	got, err := warmpool.Take(wctx, e.clients.Kube, t, warmpool.Claim{Labels: t.Pod.Labels, Annotations: t.Pod.Annotations, Timeout: PodDeadline(req.Timeout)})
@@ -82,31 +84,51 @@ func (e *Engine) takeWarm(ctx context.Context, req Request, t warmpool.Template,
 		e.log(slog.LevelWarn, "claiming a warm pod failed; the run starts a pod of its own", map[string]any{
 			"run": req.ID, "group": req.Group.Name, "error": err.Error()})
 	}
-	if got != nil {
-		e.refill(ctx, t, n)
+	if got == nil {
+		return nil, nil
 	}
-	return got
+	return got, e.refill(ctx, t, n)
 }
 
 // refill tops t's pool up to n in the background (warmpool.Refill: a full
 // quota is waited out for up to refillTimeout), with a context of its own
 // so that a canceled run still refills. It never holds the run: a warm
 // run's pod holds the quota until the kubelet has stopped it, and a pod
-// kept on failure holds it on.
-func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) {
+// kept on failure holds it on. The flag it returns is set once the pool is
+// topped up: neither cut short by the quota's wait nor failed.
+func (e *Engine) refill(ctx context.Context, t warmpool.Template, n int) *atomic.Bool {
+	topped := &atomic.Bool{}
+	// A refill of the pool that has not listed it yet sees this claim when
+	// it does: runs that claim together share it (one LIST, not one each).
+	key := e.clients.Config.Host + "\x00" + t.Namespace + "\x00" + t.Group + "\x00" + t.Label + "\x00" + warmpool.Revision(t.Pod)
+	if queued, loaded := queuedRefills.LoadOrStore(key, topped); loaded {
+		if queued, ok := queued.(*atomic.Bool); ok {
+			return queued
+		}
+	}
+	unqueue := func() { queuedRefills.CompareAndDelete(key, topped) }
+	t.OnFill = unqueue
 	active.Enter() // a provider whose Terraform died waits for the refill
 	refills.Enter()
 	go func() {
 		defer active.Leave()
 		defer refills.Leave()
+		defer unqueue() // a fill that failed before it listed
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
 		defer cancel()
 		defer context.AfterFunc(background, cancel)()
-		if _, err := warmpool.Refill(fctx, e.clients.Kube, t, n); err != nil && fctx.Err() == nil {
+		_, err := warmpool.Refill(fctx, e.clients.Kube, t, n)
+		if err != nil && fctx.Err() == nil {
 			e.log(slog.LevelWarn, "refilling the warm pool failed", map[string]any{"group": t.Group, "label": t.Label, "error": err.Error()})
 		}
+		topped.Store(err == nil && fctx.Err() == nil)
 	}()
+	return topped
 }
+
+// queuedRefills holds, per pool, the flag of the refill that waits to list
+// it (Engine.refill).
+var queuedRefills sync.Map // pool key -> *atomic.Bool
 
 // background ends with StopBackground; refills runs the refills in flight.
 var (

@@ -5,8 +5,10 @@ package warmpool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -133,20 +136,33 @@ func TestSpecDigestIgnoresNilAndEmpty(t *testing.T) {
 	}
 }
 
-// Sign writes both signatures onto the pod created; when the pod changed
-// since (a conflict), it reads it again and signs it if it is still the
-// pod created, and not when another pod took its name.
+// Sign writes both signatures onto the pod created with one patch that
+// names its UID, whatever changed on the pod since: no update that could
+// conflict. A pod that took its name is not signed: the API server refuses
+// a patch that changes metadata.uid, as the reactor below does.
 func TestSign(t *testing.T) {
 	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
 	o := tmpl.owner(Revision(tmpl.Pod))
 	created := tmpl.warmPod(Revision(tmpl.Pod))
 	created.Name, created.UID = "kubeplay-warm-x", "uid-x"
-	kube := fake.NewClientset(created)
-	conflicts := 1
-	kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if conflicts > 0 {
-			conflicts--
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "kubeplay-warm-x", errors.New("bound"))
+	bound := created.DeepCopy()
+	bound.Spec.NodeName, bound.ResourceVersion = "node-1", "2" // the scheduler's, since the create
+	kube := fake.NewClientset(bound)
+	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var patch struct {
+			Metadata struct{ UID string } `json:"metadata"`
+		}
+		pa, ok := a.(k8stesting.PatchAction)
+		if !ok {
+			return false, nil, nil
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+			return true, nil, err
+		}
+		cur, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), pa.GetName())
+		if p, ok := cur.(*corev1.Pod); err == nil && ok && patch.Metadata.UID != string(p.UID) {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "kubeplay-warm-x",
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), patch.Metadata.UID, "field is immutable")})
 		}
 		return false, nil, nil
 	})
@@ -154,8 +170,15 @@ func TestSign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(unitKey, o, got); err != nil || conflicts != 0 {
-		t.Errorf("the signed pod: %v (%d conflicts left)", err, conflicts)
+	if err := Verify(unitKey, o, got); err != nil || got.Spec.NodeName != "node-1" {
+		t.Errorf("the signed pod: %v (node %q)", err, got.Spec.NodeName)
+	}
+	var verbs []string
+	for _, a := range kube.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if !slices.Equal(verbs, []string{"patch"}) {
+		t.Errorf("signing made requests %v, want one patch", verbs)
 	}
 	// Another pod took the name between the create and the signature.
 	other := created.DeepCopy()
@@ -163,8 +186,7 @@ func TestSign(t *testing.T) {
 	if _, err := kube.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	conflicts = 1
-	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !strings.Contains(err.Error(), "replaced") {
+	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !apierrors.IsInvalid(err) {
 		t.Errorf("signing a pod whose name another took: %v", err)
 	}
 	if q, _ := kube.CoreV1().Pods("ns").Get(context.Background(), "kubeplay-warm-x", metav1.GetOptions{}); len(q.Annotations) != 0 {

@@ -73,6 +73,9 @@ type Template struct {
 	// labels but whose signatures do not hold: it is neither claimed nor,
 	// unless kubeplay made it (Ours), deleted.
 	OnRefused func(*RefusedError)
+	// OnFill, when set, is called once a fill holds the pool (no other fill
+	// of it in this process is under way) and is about to list it.
+	OnFill func()
 }
 
 // check verifies p as a warm pod of t's group and label at revision rev.
@@ -234,6 +237,9 @@ func fill(ctx context.Context, kube kubernetes.Interface, t Template, n int, wai
 	if mu, ok := v.(*sync.Mutex); ok {
 		mu.Lock()
 		defer mu.Unlock()
+	}
+	if t.OnFill != nil {
+		t.OnFill()
 	}
 	total, room := 0, waitfor.QuotaWait{Kube: kube, Namespace: t.Namespace}
 	for {
