@@ -189,6 +189,7 @@ type soakRun struct {
 	attempts  int
 	// From the state after the run's round.
 	inState        bool
+	diag           string // the last apply's diagnostics about it
 	status, reason string
 	output         string
 	pods           []string // its pod, or its slices' pods
@@ -229,6 +230,7 @@ func TestAccSoak(t *testing.T) {
 	}
 	setup := soakPrepare(t, e)
 	soakGroups(t, e, proxy.kubeconfig, terraformBin, cliConfig, setup)
+	t.Logf("SOAK set up in %.1f s: namespaces, SSH targets, the provider's build and the groups", time.Since(began).Seconds())
 
 	mem := &soakMemory{peak: map[int]soakRSS{}}
 	var wss []*soakWorkspace
@@ -497,8 +499,11 @@ func (ws *soakWorkspace) round(t *testing.T, round int) {
 	ws.current = runs
 	ws.mu.Unlock()
 	ws.write(t, runs)
+	var out string
 	for try := 0; try < 4; try++ {
-		out, err, killed := ws.apply(t, runs)
+		var err error
+		var killed bool
+		out, err, killed = ws.apply(t, runs)
 		if killed {
 			t.Logf("SOAK workspace %d round %d: apply killed; applying again", ws.i, round)
 			continue
@@ -516,6 +521,21 @@ func (ws *soakWorkspace) round(t *testing.T, round int) {
 		break
 	}
 	ws.record(t, runs)
+	for _, r := range runs {
+		r.diag = soakDiagnostics(out, r.key)
+	}
+}
+
+// soakDiagnostics are the blocks of terraform's output, from "Error: " or
+// "Warning: " on, that name kubeplay_run.key.
+func soakDiagnostics(out, key string) string {
+	var kept []string
+	for _, block := range regexp.MustCompile(`(?m)^(?:Error|Warning): `).Split(out, -1)[1:] {
+		if strings.Contains(block, "kubeplay_run."+key+",") {
+			kept = append(kept, strings.TrimSpace(block))
+		}
+	}
+	return strings.Join(kept, "\n---\n")
 }
 
 // apply runs terraform apply once, counting an attempt for each run it
@@ -661,6 +681,11 @@ func soakState(t *testing.T, dir string) map[string]soakInstance {
 	}
 	if err != nil {
 		t.Error(err)
+		return out
+	}
+	// The local backend creates the file empty when it locks it: a first
+	// apply killed before it wrote any state leaves it so.
+	if len(bytes.TrimSpace(b)) == 0 {
 		return out
 	}
 	var st struct {
@@ -963,8 +988,8 @@ func soakCheckOutcomes(t *testing.T, runs []*soakRun, flog *soakLog) map[string]
 		case r.inState && r.status == runner.StatusSuccessful && r.reason == "":
 		case r.inState && r.status == runner.StatusError && r.reason == string(runner.ReasonPodDeleted) && slices.ContainsFunc(r.pods, func(p string) bool { return deleted[p] }):
 		default:
-			t.Errorf("SOAK MISMATCH run %s (%s, pods %v, %d attempts): ended %s, which no injected fault explains\n%s",
-				r.id, r.kind, r.pods, r.attempts, outcome, flog)
+			t.Errorf("SOAK MISMATCH run %s (%s, pods %v, %d attempts): ended %s, which no injected fault explains:\n%s\n%s",
+				r.id, r.kind, r.pods, r.attempts, outcome, r.diag, flog)
 		}
 	}
 	return counts
