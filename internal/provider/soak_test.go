@@ -43,6 +43,14 @@ package provider
 // executed a playbook twice, an address ran in no more pods than its
 // attempts (times its slices), and a successful run's own pods each ran it
 // exactly once.
+//
+// Also checked: each successful run's output has its numbered lines once
+// each, in order (once per slice for a sliced run); a final apply then
+// `plan -detailed-exitcode` shows no change in every workspace; nothing of
+// kubeplay's is left (acctest.Leaks; a killed provider's ended pods and
+// expired claims are left to the next provider's orphan sweep by design,
+// which the soak runs once per group before its last check); and no
+// provider process' VmHWM passed the bound (sampled every 500 ms from /proc).
 
 import (
 	"bufio"
