@@ -581,11 +581,11 @@ func (ws *soakWorkspace) apply(t *testing.T, runs []*soakRun) (string, error, bo
 }
 
 // kill SIGKILLs the workspace's apply, terraform and provider (one process
-// group), when one has run at least min; it says whether it did.
-func (ws *soakWorkspace) kill(min time.Duration) (string, bool) {
+// group), when one has run at least after; it says whether it did.
+func (ws *soakWorkspace) kill(after time.Duration) (string, bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.cmd == nil || time.Since(ws.started) < min {
+	if ws.cmd == nil || time.Since(ws.started) < after {
 		return "", false
 	}
 	provider := findProviderPID(ws.cmd.Process.Pid)

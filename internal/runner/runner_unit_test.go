@@ -380,7 +380,15 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 		case 2: // cut before the server had it
 			return true, nil, cut
 		case 3: // carried out, then cut
-			p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
+			ca, ok := a.(k8stesting.CreateAction)
+			if !ok {
+				return true, nil, fmt.Errorf("got a %T", a)
+			}
+			p, ok := ca.GetObject().(*corev1.Pod)
+			if !ok {
+				return true, nil, fmt.Errorf("created a %T", ca.GetObject())
+			}
+			p = p.DeepCopy()
 			p.Name = "run-made"
 			if err := kube.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
 				return true, nil, err
