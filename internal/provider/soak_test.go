@@ -308,9 +308,9 @@ func TestAccSoak(t *testing.T) {
 	for _, ws := range wss {
 		runs = append(runs, ws.runs...)
 	}
-	outcomes := soakCheckOutcomes(t, runs, flog)
-	soakCheckExecutions(t, runs, setup.records)
-	soakCheckOutputs(t, runs)
+	outcomes := soakCheckOutcomes(t.Errorf, runs, flog)
+	soakCheckExecutions(t.Errorf, runs, setup.records)
+	soakCheckOutputs(t.Errorf, runs)
 	for _, ws := range wss {
 		if err := terraformCLI(ws.tf, ws.cliConfig, ws.dir, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
 			t.Errorf("workspace %d: %v", ws.i, err)
@@ -975,7 +975,7 @@ func (m *soakMemory) check(t *testing.T, bound int64) soakRSS {
 
 // soakCheckOutcomes checks each run's outcome against the fault log and
 // returns the outcomes' counts.
-func soakCheckOutcomes(t *testing.T, runs []*soakRun, flog *soakLog) map[string]int {
+func soakCheckOutcomes(errorf func(string, ...any), runs []*soakRun, flog *soakLog) map[string]int {
 	deleted := map[string]bool{}
 	for _, f := range flog.faults() {
 		if f.Kind == soakPodDelete {
@@ -993,13 +993,13 @@ func soakCheckOutcomes(t *testing.T, runs []*soakRun, flog *soakLog) map[string]
 		}
 		counts[outcome]++
 		if !slices.ContainsFunc(runner.Reasons, func(d runner.ReasonDoc) bool { return string(d.Reason) == r.reason }) && r.reason != "" {
-			t.Errorf("SOAK run %s: status_reason %q is not in runner.Reasons", r.id, r.reason)
+			errorf("SOAK run %s: status_reason %q is not in runner.Reasons", r.id, r.reason)
 		}
 		switch {
 		case r.inState && r.status == runner.StatusSuccessful && r.reason == "":
 		case r.inState && r.status == runner.StatusError && r.reason == string(runner.ReasonPodDeleted) && slices.ContainsFunc(r.pods, func(p string) bool { return deleted[p] }):
 		default:
-			t.Errorf("SOAK MISMATCH run %s (%s, pods %v, %d attempts): ended %s, which no injected fault explains:\n%s\n%s",
+			errorf("SOAK MISMATCH run %s (%s, pods %v, %d attempts): ended %s, which no injected fault explains:\n%s\n%s",
 				r.id, r.kind, r.pods, r.attempts, outcome, r.diag, flog)
 		}
 	}
@@ -1008,18 +1008,18 @@ func soakCheckOutcomes(t *testing.T, runs []*soakRun, flog *soakLog) map[string]
 
 // soakCheckExecutions checks the execution records (see the top of the
 // file for what one run is).
-func soakCheckExecutions(t *testing.T, runs []*soakRun, dir string) {
+func soakCheckExecutions(errorf func(string, ...any), runs []*soakRun, dir string) {
 	for _, r := range runs {
 		byPod := map[string]int{}
 		b, err := os.ReadFile(filepath.Join(dir, r.id))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
+			errorf("%v", err)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			f := strings.Fields(line)
 			if len(f) != 2 || f[0] != r.id {
 				if line != "" {
-					t.Errorf("SOAK run %s: a malformed execution record %q", r.id, line)
+					errorf("SOAK run %s: a malformed execution record %q", r.id, line)
 				}
 				continue
 			}
@@ -1027,21 +1027,21 @@ func soakCheckExecutions(t *testing.T, runs []*soakRun, dir string) {
 		}
 		for pod, n := range byPod {
 			if n > 1 {
-				t.Errorf("SOAK DOUBLED run %s: pod %s executed the playbook %d times", r.id, pod, n)
+				errorf("SOAK DOUBLED run %s: pod %s executed the playbook %d times", r.id, pod, n)
 			}
 		}
 		if len(byPod) > r.attempts*r.slices {
-			t.Errorf("SOAK DOUBLED run %s: %d pods executed the playbook (%v), but it had %d attempts of %d slices",
+			errorf("SOAK DOUBLED run %s: %d pods executed the playbook (%v), but it had %d attempts of %d slices",
 				r.id, len(byPod), byPod, r.attempts, r.slices)
 		}
 		if r.status == runner.StatusSuccessful {
 			for _, p := range r.pods {
 				if byPod[p] != 1 {
-					t.Errorf("SOAK run %s succeeded in pod %s, which recorded %d executions, want 1", r.id, p, byPod[p])
+					errorf("SOAK run %s succeeded in pod %s, which recorded %d executions, want 1", r.id, p, byPod[p])
 				}
 			}
 			if len(r.pods) != r.slices {
-				t.Errorf("SOAK run %s succeeded with pods %v, want %d", r.id, r.pods, r.slices)
+				errorf("SOAK run %s succeeded with pods %v, want %d", r.id, r.pods, r.slices)
 			}
 		}
 	}
@@ -1051,7 +1051,7 @@ var soakLine = regexp.MustCompile(`"msg": "soak-line (\S+) (\d+)"`)
 
 // soakCheckOutputs checks that each successful run's output has every
 // numbered line once per slice, in order within a slice, and no other.
-func soakCheckOutputs(t *testing.T, runs []*soakRun) {
+func soakCheckOutputs(errorf func(string, ...any), runs []*soakRun) {
 	for _, r := range runs {
 		if r.status != runner.StatusSuccessful {
 			continue
@@ -1080,7 +1080,7 @@ func soakCheckOutputs(t *testing.T, runs []*soakRun) {
 			}
 		}
 		if len(problems) > 0 {
-			t.Errorf("SOAK OUTPUT run %s (%s): want lines 0 to %d once per slice (%d), got: %s\n%s",
+			errorf("SOAK OUTPUT run %s (%s): want lines 0 to %d once per slice (%d), got: %s\n%s",
 				r.id, r.kind, soakRunLines-1, r.slices, strings.Join(problems, "; "), soakTail(r.output))
 		}
 	}
