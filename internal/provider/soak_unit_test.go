@@ -77,7 +77,7 @@ func TestSoakChecks(t *testing.T) {
 		{"a successful pod that never ran", func() *soakRun { return ok("a") }, "", "recorded 0 executions"},
 		{"a lost line", func() *soakRun {
 			r := ok("a")
-			r.output = soakOutput("a", soakSeq(soakRunLines - 1)...)
+			r.output = soakOutput("a", soakSeq(soakRunLines-1)...)
 			return r
 		}, "pod-a", fmt.Sprintf("line %d 0 times", soakRunLines-1)},
 		{"a doubled line", func() *soakRun {
