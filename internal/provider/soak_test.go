@@ -82,6 +82,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 // soakParams are the soak's size and seed.
@@ -167,7 +168,7 @@ func (l *soakLog) faults() []soakFault {
 
 func (l *soakLog) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault log (seed %d; replay with KUBEPLAY_SOAK_SEED=%d):\n", l.seed, l.seed)
+	fmt.Fprintf(&b, "fault log (seed %d; replay with KUBEPLAY_SOAK_SEED=%d), times from %s:\n", l.seed, l.seed, l.start.UTC().Format(time.RFC3339))
 	for _, f := range l.faults() {
 		fmt.Fprintf(&b, "  #%d +%.1f s %s %s\n", f.N, f.At.Seconds(), f.Kind, f.Detail)
 	}
@@ -1145,9 +1146,28 @@ func soakCheckLeaks(t *testing.T, e *testEnv, s *soakSetup, kubeconfig, tf, cliC
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("SOAK LEAK: left behind after the sweep:\n%v", err)
+			soakDescribePods(t, e, s)
 			return
 		}
 		time.Sleep(2 * time.Second)
+	}
+}
+
+// soakDescribePods logs the groups' run pods with what tells why a sweep
+// left one: its run, its times, and whether kubeplay signed it.
+func soakDescribePods(t *testing.T, e *testEnv, s *soakSetup) {
+	for _, g := range s.groups {
+		pods, err := e.kube.CoreV1().Pods(g.ns).List(context.Background(), metav1.ListOptions{LabelSelector: managed.LabelRun})
+		if err != nil {
+			t.Logf("SOAK listing pods of %s: %v", g.ns, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			_, signed := p.Annotations[warmpool.AnnotationRunSignature]
+			t.Logf("SOAK pod %s/%s: run %s, %s, created %s, started %v, signed %t, annotations %v",
+				p.Namespace, p.Name, p.Labels[managed.LabelRun], p.Status.Phase, p.CreationTimestamp.UTC().Format(time.RFC3339),
+				p.Status.StartTime, signed, p.Annotations)
+		}
 	}
 }
 
