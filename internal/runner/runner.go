@@ -9,6 +9,7 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +21,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -527,7 +530,7 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	defer cancel()
 	room := waitfor.QuotaWait{Kube: r.Kube, Namespace: ns}
 	for {
-		pod, err := r.Kube.CoreV1().Pods(ns).Create(ctx, s.Pod, metav1.CreateOptions{})
+		pod, err := r.createOnce(ctx, s.Pod)
 		if err == nil {
 			return pod, nil
 		}
@@ -546,6 +549,58 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err))
 		}
 	}
+}
+
+// createMark is the annotation that tells the pod one createOnce made.
+const createMark = "kubeplay.io/create"
+
+// createBackoff spans about 30 s, as deleteBackoff: an API server restart.
+var createBackoff = deleteBackoff
+
+// createOnce creates pod, trying again while the API server cannot be
+// reached (restarting, or a connection cut): a run not started yet lives
+// through what a started one does. A create whose connection broke after
+// it was sent may have been carried out; its mark finds the pod it made,
+// which is then neither made twice nor left behind.
+func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	pod = pod.DeepCopy()
+	mark := rand.Text()
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[createMark] = mark
+	pods := r.Kube.CoreV1().Pods(pod.Namespace)
+	var created *corev1.Pod
+	sent := false
+	// A webhook's timeout is the launch's to retry, with a fresh pod.
+	again := func(err error) bool { return ctx.Err() == nil && transient(err) && !webhookTimeout(err) }
+	err := retry.OnError(createBackoff, again, func() error {
+		if sent {
+			list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(pod.Labels).String()})
+			if err != nil {
+				return err
+			}
+			for i := range list.Items {
+				if list.Items[i].Annotations[createMark] == mark {
+					created = &list.Items[i]
+					r.log("run pod found after its create's connection broke", map[string]any{"namespace": pod.Namespace, "pod": created.Name})
+					return nil
+				}
+			}
+		}
+		p, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			// A refused connection sent nothing.
+			sent = sent || !utilnet.IsConnectionRefused(err)
+			if again(err) {
+				r.log("creating the run pod failed; trying again", map[string]any{"namespace": pod.Namespace, "error": err.Error()})
+			}
+			return err
+		}
+		created = p
+		return nil
+	})
+	return created, err
 }
 
 func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatcher {

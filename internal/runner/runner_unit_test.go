@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -354,5 +356,67 @@ func TestVanished(t *testing.T) {
 		if got, why := r.vanished(t.Context(), testPod(name), "worker"); got != want.how || why != want.reason {
 			t.Errorf("%s: %q (%s), want %q (%s)", name, got, why, want.how, want.reason)
 		}
+	}
+}
+
+// TestCreateRetriesTransientErrors: a run pod's create that the API server
+// could not take (refused while it restarts, or cut after it was sent) is
+// tried again, and one carried out before its connection broke is found by
+// its mark, not made twice: the soak (TestAccSoak) saw runs end as
+// cluster_unavailable for a create cut by an API server restart.
+func TestCreateRetriesTransientErrors(t *testing.T) {
+	saved := createBackoff
+	createBackoff = wait.Backoff{Duration: time.Millisecond, Steps: 9}
+	t.Cleanup(func() { createBackoff = saved })
+	kube := runnertest.NewClientset()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	cut := &url.Error{Op: "Post", URL: "https://127.0.0.1:16443/api/v1/namespaces/runs/pods", Err: io.EOF}
+	creates := 0
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		creates++
+		switch creates {
+		case 1:
+			return true, nil, refused
+		case 2: // cut before the server had it
+			return true, nil, cut
+		case 3: // carried out, then cut
+			ca, ok := a.(k8stesting.CreateAction)
+			if !ok {
+				return true, nil, fmt.Errorf("got a %T", a)
+			}
+			p, ok := ca.GetObject().(*corev1.Pod)
+			if !ok {
+				return true, nil, fmt.Errorf("created a %T", ca.GetObject())
+			}
+			p = p.DeepCopy()
+			p.Name = "run-made"
+			if err := kube.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+				return true, nil, err
+			}
+			return true, nil, cut
+		}
+		return false, nil, nil
+	})
+	r := &Runner{Kube: kube}
+	s := Spec{Pod: testPod(""), PendingTimeout: 5 * time.Second}
+	s.Pod.GenerateName = "run-"
+	s.Pod.Labels = map[string]string{"kubeplay.io/run": "r1"}
+	p, err := r.create(t.Context(), s)
+	if err != nil || p.Name != "run-made" {
+		t.Fatalf("create = %v, %v; want the pod the cut create made", p, err)
+	}
+	pods, err := kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 || creates != 3 {
+		t.Errorf("%d pods after %d creates (%v), want the one pod of 3 creates", len(pods.Items), creates, err)
+	}
+	if s.Pod.Annotations[createMark] != "" {
+		t.Error("create marked the spec's pod, which a launch retry creates again")
+	}
+	// A refusal that is no connection's ends the create at once.
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource, "", errors.New("denied by a webhook"))
+	})
+	if _, err := r.create(t.Context(), s); ReasonOf(err) != ReasonPodRejected {
+		t.Errorf("a refused pod: %v (%s), want pod_rejected", err, ReasonOf(err))
 	}
 }

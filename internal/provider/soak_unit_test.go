@@ -1,0 +1,124 @@
+// Copyright (c) kubeplay authors
+// SPDX-License-Identifier: MPL-2.0
+
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// soakProblems collects what a soak check reports.
+type soakProblems []string
+
+func (p *soakProblems) errorf(format string, args ...any) {
+	*p = append(*p, fmt.Sprintf(format, args...))
+}
+
+// soakOutput is what a run's playbook prints: its numbered lines in order.
+func soakOutput(id string, lines ...int) string {
+	var b strings.Builder
+	b.WriteString("PLAY [all] ***\n")
+	for _, i := range lines {
+		fmt.Fprintf(&b, "ok: [h01] => (item=%d) => {\n    \"msg\": \"soak-line %s %d\"\n}\n", i, id, i)
+	}
+	return b.String()
+}
+
+func soakSeq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// TestSoakChecks: the soak's checks pass what a sound soak leaves and
+// report each kind of fault they exist for, so that a passing soak means
+// something.
+func TestSoakChecks(t *testing.T) {
+	flog := &soakLog{t: t, seed: 7, start: time.Now()}
+	flog.add(soakFault{Kind: soakPodDelete, Pod: "pod-deleted"})
+	ok := func(id string) *soakRun {
+		return &soakRun{id: id, kind: soakCold, slices: 1, attempts: 1, inState: true, status: "successful",
+			pods: []string{"pod-" + id}, output: soakOutput(id, soakSeq(soakRunLines)...)}
+	}
+	for _, c := range []struct {
+		name    string
+		run     func() *soakRun
+		records string // the run's execution records, one "<pod>" a line
+		want    string // in a problem reported; "" for none
+	}{
+		{"sound", func() *soakRun { return ok("a") }, "pod-a", ""},
+		{"explained pod_deleted", func() *soakRun {
+			r := ok("a")
+			r.status, r.reason, r.pods, r.output = "error", "pod_deleted", []string{"pod-deleted"}, ""
+			return r
+		}, "pod-deleted", ""},
+		{"pod_deleted no fault explains", func() *soakRun {
+			r := ok("a")
+			r.status, r.reason = "error", "pod_deleted"
+			return r
+		}, "pod-a", "MISMATCH"},
+		{"an unexplained reason", func() *soakRun {
+			r := ok("a")
+			r.status, r.reason = "error", "cluster_unavailable"
+			return r
+		}, "pod-a", "MISMATCH"},
+		{"not in the state", func() *soakRun { r := ok("a"); r.inState = false; r.status = ""; return r }, "", "MISMATCH"},
+		{"twice in one pod", func() *soakRun { return ok("a") }, "pod-a\npod-a", "executed the playbook 2 times"},
+		{"more pods than attempts", func() *soakRun { return ok("a") }, "pod-a\npod-b", "2 pods executed"},
+		{"a second attempt may run again", func() *soakRun { r := ok("a"); r.attempts = 2; return r }, "pod-a\npod-b", ""},
+		{"a successful pod that never ran", func() *soakRun { return ok("a") }, "", "recorded 0 executions"},
+		{"a lost line", func() *soakRun {
+			r := ok("a")
+			r.output = soakOutput("a", soakSeq(soakRunLines-1)...)
+			return r
+		}, "pod-a", fmt.Sprintf("line %d 0 times", soakRunLines-1)},
+		{"a doubled line", func() *soakRun {
+			r := ok("a")
+			r.output = soakOutput("a", append(soakSeq(soakRunLines), 3)...)
+			return r
+		}, "pod-a", "line 3 2 times"},
+		{"another run's line", func() *soakRun {
+			r := ok("a")
+			r.output += soakOutput("b", 0)
+			return r
+		}, "pod-a", "a line of run b"},
+		{"two slices", func() *soakRun {
+			r := ok("a")
+			r.slices, r.pods = 2, []string{"pod-a", "pod-a2"}
+			r.output = soakOutput("a", soakSeq(soakRunLines)...) + soakOutput("a", soakSeq(soakRunLines)...)
+			return r
+		}, "pod-a\npod-a2", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.run()
+			dir := t.TempDir()
+			if c.records != "" {
+				var b strings.Builder
+				for _, pod := range strings.Split(c.records, "\n") {
+					fmt.Fprintf(&b, "%s %s\n", r.id, pod)
+				}
+				if err := os.WriteFile(filepath.Join(dir, r.id), []byte(b.String()), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got soakProblems
+			soakCheckOutcomes(got.errorf, []*soakRun{r}, flog)
+			soakCheckExecutions(got.errorf, []*soakRun{r}, dir)
+			soakCheckOutputs(got.errorf, []*soakRun{r})
+			switch {
+			case c.want == "" && len(got) > 0:
+				t.Errorf("a sound soak reported: %q", got)
+			case c.want != "" && !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, c.want) }):
+				t.Errorf("reported %q, want a problem saying %q", got, c.want)
+			}
+		})
+	}
+}
