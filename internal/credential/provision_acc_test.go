@@ -23,7 +23,9 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
 
 func accKube(t *testing.T) (*rest.Config, kubernetes.Interface) {
@@ -238,6 +240,23 @@ func TestAccProvisionedRoleGrantsRunPermissions(t *testing.T) {
 	pod, err := acctest.StartPod(ctx, tkube, ns, "sa-exec", acctest.TestImage())
 	if err != nil {
 		t.Fatalf("running a pod with the token: %v", err)
+	}
+	// kubeplay signs each pod it makes with the rights the Role gives: an
+	// update, never a patch.
+	made, err := tkube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := catalogkey.New([]byte("kubeplay-credential-acc-test-key-32b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.Labels = map[string]string{managed.LabelContainerGroup: "g", managed.LabelRun: "r"}
+	if made, err = tkube.CoreV1().Pods(ns).Update(ctx, made, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("labelling the pod with the token: %v", err)
+	}
+	if signed, err := warmpool.SignRun(ctx, tkube, key, made); err != nil || !warmpool.VerifyRun(key, "g", signed, false) {
+		t.Errorf("signing a run pod with the token: %v", err)
 	}
 	req := tkube.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: "worker", Command: []string{"echo", "ok"}, Stdout: true}, scheme.ParameterCodec)

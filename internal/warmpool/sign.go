@@ -10,13 +10,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -236,23 +238,39 @@ func Sign(ctx context.Context, kube kubernetes.Interface, key *catalogkey.Key, o
 	return annotate(ctx, kube, p, Signatures(key, o, p))
 }
 
-// annotate adds sigs to p's annotations with one merge patch that names
-// p's UID: a patch of a pod of p's name but another UID fails (metadata.uid
-// is immutable), so only p is signed, and the scheduler's or kubelet's
-// updates in between cannot make it conflict (an update would, and cost a
-// read and a second update).
+// annotate adds sigs to p's annotations with an update; a conflict reads
+// the pod again, as long as it is the same pod.
 func annotate(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod, sigs map[string]string) (*corev1.Pod, error) {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": p.UID, "annotations": sigs}})
-	if err != nil {
-		return nil, err
+	pods := kube.CoreV1().Pods(p.Namespace)
+	q := p.DeepCopy()
+	for attempt := 1; ; attempt++ {
+		if q.Annotations == nil {
+			q.Annotations = map[string]string{}
+		}
+		maps.Copy(q.Annotations, sigs)
+		// Through an API server restart or a cut connection: a pod left
+		// unsigned is one the orphan sweep may never delete. An update the
+		// server carried out before the connection broke conflicts when
+		// sent again, and the read below finds the same pod.
+		var got *corev1.Pod
+		err := kubeclient.RetryIdempotent(ctx, func() (err error) {
+			got, err = pods.Update(ctx, q, metav1.UpdateOptions{FieldManager: managed.FieldManager})
+			return err
+		})
+		if err == nil {
+			return got, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == 5 {
+			return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if err := kubeclient.RetryIdempotent(ctx, func() (err error) {
+			q, err = pods.Get(ctx, p.Name, metav1.GetOptions{})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if q.UID != p.UID {
+			return nil, fmt.Errorf("signing pod %s/%s: it was replaced by another pod of its name", p.Namespace, p.Name)
+		}
 	}
-	got, err := kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: managed.FieldManager})
-	if err != nil {
-		return nil, fmt.Errorf("signing pod %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	if got.UID != p.UID {
-		return nil, fmt.Errorf("signing pod %s/%s: it was replaced by another pod of its name", p.Namespace, p.Name)
-	}
-	return got, nil
 }

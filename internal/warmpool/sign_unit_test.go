@@ -5,11 +5,11 @@ package warmpool
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"io"
 	"maps"
-	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -136,33 +135,20 @@ func TestSpecDigestIgnoresNilAndEmpty(t *testing.T) {
 	}
 }
 
-// Sign writes both signatures onto the pod created with one patch that
-// names its UID, whatever changed on the pod since: no update that could
-// conflict. A pod that took its name is not signed: the API server refuses
-// a patch that changes metadata.uid, as the reactor below does.
+// Sign writes both signatures onto the pod created; when the pod changed
+// since (a conflict), it reads it again and signs it if it is still the
+// pod created, and not when another pod took its name.
 func TestSign(t *testing.T) {
 	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
 	o := tmpl.owner(Revision(tmpl.Pod))
 	created := tmpl.warmPod(Revision(tmpl.Pod))
 	created.Name, created.UID = "kubeplay-warm-x", "uid-x"
-	bound := created.DeepCopy()
-	bound.Spec.NodeName, bound.ResourceVersion = "node-1", "2" // the scheduler's, since the create
-	kube := fake.NewClientset(bound)
-	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var patch struct {
-			Metadata struct{ UID string } `json:"metadata"`
-		}
-		pa, ok := a.(k8stesting.PatchAction)
-		if !ok {
-			return false, nil, nil
-		}
-		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
-			return true, nil, err
-		}
-		cur, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), pa.GetName())
-		if p, ok := cur.(*corev1.Pod); err == nil && ok && patch.Metadata.UID != string(p.UID) {
-			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "kubeplay-warm-x",
-				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), patch.Metadata.UID, "field is immutable")})
+	kube := fake.NewClientset(created)
+	conflicts := 1
+	kube.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "kubeplay-warm-x", errors.New("bound"))
 		}
 		return false, nil, nil
 	})
@@ -170,15 +156,8 @@ func TestSign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(unitKey, o, got); err != nil || got.Spec.NodeName != "node-1" {
-		t.Errorf("the signed pod: %v (node %q)", err, got.Spec.NodeName)
-	}
-	var verbs []string
-	for _, a := range kube.Actions() {
-		verbs = append(verbs, a.GetVerb())
-	}
-	if !slices.Equal(verbs, []string{"patch"}) {
-		t.Errorf("signing made requests %v, want one patch", verbs)
+	if err := Verify(unitKey, o, got); err != nil || conflicts != 0 {
+		t.Errorf("the signed pod: %v (%d conflicts left)", err, conflicts)
 	}
 	// Another pod took the name between the create and the signature.
 	other := created.DeepCopy()
@@ -186,7 +165,8 @@ func TestSign(t *testing.T) {
 	if _, err := kube.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !apierrors.IsInvalid(err) {
+	conflicts = 1
+	if _, err := Sign(context.Background(), kube, unitKey, o, created); err == nil || !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("signing a pod whose name another took: %v", err)
 	}
 	if q, _ := kube.CoreV1().Pods("ns").Get(context.Background(), "kubeplay-warm-x", metav1.GetOptions{}); len(q.Annotations) != 0 {
@@ -194,6 +174,62 @@ func TestSign(t *testing.T) {
 	}
 	if _, err := Sign(context.Background(), kube, nil, tmpl.owner(""), created); !errors.Is(err, ErrNoKey) {
 		t.Errorf("signing without a key: %v", err)
+	}
+}
+
+// A signature lives through an API server restart: the update that met a
+// refused connection is sent again, and one the server carried out before
+// the connection broke (sent again, it conflicts) is found signed.
+func TestSignThroughRestart(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	o := tmpl.owner(Revision(tmpl.Pod))
+	created := tmpl.warmPod(Revision(tmpl.Pod))
+	created.Name, created.UID, created.ResourceVersion = "kubeplay-warm-x", "uid-x", "1"
+	kube := fake.NewClientset(created)
+	refused := 1
+	kube.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if refused > 0 {
+			refused--
+			return true, nil, syscall.ECONNREFUSED
+		}
+		return false, nil, nil
+	})
+	got, err := Sign(context.Background(), kube, unitKey, o, created)
+	if err != nil || refused != 0 {
+		t.Fatalf("signing through a refused connection: %v (%d refusals left)", err, refused)
+	}
+	if err := Verify(unitKey, o, got); err != nil {
+		t.Errorf("the signed pod: %v", err)
+	}
+	// Carried out, then the connection broke: the update is sent again and
+	// conflicts on the resourceVersion it had; the read finds the same pod.
+	kube = fake.NewClientset(created)
+	cut := 1
+	kube.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if cut > 0 {
+			cut--
+			ua, ok := a.(k8stesting.UpdateAction)
+			if !ok {
+				return false, nil, nil
+			}
+			applied := ua.GetObject().(*corev1.Pod).DeepCopy()
+			applied.ResourceVersion = "2"
+			if err := kube.Tracker().Update(a.GetResource(), applied, a.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+			return true, nil, io.ErrUnexpectedEOF
+		}
+		if p := a.(k8stesting.UpdateAction).GetObject().(*corev1.Pod); p.ResourceVersion != "2" {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, p.Name, errors.New("changed"))
+		}
+		return false, nil, nil
+	})
+	got, err = Sign(context.Background(), kube, unitKey, o, created)
+	if err != nil || cut != 0 {
+		t.Fatalf("signing after a cut update: %v", err)
+	}
+	if err := Verify(unitKey, o, got); err != nil || got.UID != created.UID {
+		t.Errorf("the pod signed after a cut update: %v (uid %s)", err, got.UID)
 	}
 }
 
