@@ -1,4 +1,4 @@
-package kubeclient
+package kubeclient_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 )
 
 // TestAccExecTokenRefresh proves that a provider client runs its exec plugin
@@ -57,16 +58,16 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 	if err := os.WriteFile(plugin, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := Settings{
+	s := kubeclient.Settings{
 		Host:                 admin.Host,
 		ClusterCACertificate: string(admin.CAData),
-		Exec:                 &ExecSettings{APIVersion: "client.authentication.k8s.io/v1", Command: plugin},
+		Exec:                 &kubeclient.ExecSettings{APIVersion: "client.authentication.k8s.io/v1", Command: plugin},
 	}
 	cfg, _, err := s.RESTConfig(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewClients(cfg)
+	c, err := kubeclient.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

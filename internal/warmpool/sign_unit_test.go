@@ -212,14 +212,22 @@ func TestSignThroughRestart(t *testing.T) {
 			if !ok {
 				return false, nil, nil
 			}
-			applied := ua.GetObject().(*corev1.Pod).DeepCopy()
+			p, ok := ua.GetObject().(*corev1.Pod)
+			if !ok {
+				return false, nil, nil
+			}
+			applied := p.DeepCopy()
 			applied.ResourceVersion = "2"
 			if err := kube.Tracker().Update(a.GetResource(), applied, a.GetNamespace()); err != nil {
 				return true, nil, err
 			}
 			return true, nil, io.ErrUnexpectedEOF
 		}
-		if p := a.(k8stesting.UpdateAction).GetObject().(*corev1.Pod); p.ResourceVersion != "2" {
+		ua, ok := a.(k8stesting.UpdateAction)
+		if !ok {
+			return false, nil, nil
+		}
+		if p, ok := ua.GetObject().(*corev1.Pod); ok && p.ResourceVersion != "2" {
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, p.Name, errors.New("changed"))
 		}
 		return false, nil, nil
