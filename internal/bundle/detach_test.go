@@ -113,15 +113,16 @@ func (s *session) beat() {
 }
 
 // cut ends the session as a broken stream does: its stdin ends, and it must
-// end at once.
+// end at once, not after the disconnect grace (30 s); 20 s leaves room for
+// a machine whose tests keep both CPUs busy (make test-all saw 5 s pass).
 func (s *session) cut() {
 	s.t.Helper()
 	_ = s.stdin.Close()
 	select {
 	case err := <-s.exited:
 		s.t.Logf("session ended: %v", err)
-	case <-time.After(5 * time.Second):
-		s.t.Fatal("the session did not end within 5 s of its stdin")
+	case <-time.After(20 * time.Second):
+		s.t.Fatal("the session did not end within 20 s of its stdin")
 	}
 }
 
