@@ -229,8 +229,8 @@ func TestLaunchRetries(t *testing.T) {
 		{"deleted before it ran, then runs", 3, []func(*fake.Clientset, string){deletePod}, 2, ""},
 		{"evicted twice, then runs", 2, []func(*fake.Clientset, string){evict, evict}, 3, ""},
 		{"no retries left", 1, []func(*fake.Clientset, string){deletePod, deletePod}, 2,
-			"pod run-2 was deleted before it ran (launch attempt 2 of 2)"},
-		{"retries off", 0, []func(*fake.Clientset, string){deletePod}, 1, "pod run-1 was deleted before it ran"},
+			"was deleted before it ran (launch attempt 2 of 2)"},
+		{"retries off", 0, []func(*fake.Clientset, string){deletePod}, 1, "was deleted before it ran"},
 		{"missing image is not retried", 3, []func(*fake.Clientset, string){pullFails}, 1, "cannot start: ErrImagePull"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -248,6 +248,9 @@ func TestLaunchRetries(t *testing.T) {
 			pod, err := r.launch(t.Context(), s, &res)
 			if (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
 				t.Fatalf("error %v, want %q", err, c.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "pod "+res.PodName+" ") {
+				t.Errorf("error %v does not name the last pod, %q", err, res.PodName)
 			}
 			if strings.HasSuffix(c.wantErr, "ErrImagePull") && CanPass(err) {
 				t.Error("a missing image can pass")
@@ -283,7 +286,7 @@ func TestLaunchRetriesWebhookTimeout(t *testing.T) {
 	})
 	var res Result
 	pod, err := (&Runner{Kube: lc.kube}).launch(t.Context(), launchSpec(1), &res)
-	if err != nil || res.LaunchAttempts != 2 || pod.Name != "run-1" {
+	if err != nil || res.LaunchAttempts != 2 || len(lc.pods()) != 1 || pod.Name != lc.pods()[0] {
 		t.Fatalf("%v: %d attempts, pod %v", err, res.LaunchAttempts, pod)
 	}
 	// A refused spec is not retried.

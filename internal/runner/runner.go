@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -551,17 +550,25 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	}
 }
 
-// createMark is the annotation that tells the pod one createOnce made.
+// createMark is the annotation that tells the pod one createOnce made: a
+// random value that nobody can know before the pod exists.
 const createMark = "kubeplay.io/create"
+
+// errNameTaken: the chosen name was another pod's; a new one is tried.
+var errNameTaken = errors.New("the run pod's name was taken")
 
 // createBackoff spans about 30 s, as deleteBackoff: an API server restart.
 var createBackoff = deleteBackoff
 
 // createOnce creates pod, trying again while the API server cannot be
 // reached (restarting, or a connection cut): a run not started yet lives
-// through what a started one does. A create whose connection broke after
-// it was sent may have been carried out; its mark finds the pod it made,
-// which is then neither made twice nor left behind.
+// through what a started one does. The name is chosen here, not by the
+// server, so that a create whose connection broke after it was sent is sent
+// again under the same name: the server refuses a second pod, and the pod
+// of that name is the one made only when it carries this create's mark.
+// A pod creator can add pods that copy the labels and the mark, never one of
+// that name, so the retry is never given another's pod; a name taken before
+// the first create (or by a pod without the mark) is left for a new one.
 func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	pod = pod.DeepCopy()
 	mark := rand.Text()
@@ -569,36 +576,55 @@ func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[createMark] = mark
+	generated := pod.Name == ""
+	name := func() {
+		if generated {
+			// 13 random characters of base32: the server's generateName
+			// takes 5 of a 27-letter alphabet, guessable to a creator.
+			pod.Name = pod.GenerateName + strings.ToLower(rand.Text()[:13])
+		}
+	}
+	name()
 	pods := r.Kube.CoreV1().Pods(pod.Namespace)
 	var created *corev1.Pod
 	sent := false
 	// A webhook's timeout is the launch's to retry, with a fresh pod.
-	again := func(err error) bool { return ctx.Err() == nil && transient(err) && !webhookTimeout(err) }
+	again := func(err error) bool {
+		return ctx.Err() == nil && (errors.Is(err, errNameTaken) || transient(err) && !webhookTimeout(err))
+	}
 	err := retry.OnError(createBackoff, again, func() error {
-		if sent {
-			list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(pod.Labels).String()})
-			if err != nil {
-				return err
-			}
-			for i := range list.Items {
-				if list.Items[i].Annotations[createMark] == mark {
-					created = &list.Items[i]
-					r.log("run pod found after its create's connection broke", map[string]any{"namespace": pod.Namespace, "pod": created.Name})
+		p, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			created = p
+			return nil
+		}
+		if apierrors.IsAlreadyExists(err) {
+			if sent {
+				got, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+				if gerr != nil {
+					return gerr
+				}
+				if got.Annotations[createMark] == mark {
+					created = got
+					r.log("run pod found after its create's connection broke", map[string]any{"namespace": pod.Namespace, "pod": got.Name})
 					return nil
 				}
 			}
-		}
-		p, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			// A refused connection sent nothing.
-			sent = sent || !utilnet.IsConnectionRefused(err)
-			if again(err) {
-				r.log("creating the run pod failed; trying again", map[string]any{"namespace": pod.Namespace, "error": err.Error()})
+			if !generated {
+				return err
 			}
-			return err
+			// Not this create's pod: a new name, sent afresh.
+			r.log("a pod of the run pod's name exists; trying another name", map[string]any{"namespace": pod.Namespace, "pod": pod.Name})
+			name()
+			sent = false
+			return fmt.Errorf("%w: %w", errNameTaken, err)
 		}
-		created = p
-		return nil
+		// A refused connection sent nothing.
+		sent = sent || !utilnet.IsConnectionRefused(err)
+		if again(err) {
+			r.log("creating the run pod failed; trying again", map[string]any{"namespace": pod.Namespace, "error": err.Error()})
+		}
+		return err
 	})
 	return created, err
 }

@@ -361,9 +361,11 @@ func TestVanished(t *testing.T) {
 
 // TestCreateRetriesTransientErrors: a run pod's create that the API server
 // could not take (refused while it restarts, or cut after it was sent) is
-// tried again, and one carried out before its connection broke is found by
-// its mark, not made twice: the soak (TestAccSoak) saw runs end as
-// cluster_unavailable for a create cut by an API server restart.
+// tried again under the same name, and one carried out before its
+// connection broke is found by its name and mark, not made twice: the soak
+// (TestAccSoak) saw runs end as cluster_unavailable for a create cut by an
+// API server restart. A name that another pod took first is given up for a
+// new one. TestAccCreateRetryRefusesImpostor is the adversarial case.
 func TestCreateRetriesTransientErrors(t *testing.T) {
 	saved := createBackoff
 	createBackoff = wait.Backoff{Duration: time.Millisecond, Steps: 9}
@@ -371,26 +373,28 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 	kube := runnertest.NewClientset()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	cut := &url.Error{Op: "Post", URL: "https://127.0.0.1:16443/api/v1/namespaces/runs/pods", Err: io.EOF}
-	creates := 0
+	var names []string
+	var made string
 	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		creates++
-		switch creates {
-		case 1:
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return true, nil, fmt.Errorf("got a %T", a)
+		}
+		p, ok := ca.GetObject().(*corev1.Pod)
+		if !ok {
+			return true, nil, fmt.Errorf("created a %T", ca.GetObject())
+		}
+		names = append(names, p.Name)
+		switch len(names) {
+		case 1: // the name was another pod's
+			return true, nil, apierrors.NewAlreadyExists(podsResource, p.Name)
+		case 2:
 			return true, nil, refused
-		case 2: // cut before the server had it
+		case 3: // cut before the server had it
 			return true, nil, cut
-		case 3: // carried out, then cut
-			ca, ok := a.(k8stesting.CreateAction)
-			if !ok {
-				return true, nil, fmt.Errorf("got a %T", a)
-			}
-			p, ok := ca.GetObject().(*corev1.Pod)
-			if !ok {
-				return true, nil, fmt.Errorf("created a %T", ca.GetObject())
-			}
-			p = p.DeepCopy()
-			p.Name = "run-made"
-			if err := kube.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+		case 4: // carried out, then cut
+			made = p.Name
+			if err := kube.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p.DeepCopy(), p.Namespace); err != nil {
 				return true, nil, err
 			}
 			return true, nil, cut
@@ -402,15 +406,18 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 	s.Pod.GenerateName = "run-"
 	s.Pod.Labels = map[string]string{"kubeplay.io/run": "r1"}
 	p, err := r.create(t.Context(), s)
-	if err != nil || p.Name != "run-made" {
-		t.Fatalf("create = %v, %v; want the pod the cut create made", p, err)
+	if err != nil || p.Name != made {
+		t.Fatalf("create = %v, %v; want the pod %q the cut create made", p, err, made)
+	}
+	if len(names) != 5 || names[0] == names[1] || names[1] != names[4] || !strings.HasPrefix(names[1], "run-") {
+		t.Errorf("creates named %q: want a new name after the taken one, then that name each time", names)
 	}
 	pods, err := kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 1 || creates != 3 {
-		t.Errorf("%d pods after %d creates (%v), want the one pod of 3 creates", len(pods.Items), creates, err)
+	if err != nil || len(pods.Items) != 1 {
+		t.Errorf("%d pods (%v), want the one pod", len(pods.Items), err)
 	}
-	if s.Pod.Annotations[createMark] != "" {
-		t.Error("create marked the spec's pod, which a launch retry creates again")
+	if s.Pod.Annotations[createMark] != "" || s.Pod.Name != "" {
+		t.Error("create marked or named the spec's pod, which a launch retry creates again")
 	}
 	// A refusal that is no connection's ends the create at once.
 	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
