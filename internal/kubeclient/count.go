@@ -35,8 +35,19 @@ func (r Request) String() string {
 }
 
 // ParseRequest classifies an API request by its method, path and whether
-// it asks for a watch, as the API server's metrics do.
+// it asks for a watch, as the API server's metrics do. Each field is one
+// token of letters, digits and ".-_/", or "?": a line of the request log is
+// always one request.
 func ParseRequest(method, path string, watch bool) Request {
+	r := parseRequest(method, path, watch)
+	r.Verb, r.Resource = token(r.Verb), token(r.Resource)
+	if r.Namespace != "" {
+		r.Namespace = token(r.Namespace)
+	}
+	return r
+}
+
+func parseRequest(method, path string, watch bool) Request {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	// /api/v1/... or /apis/group/version/...
 	switch {
@@ -48,12 +59,14 @@ func ParseRequest(method, path string, watch bool) Request {
 		return Request{Verb: method, Resource: "discovery"}
 	}
 	var r Request
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
-		// namespaces/ns/resource[/name[/sub]]; "namespaces/ns" alone is the namespace itself.
+	// namespaces/ns/resource[/name[/sub]]; "namespaces/ns" alone is the
+	// namespace itself, and "namespaces/ns/status" or "/finalize" its
+	// subresource.
+	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
 		r.Namespace = parts[1]
 		parts = parts[2:]
 	}
-	if len(parts) == 0 {
+	if len(parts) == 0 || parts[0] == "" {
 		return Request{Verb: method, Resource: "discovery"}
 	}
 	r.Resource = parts[0]
@@ -72,6 +85,20 @@ func ParseRequest(method, path string, watch bool) Request {
 		r.Verb = method
 	}
 	return r
+}
+
+// token is s when it is one token of the request log, else "?".
+func token(s string) string {
+	if s == "" {
+		return "?"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == '/') {
+			return "?"
+		}
+	}
+	return s
 }
 
 // counting logs each request that goes through it.
