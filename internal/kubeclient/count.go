@@ -62,7 +62,8 @@ func parseRequest(method, path string, watch bool) Request {
 	// namespaces/ns/resource[/name[/sub]]; "namespaces/ns" alone is the
 	// namespace itself, and "namespaces/ns/status" or "/finalize" its
 	// subresource.
-	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
+	namespaceSub := len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")
+	if len(parts) >= 3 && parts[0] == "namespaces" && !namespaceSub {
 		r.Namespace = parts[1]
 		parts = parts[2:]
 	}
@@ -87,16 +88,17 @@ func parseRequest(method, path string, watch bool) Request {
 	return r
 }
 
+const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_/"
+
 // token is s when it is one token of the request log, else "?".
 func token(s string) string {
 	if s == "" {
 		return "?"
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == '/') {
-			return "?"
-		}
+	if strings.IndexFunc(s, func(c rune) bool {
+		return !strings.ContainsRune(tokenChars, c)
+	}) >= 0 {
+		return "?"
 	}
 	return s
 }
