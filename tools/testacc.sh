@@ -127,9 +127,11 @@ processwide() {
 
 # The packages whose tests TESTACC_DISRUPTIVE may name: those that call acctest.Disruptive.
 disruptive_pkgs=$(grep -rl --include='*_test.go' 'acctest\.Disruptive(' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
-# "PKG TEST" lines: go test -list prints a package's tests, then "ok PKG".
-processwide_tests=$(go test -list "$TESTACC_PROCESSWIDE" ./... |
-  awk '/^Test/ {names[n++] = $1} /^ok / {for (i = 0; i < n; i++) print $2, names[i]; n = 0}')
+# "PKG TEST" lines, from the test files' declarations: go test -list would link and start
+# every package's test binary for this (18 s), before any test began.
+processwide_tests=$(grep -rE --include='*_test.go' '^func Test[A-Za-z0-9_]+\(t \*testing\.T\)' internal |
+  sed -E 's|^(.*)/[^/]*_test\.go:func (Test[A-Za-z0-9_]+)\(.*|./\1 \2|' |
+  awk -v re="$TESTACC_PROCESSWIDE" '$2 ~ re' | sort -u)
 
 mkdir -p "$LOGS/bin" "$LOGS/provider"
 # The provider that tests running terraform as separate processes install (dev_overrides):

@@ -66,7 +66,7 @@ exec /usr/sbin/sshd -D -e -o LogLevel=VERBOSE -o MaxStartups=100:30:200 -o UsePA
 
 // SSHTargets starts n SSH targets in namespace, each with a host key of its
 // own, accepting authorized for SSHUser; waits with a watch until each
-// accepts connections (a TCP readiness probe on port 22) and deletes them
+// accepts connections (a TCP startup probe on port 22) and deletes them
 // when the test ends.
 func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int, authorized ssh.PublicKey) []SSHTarget {
 	t.Helper()
@@ -92,8 +92,8 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			// The kubelet's probe connects every second from the node's address: its lines
-			// would fill any tail, so they are left out.
+			// The kubelet's startup probe connects from the node's address:
+			// its lines are left out.
 			probe := "\x00"
 			if p, err := pods.Get(ctx, name, metav1.GetOptions{}); err == nil && p.Status.HostIP != "" {
 				probe = "from " + p.Status.HostIP + " port"
@@ -153,9 +153,14 @@ func sshdPod(hostKey, authorized string) *corev1.Pod {
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sh", "-c", sshdScript},
 				Env:             []corev1.EnvVar{{Name: "HOST_KEY", Value: hostKey}, {Name: "AUTHORIZED_KEY", Value: authorized}},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(22)}},
-					PeriodSeconds: 1,
+				// A startup probe, not a readiness probe: Ready still waits for
+				// sshd to accept, but the kubelet stops connecting once it has,
+				// where a readiness probe made sshd start a session process every
+				// second of the target's life, CPU the whole suite paid for.
+				StartupProbe: &corev1.Probe{
+					ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(22)}},
+					PeriodSeconds:    1,
+					FailureThreshold: 180,
 				},
 			}},
 		},
