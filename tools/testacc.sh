@@ -18,7 +18,8 @@
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server or stop
-#            a kubelet, one at a time, after the rest (with --checks,
+#            a kubelet, one at a time, after the rest; beside them TESTACC_LATE,
+#            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
 #
@@ -28,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-: "${TESTACC_DISRUPTIVE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
+: "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
@@ -127,11 +128,15 @@ processwide() {
 
 # The packages whose tests TESTACC_DISRUPTIVE may name: those that call acctest.Disruptive.
 disruptive_pkgs=$(grep -rl --include='*_test.go' 'acctest\.Disruptive(' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
-# "PKG TEST" lines, from the test files' declarations: go test -list would link and start
-# every package's test binary for this (18 s), before any test began.
-processwide_tests=$(grep -rE --include='*_test.go' '^func Test[A-Za-z0-9_]+\(t \*testing\.T\)' internal |
-  sed -E 's|^(.*)/[^/]*_test\.go:func (Test[A-Za-z0-9_]+)\(.*|./\1 \2|' |
-  awk -v re="$TESTACC_PROCESSWIDE" '$2 ~ re' | sort -u)
+# tests_matching RE: "PKG TEST" lines of the tests RE matches, from the test files'
+# declarations: go test -list would link and start every package's test binary for this (18 s),
+# before any test began.
+tests_matching() {
+  grep -rE --include='*_test.go' '^func Test[A-Za-z0-9_]+\(t \*testing\.T\)' internal |
+    sed -E 's|^(.*)/[^/]*_test\.go:func (Test[A-Za-z0-9_]+)\(.*|./\1 \2|' | awk -v re="$1" '$2 ~ re' | sort -u
+}
+processwide_tests=$(tests_matching "$TESTACC_PROCESSWIDE")
+late_pkgs=$(tests_matching "$TESTACC_LATE" | cut -d' ' -f1 | sort -u)
 
 mkdir -p "$LOGS/bin" "$LOGS/provider"
 # The provider that tests running terraform as separate processes install (dev_overrides):
@@ -173,7 +178,7 @@ phase1=()
 # from the binary built above, started at once: in go test ./... the provider's began only
 # when a slot of -p freed, and was linked a second time.
 # shellcheck disable=SC2086 # one package per word
-job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" \
+job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" \
   $(go list ./... | grep -vxF -f <(go list $TERRAFORM_PKGS)) && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
@@ -194,6 +199,8 @@ phase_start=$(date +%s)
 phase2=()
 # shellcheck disable=SC2086 # one package per word
 job disruptive "${gotest[@]}" -p 1 -run "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
+# shellcheck disable=SC2086 # one package per word
+job late "${gotest[@]}" -run "$TESTACC_LATE" $late_pkgs && phase2+=(late)
 if [ "$checks" = 1 ]; then
   # The checks need the tools: when phase 1 ended first, the rest of the prewarm gets the CPU now.
   wait "$prewarm_pid"

@@ -22,6 +22,8 @@ import (
 //   - TESTACC_NEXT_RUN, the second Terraform's pass, matches every test that
 //     needs Terraform 1.12 or later (a tfversion check or terraformAtLeast
 //     with a newer version), which the first pass, on 1.11, skips;
+//   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
+//     no cluster;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -55,6 +57,20 @@ func TestMakefileSelection(t *testing.T) {
 			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
 				t.Errorf("%s names %s, which is no test", list.name, alt)
 			}
+		}
+	}
+
+	// TESTACC_LATE's tests run while the disruptive ones restart the API
+	// server and stop the kubelet: none may reach the cluster.
+	late := regexp.MustCompile(vars["TESTACC_LATE"])
+	for _, ts := range tests {
+		if late.MatchString(ts.name) && ts.marks[markCluster] {
+			t.Errorf("%s (%s) is in TESTACC_LATE but reaches the cluster (acctest's clients, a test environment or resource.Test)", ts.name, ts.pkg)
+		}
+	}
+	for _, alt := range alternatives(vars["TESTACC_LATE"]) {
+		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
+			t.Errorf("TESTACC_LATE names %s, which is no test", alt)
 		}
 	}
 
@@ -95,11 +111,13 @@ const (
 	markDisruptive  = "Disruptive"
 	markProcessWide = "ProcessWide"
 	markNewer       = "newer"
+	markCluster     = "cluster"
 )
 
 var markers = map[string]*regexp.Regexp{
 	markDisruptive:  regexp.MustCompile(`\bacctest\.Disruptive\(`),
 	markProcessWide: regexp.MustCompile(`\bacctest\.ProcessWide\(`),
+	markCluster:     regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
 	markNewer:       regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
