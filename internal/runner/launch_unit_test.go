@@ -328,3 +328,57 @@ func TestLaunchRetriesSandbox(t *testing.T) {
 		})
 	}
 }
+
+// outOfCPU is the kubelet's admission refusing the pod: the scheduler bound
+// it, but the node had no room by the kubelet's count (the soak saw this
+// after a kubelet restart admitted another pod first).
+func outOfCPU(kube *fake.Clientset, name string) {
+	setPodStatus(kube, name, corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu",
+		Message: "Pod was rejected: Node didn't have enough resource: cpu, requested: 50, used: 1980, capacity: 2000"})
+}
+
+// TestLaunchWaitsOutKubeletRefusal: a pod the kubelet refused for want of
+// room is a full node, which the run waits out within its pending timeout
+// with fresh pods, without a launch retry; past the timeout it is
+// unschedulable. A pod that ran before it failed is no refusal.
+func TestLaunchWaitsOutKubeletRefusal(t *testing.T) {
+	saved := refusedBackoff
+	refusedBackoff = 10 * time.Millisecond
+	t.Cleanup(func() { refusedBackoff = saved })
+
+	lc := newLaunchCluster(t, outOfCPU, outOfCPU)
+	s := launchSpec(0)
+	s.OnLaunchRetry = func(attempt int, err error) { t.Errorf("launch retry %d after %v", attempt, err) }
+	var res Result
+	pod, err := (&Runner{Kube: lc.kube}).launch(t.Context(), s, &res)
+	if err != nil || res.LaunchAttempts != 3 || len(lc.pods()) != 3 || pod.Name != lc.pods()[2] {
+		t.Fatalf("%v: %d attempts, pods %v, returned %v", err, res.LaunchAttempts, lc.pods(), pod)
+	}
+	list, err := lc.kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Errorf("%d pods left (%v), want the running one", len(list.Items), err)
+	}
+
+	refuse := make([]func(*fake.Clientset, string), 100)
+	for i := range refuse {
+		refuse[i] = outOfCPU
+	}
+	lc = newLaunchCluster(t, refuse...)
+	s = launchSpec(3)
+	s.PendingTimeout = 300 * time.Millisecond
+	res = Result{}
+	_, err = (&Runner{Kube: lc.kube}).launch(t.Context(), s, &res)
+	if ReasonOf(err) != ReasonUnschedulable || err == nil || !strings.Contains(err.Error(), "no node had room for the run within the pending timeout") {
+		t.Errorf("refused past the pending timeout: %v (%s), want unschedulable", err, ReasonOf(err))
+	}
+
+	ran := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu", ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "worker", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}}}
+	if refusedForRoom(ran) {
+		t.Error("a pod whose container ran counts as refused for room")
+	}
+	evicted := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}}
+	if refusedForRoom(evicted) || !refusedForRoom(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfmemory"}}) {
+		t.Error("refusedForRoom tells an eviction, or OutOfmemory, wrongly")
+	}
+}

@@ -136,7 +136,8 @@ type Result struct {
 	// PodKept is set when the pod was left in place.
 	PodKept bool
 	// LaunchAttempts counts the pods the run launched (created, or tried
-	// to): 1, plus one per retry; 0 when it never tried.
+	// to): 1, plus one per retry and one per pod a node's kubelet refused
+	// for want of room; 0 when it never tried.
 	LaunchAttempts int
 	// Timeline is where the run's time went, from StartedAt to FinishedAt.
 	Timeline []Step
@@ -265,6 +266,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) Result {
 // fresh one. The pod it returns with an error is the last attempt's, nil
 // when that one was not created.
 func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, error) {
+	// Pods the node's kubelet refused for want of room: a full node, which
+	// the run waits out within the pending timeout, not a launch retry.
+	refused, roomBy := 0, time.Now().Add(s.PendingTimeout)
 	for {
 		res.LaunchAttempts++
 		res.PodName = ""
@@ -287,12 +291,32 @@ func (r *Runner) launch(ctx context.Context, s Spec, res *Result) (*corev1.Pod, 
 			}
 			pod, err = r.waitRunning(ctx, s, pod)
 		}
+		if nr := (noRoom{}); err != nil && ctx.Err() == nil && errors.As(err, &nr) && pod != nil {
+			wait := min(refusedBackoff<<min(refused, 4), time.Until(roomBy))
+			if wait <= 0 {
+				return pod, because(ReasonUnschedulable, fmt.Errorf("%w; no node had room for the run within the pending timeout of %s", err, s.PendingTimeout))
+			}
+			refused++
+			if derr := DeletePod(ctx, r.Kube, pod.Namespace, pod.Name, pod.UID); derr != nil {
+				return pod, fmt.Errorf("%w; deleting pod %s before launching another failed: %v", err, pod.Name, derr)
+			}
+			r.log("the node's kubelet refused the run pod for want of room; launching another", map[string]any{
+				"namespace": pod.Namespace, "pod": pod.Name, "node": nr.node, "reason": nr.reason, "wait": wait.String()})
+			s.event("pod %s refused by node %s (%s): waiting for room, then launching another", pod.Name, nr.node, nr.reason)
+			s.Timeline.Note(StepSchedule, fmt.Sprintf("refused by node %s: %s", nr.node, nr.reason))
+			select {
+			case <-ctx.Done():
+				return pod, ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
 		if err == nil || ctx.Err() != nil || !CanPass(err) {
 			return pod, err
 		}
-		if res.LaunchAttempts > s.LaunchRetries {
+		if res.LaunchAttempts-refused > s.LaunchRetries {
 			if s.LaunchRetries > 0 {
-				err = fmt.Errorf("%w (launch attempt %d of %d)", err, res.LaunchAttempts, s.LaunchRetries+1)
+				err = fmt.Errorf("%w (launch attempt %d of %d)", err, res.LaunchAttempts-refused, s.LaunchRetries+1)
 			}
 			return pod, err
 		}
@@ -704,6 +728,9 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		err := fmt.Errorf("pod %s ended (%s) before the run: %s", p.Name, p.Status.Phase, describe(p))
+		if refusedForRoom(p) {
+			return false, because(ReasonUnschedulable, noRoom{err: err, node: p.Spec.NodeName, reason: p.Status.Reason})
+		}
 		if workerGaveUp(p, container) {
 			return false, because(ReasonNodeStartFailed, gaveUp(err))
 		}
@@ -739,6 +766,37 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// refusedBackoff is the first wait after a kubelet refused a run pod for
+// want of room; it doubles with each refusal, up to 16 times.
+var refusedBackoff = time.Second
+
+// noRoom: the node's kubelet refused a pod the scheduler bound to it, for
+// want of a resource ("OutOfcpu"): the scheduler's view and the kubelet's
+// differ for a moment, as after a kubelet restart that admits another pod
+// first. Nothing of the pod ran.
+type noRoom struct {
+	err          error
+	node, reason string
+}
+
+func (e noRoom) Error() string { return e.err.Error() }
+func (e noRoom) Unwrap() error { return e.err }
+
+// refusedForRoom reports a pod that the kubelet's admission failed for a
+// resource it lacked (lifecycle's "OutOf" reasons) before any container of
+// it started.
+func refusedForRoom(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodFailed || !strings.HasPrefix(p.Status.Reason, "OutOf") {
+		return false
+	}
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func describe(p *corev1.Pod) string {

@@ -426,19 +426,14 @@ func TestAccRunProjectHash(t *testing.T) {
 	e.gone(res)
 }
 
-// TestAccRunWaitsForRoom: a run pod that the node has no room for yet (a
-// pod of the test holds nearly all its CPU) waits, and runs once that pod
-// is gone, instead of failing as unschedulable. It fills the node, so it
-// runs alone.
-func TestAccRunWaitsForRoom(t *testing.T) {
-	acctest.Disruptive(t, "fills the node's CPU")
-	e := newEnv(t)
-	ctx := context.Background()
+// fillNode starts a pod that leaves 100m of the largest node's allocatable
+// CPU, less than a run's 500m, and returns it once it is bound.
+func (e *env) fillNode(ctx context.Context) *corev1.Pod {
+	e.t.Helper()
 	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
-		t.Fatalf("nodes: %v", err)
+		e.t.Fatalf("nodes: %v", err)
 	}
-	// The blocker leaves 100m of the largest node's allocatable CPU, less than the run's 500m.
 	var most resource.Quantity
 	for _, n := range nodes.Items {
 		if a := n.Status.Allocatable[corev1.ResourceCPU]; a.Cmp(most) > 0 {
@@ -451,11 +446,58 @@ func TestAccRunWaitsForRoom(t *testing.T) {
 	blocker.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = most
 	blocker, err = e.kube.CoreV1().Pods(e.ns).Create(ctx, blocker, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if _, err := e.waitPhase(blocker.Name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }); err != nil {
-		t.Fatalf("the blocker was not scheduled: %v", err)
+	e.t.Cleanup(func() {
+		_ = e.kube.CoreV1().Pods(e.ns).Delete(context.Background(), blocker.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	bound, err := e.waitPhase(blocker.Name, 2*time.Minute, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	if err != nil {
+		e.t.Fatalf("the blocker was not scheduled: %v", err)
 	}
+	return bound
+}
+
+// TestAccRunRefusedByKubeletWaits: the soak saw a run pod that the
+// scheduler had bound refused by the node's kubelet, OutOfcpu (after a
+// kubelet restart admitted the node filler first), and the run end as
+// start_failed. Here the run pod is bound to a node that a pod of the test
+// fills (spec.nodeName, so the kubelet's admission decides): the run waits
+// with fresh pods, without launch_retries, and runs once that pod is gone.
+func TestAccRunRefusedByKubeletWaits(t *testing.T) {
+	acctest.Disruptive(t, "fills the node's CPU")
+	e := newEnv(t)
+	ctx := context.Background()
+	blocker := e.fillNode(ctx)
+	s := e.spec(bundle.Bundle{Command: []string{"true"}})
+	s.PendingTimeout = 3 * time.Minute
+	s.Pod.Spec.NodeName = blocker.Spec.NodeName
+	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	var once sync.Once
+	s.OnEvent = func(ev string) {
+		if strings.Contains(ev, "refused by node") {
+			once.Do(func() {
+				t.Logf("event: %s", ev)
+				_ = e.kube.CoreV1().Pods(e.ns).Delete(context.Background(), blocker.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			})
+		}
+	}
+	res := e.r.Run(ctx, s)
+	if res.Status != runner.StatusSuccessful || res.LaunchAttempts < 2 {
+		t.Fatalf("want %s after at least one refused pod, got %+v", runner.StatusSuccessful, res)
+	}
+	e.gone(res)
+}
+
+// TestAccRunWaitsForRoom: a run pod that the node has no room for yet (a
+// pod of the test holds nearly all its CPU) waits, and runs once that pod
+// is gone, instead of failing as unschedulable. It fills the node, so it
+// runs alone.
+func TestAccRunWaitsForRoom(t *testing.T) {
+	acctest.Disruptive(t, "fills the node's CPU")
+	e := newEnv(t)
+	ctx := context.Background()
+	blocker := e.fillNode(ctx)
 	s := e.spec(bundle.Bundle{Command: []string{"true"}})
 	s.PendingTimeout = 3 * time.Minute
 	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
