@@ -24,6 +24,13 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner/runnertest"
 )
 
+// startError is a pod in phase whose worker the runtime could not start,
+// saying msg.
+func startError(phase corev1.PodPhase, msg string) *corev1.Pod {
+	return withStatus(testPod("p"), corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "worker",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "StartError", ExitCode: 128, Message: msg}}}}})
+}
+
 func TestCanPass(t *testing.T) {
 	failed := func(reason string, conds ...corev1.PodCondition) *corev1.Pod {
 		return withStatus(testPod("p"), corev1.PodStatus{Phase: corev1.PodFailed, Reason: reason, Conditions: conds})
@@ -65,6 +72,10 @@ func TestCanPass(t *testing.T) {
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		}}}), false, ReasonUnschedulable},
 		{"config error", withStatus(testPod("p"), waiting("worker", "CreateContainerConfigError")), false, ReasonPodRejected},
+		// The soak: a kubelet stopped while it started the container.
+		{"start broken off, failed", startError(corev1.PodFailed, `failed to start containerd task "0535f1": context canceled: unknown`), true, ReasonNodeStartFailed},
+		{"start broken off, running", startError(corev1.PodRunning, `failed to start containerd task "0535f1": context deadline exceeded: unknown`), true, ReasonNodeStartFailed},
+		{"missing executable", startError(corev1.PodFailed, `failed to create containerd task: exec: "nope": executable file not found in $PATH: unknown`), false, ReasonStartFailed},
 	} {
 		_, err := runningOrFailed(c.pod, "worker")
 		if err == nil || CanPass(err) != c.pass || ReasonOf(err) != c.reason {

@@ -504,6 +504,25 @@ func gaveUp(err error) error {
 		"which may be raised if this recurs", err, podspec.WorkerStartTimeout)
 }
 
+// startInterrupted reports a container whose start the node itself broke
+// off: the runtime's StartError with a canceled context, as when the
+// kubelet is stopped while it starts the container (the soak's
+// kubelet_restart). Its process never ran, so a fresh pod can get past it;
+// other StartErrors (a missing executable) would fail again.
+func startInterrupted(p *corev1.Pod, container string) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil && t.Reason == "StartError" {
+			return strings.Contains(t.Message, "context canceled") || strings.Contains(t.Message, "context deadline exceeded")
+		}
+	}
+	return false
+}
+
+func interrupted(err error) error {
+	return fmt.Errorf("%w; the node broke off the container's start (a kubelet that restarted): a fresh pod is launched "+
+		"within the group's launch_retries", err)
+}
+
 // lostPod reports a pod that failed because its node or the cluster took it
 // away, not because of what it runs.
 func lostPod(p *corev1.Pod) bool { return lostReason(p) != "" }
@@ -734,6 +753,9 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 		if workerGaveUp(p, container) {
 			return false, because(ReasonNodeStartFailed, gaveUp(err))
 		}
+		if startInterrupted(p, container) {
+			return false, because(ReasonNodeStartFailed, interrupted(err))
+		}
 		if lostPod(p) {
 			return false, because(lostReason(p), err)
 		}
@@ -755,6 +777,9 @@ func runningOrFailed(p *corev1.Pod, container string) (bool, error) {
 			err := fmt.Errorf("container %s of pod %s exited before the run (%s, exit %d): %s", cs.Name, p.Name, t.Reason, t.ExitCode, t.Message)
 			if workerGaveUp(p, container) {
 				return false, because(ReasonNodeStartFailed, gaveUp(err))
+			}
+			if startInterrupted(p, container) {
+				return false, because(ReasonNodeStartFailed, interrupted(err))
 			}
 			if t.Reason == "OOMKilled" {
 				return false, because(ReasonOOMKilled, err)
