@@ -20,9 +20,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 )
 
@@ -192,10 +194,14 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	if cm == nil {
 		cm = l.written()
 	}
+	b := ledgerBackoff
 	for {
 		if cm == nil {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
+				if again(ctx, &b, err) {
+					continue
+				}
 				return g, err
 			}
 			fresh = true
@@ -237,6 +243,11 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 						return g, err
 					}
 				}
+				continue
+			case err != nil && again(ctx, &b, err):
+				// Read afresh: a claim written before the connection broke
+				// is this run's, which acquiring again replaces.
+				cm = nil
 				continue
 			case err != nil:
 				return g, fmt.Errorf("updating ledger %s/%s: %w", l.Namespace, cm.Name, err)
@@ -343,11 +354,15 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigMap, map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
 	cm := l.written()
+	b := ledgerBackoff
 	for {
 		fresh := cm == nil
 		if fresh {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
+				if again(ctx, &b, err) {
+					continue
+				}
 				return err
 			}
 		}
@@ -367,7 +382,9 @@ func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigM
 			continue
 		}
 		updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-		if apierrors.IsConflict(err) {
+		if apierrors.IsConflict(err) || err != nil && again(ctx, &b, err) {
+			// A write carried out before its connection broke is seen
+			// done on the fresh read: change finds nothing left to do.
 			cm = nil
 			continue
 		}
@@ -375,6 +392,28 @@ func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigM
 			l.remember(updated)
 		}
 		return err
+	}
+}
+
+// ledgerBackoff spans about 15 s, as kubeclient.RetryIdempotent's: an API
+// server restart, or a connection the soak's proxy cut, is over by then.
+var ledgerBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
+
+// again waits out b's next step after err, and reports whether the ledger's
+// read or write is to be tried again: err is transient and steps are left.
+// Every ledger write is conditioned on the resourceVersion it read and is
+// decided again on a fresh read, so repeating one is safe.
+func again(ctx context.Context, b *wait.Backoff, err error) bool {
+	if !kubeclient.Transient(err) || b.Steps <= 1 || ctx.Err() != nil {
+		return false
+	}
+	t := time.NewTimer(b.Step())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -172,8 +173,11 @@ func TestLedgerKeep(t *testing.T) {
 }
 
 // A kept claim that another process reaped is lost, reported once, and no
-// longer renewed; a renewal that fails is reported.
+// longer renewed; a renewal that fails, tried again, is reported.
 func TestLedgerKeepReportsLossAndFailure(t *testing.T) {
+	saved := ledgerBackoff
+	ledgerBackoff = wait.Backoff{Steps: 5, Duration: time.Millisecond}
+	t.Cleanup(func() { ledgerBackoff = saved })
 	led, kube := ledgerWith(t, 2, nil)
 	var mu sync.Mutex
 	var got []error

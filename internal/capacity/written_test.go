@@ -6,6 +6,9 @@ package capacity
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -182,5 +186,82 @@ func TestLedgerAcquireStartsFromWritten(t *testing.T) {
 	claims, _ := led.Claims(ctx)
 	if _, ok := claims["c"]; ok || len(claims) != 2 {
 		t.Errorf("claims %v, want b's and the other's", claims)
+	}
+}
+
+// TestLedgerWritesThroughCutConnections: the soak saw a release fail on a
+// connection cut mid-write ("Releasing Capacity Failed ... EOF"), leaving the
+// claim until the run's deadline, and an acquire fail the same way. A
+// claim, release or renewal whose write broke is tried again from a fresh
+// read, whether the write was lost or carried out; a refusal is final.
+func TestLedgerWritesThroughCutConnections(t *testing.T) {
+	saved := ledgerBackoff
+	ledgerBackoff = wait.Backoff{Steps: 5, Duration: time.Millisecond}
+	t.Cleanup(func() { ledgerBackoff = saved })
+	ctx := context.Background()
+	kube, _ := rvClientset()
+	led := Ledger{Kube: kube, Namespace: "runs", Group: "cut"}
+	if err := led.Ensure(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	// Each update takes the next of plan: "lost" (cut before the server
+	// had it), "done" (carried out, then cut) or "forbidden".
+	var plan []string
+	kube.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if len(plan) == 0 {
+			return false, nil, nil
+		}
+		how := plan[0]
+		plan = plan[1:]
+		ua, ok := a.(k8stesting.UpdateAction)
+		if !ok {
+			return true, nil, fmt.Errorf("got a %T", a)
+		}
+		switch how {
+		case "forbidden":
+			return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("no"))
+		case "done":
+			cm, ok := ua.GetObject().(*corev1.ConfigMap)
+			if !ok {
+				return true, nil, fmt.Errorf("updated a %T", ua.GetObject())
+			}
+			cm = cm.DeepCopy()
+			cm.ResourceVersion = "cut-" + strconv.Itoa(len(plan)) + "-" + cm.ResourceVersion
+			if err := kube.Tracker().Update(a.GetResource(), cm, a.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+		}
+		return true, nil, io.ErrUnexpectedEOF
+	})
+	claims := func() []string {
+		c, err := led.Claims(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Sorted(maps.Keys(c))
+	}
+	plan = []string{"lost"}
+	if _, err := led.Acquire(ctx, "a", 1, time.Minute); err != nil || !slices.Equal(claims(), []string{"a"}) {
+		t.Fatalf("acquire through a lost write: %v, claims %v", err, claims())
+	}
+	plan = []string{"done"}
+	if _, err := led.Acquire(ctx, "b", 1, time.Minute); err != nil || !slices.Equal(claims(), []string{"a", "b"}) {
+		t.Fatalf("acquire through a write carried out: %v, claims %v", err, claims())
+	}
+	plan = []string{"done"}
+	if err := led.Release(ctx, "a"); err != nil || !slices.Equal(claims(), []string{"b"}) {
+		t.Fatalf("release through a write carried out: %v, claims %v", err, claims())
+	}
+	plan = []string{"lost", "done"}
+	if lost, err := led.Renew(ctx, []string{"b"}, time.Hour); err != nil || len(lost) != 0 {
+		t.Fatalf("renewal through cut writes: lost %v, %v", lost, err)
+	}
+	plan = []string{"lost", "lost", "lost", "lost", "lost"}
+	if err := led.Release(ctx, "b"); err == nil || !slices.Equal(claims(), []string{"b"}) {
+		t.Errorf("a release whose five writes all broke: %v, claims %v; want the error, b kept", err, claims())
+	}
+	plan = []string{"forbidden", "done"}
+	if err := led.Release(ctx, "b"); !apierrors.IsForbidden(err) || len(plan) != 1 {
+		t.Errorf("a forbidden release: %v, %d planned writes left; want it final after one write", err, len(plan))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,14 +17,16 @@ import (
 )
 
 // Transient reports errors after which the same request may well succeed:
-// the connection was refused or broke (reset, EOF, an HTTP/2 ping that got
-// no answer: "client connection lost"), or the API server said it is
+// the connection was refused or broke (reset, EOF, a write into a closed
+// one: "broken pipe", an HTTP/2 ping that got no answer: "client connection
+// lost"), or the API server said it is
 // overloaded, restarting or out of time. client-go retries these only for
 // GET requests. A response cut short reaches here wrapped ("unexpected
 // error when reading response body. Please retry."), which
 // IsProbableEOF, comparing without errors.Is, does not see.
 func Transient(err error) bool {
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		utilnet.IsHTTP2ConnectionLost(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)

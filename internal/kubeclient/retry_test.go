@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +39,10 @@ func TestRetryIdempotent(t *testing.T) {
 		// A connection cut while the response came, as client-go reports it
 		// (a proxy that cut the provider's connections, in CI).
 		{"response cut short, then applied", context.Background(), []error{cutShort, nil}, 2, nil},
+		// A request written into a connection the server had closed (the
+		// soak: a run pod's create as the API server restarted).
+		{"broken pipe, then applied", context.Background(), []error{&url.Error{Op: "Post", URL: "https://127.0.0.1:45311/api/v1/namespaces/n/pods",
+			Err: &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}}, nil}, 2, nil},
 		{"server overloaded, then applied", context.Background(), []error{apierrors.NewTooManyRequests("busy", 1), nil}, 2, nil},
 		{"forbidden is final", context.Background(), []error{forbidden, nil}, 1, forbidden},
 		{"five tries at most", context.Background(), []error{lost, lost, lost, lost, lost, nil}, 5, lost},
