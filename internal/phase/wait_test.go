@@ -7,11 +7,14 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 )
 
@@ -136,11 +139,22 @@ func TestWaitReadyDeleted(t *testing.T) {
 	f := newFakeCluster(t)
 	e := f.engine("deleted")
 	refs := applied(t, e, deployment)
+	// Deleted once the wait watches, so after its list saw the Deployment: a
+	// delete at a fixed delay came before the list under make test-all's
+	// load, and the wait saw one that never existed.
+	watching := make(chan struct{})
+	var once sync.Once
+	f.dyn.PrependWatchReactor("deployments", func(k8stesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil
+	})
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		<-watching
+		time.Sleep(50 * time.Millisecond) // the watch is registered after the reactors
 		_ = f.dyn.Tracker().Delete(gvrDeployment, "ns", "web")
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The wait goes on to its end, then says what became of the Deployment.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := e.WaitReady(ctx, refs, nil); err == nil || !strings.Contains(err.Error(), "Deployment ns/web: deleted while waiting") {
 		t.Fatalf("wait for a deleted Deployment: %v", err)
