@@ -427,8 +427,9 @@ func TestAccRunProjectHash(t *testing.T) {
 }
 
 // fillNode starts a pod that leaves 100m of the largest node's allocatable
-// CPU, less than a run's 500m, and returns it once it is bound.
-func (e *env) fillNode(ctx context.Context) *corev1.Pod {
+// CPU and returns it once it is bound, with the spec of a run that needs
+// 500m and may wait 3 minutes for it.
+func (e *env) fillNode(ctx context.Context) (*corev1.Pod, runner.Spec) {
 	e.t.Helper()
 	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
@@ -455,7 +456,10 @@ func (e *env) fillNode(ctx context.Context) *corev1.Pod {
 	if err != nil {
 		e.t.Fatalf("the blocker was not scheduled: %v", err)
 	}
-	return bound
+	s := e.spec(bundle.Bundle{Command: []string{"true"}})
+	s.PendingTimeout = 3 * time.Minute
+	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	return bound, s
 }
 
 // TestAccRunRefusedByKubeletWaits: the soak saw a run pod that the
@@ -468,11 +472,8 @@ func TestAccRunRefusedByKubeletWaits(t *testing.T) {
 	acctest.Disruptive(t, "fills the node's CPU")
 	e := newEnv(t)
 	ctx := context.Background()
-	blocker := e.fillNode(ctx)
-	s := e.spec(bundle.Bundle{Command: []string{"true"}})
-	s.PendingTimeout = 3 * time.Minute
+	blocker, s := e.fillNode(ctx)
 	s.Pod.Spec.NodeName = blocker.Spec.NodeName
-	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
 	var once sync.Once
 	s.OnEvent = func(ev string) {
 		if strings.Contains(ev, "refused by node") {
@@ -497,10 +498,7 @@ func TestAccRunWaitsForRoom(t *testing.T) {
 	acctest.Disruptive(t, "fills the node's CPU")
 	e := newEnv(t)
 	ctx := context.Background()
-	blocker := e.fillNode(ctx)
-	s := e.spec(bundle.Bundle{Command: []string{"true"}})
-	s.PendingTimeout = 3 * time.Minute
-	s.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	blocker, s := e.fillNode(ctx)
 	waiting := make(chan string, 1)
 	freed := make(chan time.Time, 1)
 	s.OnEvent = func(ev string) {
