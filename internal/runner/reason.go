@@ -59,7 +59,7 @@ var Reasons = []ReasonDoc{
 	{ReasonCommandFailed, "The `command` exited non-zero (status `failed`).", false},
 	{ReasonQuotaExceeded, "The namespace's ResourceQuota refused the pod past `pod_pending_timeout`.", false},
 	{ReasonCapacityTimeout, "The pod waited for a node past `pod_pending_timeout`.", false},
-	{ReasonUnschedulable, "No node can ever hold the pod, and no cluster autoscaler said within 20 seconds that it adds one.", false},
+	{ReasonUnschedulable, "No node can ever hold the pod and no autoscaler said within 20 seconds it adds one, or nodes refused it past `pod_pending_timeout`.", false},
 	{ReasonImagePull, "The image cannot be pulled.", false},
 	{ReasonPodRejected, "The API server, a webhook or the kubelet refused the pod or its container.", false},
 	{ReasonAdmissionTimeout, "An admission webhook did not answer in time.", true},
