@@ -631,9 +631,10 @@ func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	pods := r.Kube.CoreV1().Pods(pod.Namespace)
 	var created *corev1.Pod
 	sent := false
-	// A webhook's timeout is the launch's to retry, with a fresh pod.
+	// A webhook's timeout is the launch's to retry, with a fresh pod; a lost
+	// race in quota admission is sent again (nothing was made).
 	again := func(err error) bool {
-		return ctx.Err() == nil && (errors.Is(err, errNameTaken) || transient(err) && !webhookTimeout(err))
+		return ctx.Err() == nil && (errors.Is(err, errNameTaken) || waitfor.QuotaConflict(err) || transient(err) && !webhookTimeout(err))
 	}
 	err := retry.OnError(createBackoff, again, func() error {
 		p, err := pods.Create(ctx, pod, metav1.CreateOptions{})

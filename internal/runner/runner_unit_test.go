@@ -392,7 +392,9 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 			return true, nil, refused
 		case 3: // cut before the server had it
 			return true, nil, cut
-		case 4: // carried out, then cut
+		case 4: // quota admission's lost race: not carried out
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "runs", errors.New("the object has been modified"))
+		case 5: // carried out, then cut
 			made = p.Name
 			if err := kube.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p.DeepCopy(), p.Namespace); err != nil {
 				return true, nil, err
@@ -409,7 +411,7 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 	if err != nil || p.Name != made {
 		t.Fatalf("create = %v, %v; want the pod %q the cut create made", p, err, made)
 	}
-	if len(names) != 5 || names[0] == names[1] || names[1] != names[4] || !strings.HasPrefix(names[1], "run-") {
+	if len(names) != 6 || names[0] == names[1] || names[1] != names[5] || !strings.HasPrefix(names[1], "run-") {
 		t.Errorf("creates named %q: want a new name after the taken one, then that name each time", names)
 	}
 	pods, err := kube.CoreV1().Pods("runs").List(t.Context(), metav1.ListOptions{})
@@ -425,5 +427,14 @@ func TestCreateRetriesTransientErrors(t *testing.T) {
 	})
 	if _, err := r.create(t.Context(), s); ReasonOf(err) != ReasonPodRejected {
 		t.Errorf("a refused pod: %v (%s), want pod_rejected", err, ReasonOf(err))
+	}
+	// So does a conflict on anything but a quota.
+	creates := 0
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates++
+		return true, nil, apierrors.NewConflict(podsResource, "", errors.New("the object has been modified"))
+	})
+	if _, err := r.create(t.Context(), s); !apierrors.IsConflict(err) || creates != 1 {
+		t.Errorf("a conflict on the pod: %v after %d creates, want it returned after one", err, creates)
 	}
 }

@@ -8,6 +8,7 @@ package waitfor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -207,6 +208,19 @@ func StartFailure(p *corev1.Pod) (string, bool) {
 // QuotaChange waits out.
 func QuotaExceeded(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// QuotaConflict reports the quota admission's lost race: requests admitted
+// together in a namespace with a ResourceQuota update its usage at once, and
+// the losers are refused with a Conflict on the quota, the request not
+// carried out. Sent again, it is admitted against the new usage.
+func QuotaConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "resourcequotas"
 }
 
 // QuotaWait waits out a namespace's quota refusals, one Wait per refusal.

@@ -455,6 +455,23 @@ func TestQuotaExceeded(t *testing.T) {
 	}
 }
 
+func TestQuotaConflict(t *testing.T) {
+	lost := apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "runs", errors.New("the object has been modified"))
+	if !QuotaConflict(lost) || !QuotaConflict(fmt.Errorf("creating: %w", lost)) {
+		t.Error("QuotaConflict does not know the quota admission's lost race")
+	}
+	for _, err := range []error{
+		apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("the object has been modified")),
+		apierrors.NewAlreadyExists(schema.GroupResource{Resource: "resourcequotas"}, "runs"),
+		errors.New(`Operation cannot be fulfilled on resourcequotas "runs"`),
+		nil,
+	} {
+		if QuotaConflict(err) {
+			t.Errorf("QuotaConflict(%v) = true", err)
+		}
+	}
+}
+
 // watchedQuota is a fake clientset holding one ResourceQuota; opened
 // receives each watch of quotas as it starts.
 func watchedQuota() (*fake.Clientset, *corev1.ResourceQuota, chan struct{}) {
