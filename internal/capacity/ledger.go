@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
@@ -194,12 +193,12 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 	if cm == nil {
 		cm = l.written()
 	}
-	b := ledgerBackoff
+	r := kubeclient.NewRetry(ledgerBackoff)
 	for {
 		if cm == nil {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
-				if again(ctx, &b, err) {
+				if r.Again(ctx, err) {
 					continue
 				}
 				return g, err
@@ -244,7 +243,7 @@ func (l Ledger) Acquire(ctx context.Context, run string, forks int64, ttl time.D
 					}
 				}
 				continue
-			case err != nil && again(ctx, &b, err):
+			case err != nil && r.Again(ctx, err):
 				// Read afresh: a claim written before the connection broke
 				// is this run's, which acquiring again replaces.
 				cm = nil
@@ -354,13 +353,13 @@ func (l Ledger) modify(ctx context.Context, change func(map[string]Entry) (bool,
 func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigMap, map[string]Entry) (bool, error)) error {
 	cms := l.Kube.CoreV1().ConfigMaps(l.Namespace)
 	cm := l.written()
-	b := ledgerBackoff
+	r := kubeclient.NewRetry(ledgerBackoff)
 	for {
 		fresh := cm == nil
 		if fresh {
 			var err error
 			if cm, err = l.get(ctx); err != nil {
-				if again(ctx, &b, err) {
+				if r.Again(ctx, err) {
 					continue
 				}
 				return err
@@ -382,7 +381,7 @@ func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigM
 			continue
 		}
 		updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: managed.ManagedByValue})
-		if apierrors.IsConflict(err) || err != nil && again(ctx, &b, err) {
+		if apierrors.IsConflict(err) || err != nil && r.Again(ctx, err) {
 			// A write carried out before its connection broke is seen
 			// done on the fresh read: change finds nothing left to do.
 			cm = nil
@@ -395,27 +394,11 @@ func (l Ledger) modifyConfigMap(ctx context.Context, change func(*corev1.ConfigM
 	}
 }
 
-// ledgerBackoff spans about 15 s, as kubeclient.RetryIdempotent's: an API
-// server restart, or a connection the soak's proxy cut, is over by then.
-var ledgerBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
-
-// again waits out b's next step after err, and reports whether the ledger's
-// read or write is to be tried again: err is transient and steps are left.
-// Every ledger write is conditioned on the resourceVersion it read and is
-// decided again on a fresh read, so repeating one is safe.
-func again(ctx context.Context, b *wait.Backoff, err error) bool {
-	if !kubeclient.Transient(err) || b.Steps <= 1 || ctx.Err() != nil {
-		return false
-	}
-	t := time.NewTimer(b.Step())
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// ledgerBackoff is kubeclient's: an API server restart, or a connection the
+// soak's proxy cut, is over by then. Every ledger write is conditioned on
+// the resourceVersion it read and is decided again on a fresh read, so
+// repeating one is safe.
+var ledgerBackoff = kubeclient.TransientBackoff
 
 func (l Ledger) read(ctx context.Context) (map[string]Entry, error) {
 	cm, err := l.get(ctx)

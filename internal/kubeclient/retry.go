@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 )
 
 // Transient reports errors after which the same request may well succeed:
@@ -32,15 +31,41 @@ func Transient(err error) bool {
 		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
 }
 
-// idempotentBackoff spans about 15 s: an API server restart, or a stall of
+// TransientBackoff spans about 15 s: an API server restart, or a stall of
 // a loaded machine long enough to lose an HTTP/2 ping, is over by then.
-var idempotentBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
+var TransientBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
 
-// RetryIdempotent calls fn again while it fails with a Transient error,
-// five times at most, and not once ctx is done. Only for requests whose
-// repetition changes nothing, such as a server-side apply: a create or an
-// update that the server may have carried out before the connection broke
-// would be sent twice.
 func RetryIdempotent(ctx context.Context, fn func() error) error {
-	return retry.OnError(idempotentBackoff, func(err error) bool { return ctx.Err() == nil && Transient(err) }, fn)
+	r := NewRetry(TransientBackoff)
+	for {
+		err := fn()
+		if err == nil || !r.Again(ctx, err) {
+			return err
+		}
+	}
+}
+
+// Retry paces a loop that sends its requests again after a Transient error;
+// loops that decide afresh on each attempt (a write conditioned on the
+// resourceVersion of a fresh read) use it where RetryIdempotent's one call
+// does not fit.
+type Retry struct{ b wait.Backoff }
+
+// NewRetry returns a Retry at the first step of b.
+func NewRetry(b wait.Backoff) *Retry { return &Retry{b: b} }
+
+// Again waits out the next step after err and reports whether to try again:
+// err is Transient, steps are left, and ctx did not end meanwhile.
+func (r *Retry) Again(ctx context.Context, err error) bool {
+	if !Transient(err) || r.b.Steps <= 1 || ctx.Err() != nil {
+		return false
+	}
+	t := time.NewTimer(r.b.Step())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -20,9 +20,9 @@ import (
 )
 
 func TestRetryIdempotent(t *testing.T) {
-	saved := idempotentBackoff
-	idempotentBackoff.Duration = time.Millisecond
-	t.Cleanup(func() { idempotentBackoff = saved })
+	saved := TransientBackoff
+	TransientBackoff.Duration = time.Millisecond
+	t.Cleanup(func() { TransientBackoff = saved })
 	lost := fmt.Errorf(`Patch "https://10.250.0.2:16443/api/v1/namespaces/x/configmaps/y": %w`, errors.New("http2: client connection lost"))
 	cutShort := fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", io.ErrUnexpectedEOF)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "y", errors.New("no"))
@@ -58,5 +58,20 @@ func TestRetryIdempotent(t *testing.T) {
 				t.Errorf("%d calls, error %v; want %d calls, error %v", calls, err, tc.wantCalls, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRetryAgainEndsWithItsContext: a Retry waiting out a step returns as
+// soon as its context ends, not after the step.
+func TestRetryAgainEndsWithItsContext(t *testing.T) {
+	r := NewRetry(TransientBackoff) // a first step of about a second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if r.Again(ctx, io.EOF) {
+		t.Error("Again reported a retry after its context ended")
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("Again returned %s after its context ended, want at once", took)
 	}
 }

@@ -520,7 +520,7 @@ func startInterrupted(p *corev1.Pod, container string) bool {
 
 func interrupted(err error) error {
 	return fmt.Errorf("%w; the node broke off the container's start (a kubelet that restarted): a fresh pod is launched "+
-		"within the group's launch_retries", err)
+		"within the group's launch_retries, which may be raised if this recurs", err)
 }
 
 // lostPod reports a pod that failed because its node or the cluster took it
