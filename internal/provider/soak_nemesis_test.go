@@ -113,10 +113,13 @@ func soakScript(path string, args ...string) error {
 }
 
 // deletePod deletes a running run pod of the cold or warm group, waiting
-// up to 2 minutes for one.
+// up to soakVictimWait for one. The workspaces go on applying rounds
+// meanwhile, but a cold, warm or project run's pod runs for seconds of a
+// round that waits for its slowest run (a quota or SSH one): twice in nine
+// soaks none ran for 2 minutes. A wait that gives up says what ran.
 func (n *soakNemesis) deletePod() {
 	ctx := context.Background()
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(soakVictimWait); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		var running []corev1.Pod
 		for _, ns := range n.podNSes {
 			pods, err := n.e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: managed.LabelRun})
@@ -140,7 +143,40 @@ func (n *soakNemesis) deletePod() {
 		}
 		return
 	}
-	n.t.Errorf("SOAK: no running run pod to delete within 2 minutes")
+	n.t.Errorf("SOAK: no running run pod to delete within %s; the workspaces' applies:\n%s", soakVictimWait, n.doing(ctx))
+}
+
+// soakVictimWait bounds deletePod's wait for a running run pod.
+const soakVictimWait = 5 * time.Minute
+
+// doing describes each workspace's apply in progress and the run pods of
+// the soak's namespaces, for a fault that found nothing to act on.
+func (n *soakNemesis) doing(ctx context.Context) string {
+	var b strings.Builder
+	for _, ws := range n.wss {
+		ws.mu.Lock()
+		var runs []string
+		for _, r := range ws.current {
+			runs = append(runs, r.key+" ("+r.kind+")")
+		}
+		if ws.cmd != nil {
+			fmt.Fprintf(&b, "  workspace %d: applying %s for %.0f s\n", ws.i, strings.Join(runs, ", "), time.Since(ws.started).Seconds())
+		} else {
+			fmt.Fprintf(&b, "  workspace %d: between applies\n", ws.i)
+		}
+		ws.mu.Unlock()
+	}
+	for _, g := range n.wss[0].setup.groups {
+		pods, err := n.e.kube.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: managed.LabelRun})
+		if err != nil {
+			fmt.Fprintf(&b, "  namespace %s: %v\n", g.ns, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "  pod %s/%s: %s\n", p.Namespace, p.Name, p.Status.Phase)
+		}
+	}
+	return b.String()
 }
 
 // fillNode starts a pod requesting the node's free CPU but 20m (less than
