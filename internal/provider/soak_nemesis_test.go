@@ -119,7 +119,12 @@ func soakScript(path string, args ...string) error {
 // soaks none ran for 2 minutes. A wait that gives up says what ran.
 func (n *soakNemesis) deletePod() {
 	ctx := context.Background()
-	for deadline := time.Now().Add(soakVictimWait); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	start, told := time.Now(), false
+	for deadline := start.Add(soakVictimWait); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if !told && time.Since(start) > time.Minute {
+			told = true
+			n.t.Logf("SOAK pod_delete has waited a minute for a running run pod; the workspaces' applies:\n%s", n.doing(ctx))
+		}
 		var running []corev1.Pod
 		for _, ns := range n.podNSes {
 			pods, err := n.e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: managed.LabelRun})
