@@ -22,6 +22,7 @@ import (
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/bundle"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/runner"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/warmpool"
 )
@@ -165,7 +166,12 @@ func soakCheckLeaks(t *testing.T, e *testEnv, s *soakSetup, kubeconfig, tf, cliC
 		}
 	}
 	if lastKill > 0 {
-		time.Sleep(time.Until(flog.start.Add(lastKill + bundle.DefaultLeaseGrace + 10*time.Second)))
+		// A killed run's pod ends within the grace of its last beat; one
+		// made and signed just before the kill, never exec'd, ends
+		// WorkerStartTimeout after its container started (a short soak that
+		// killed a provider at +25.6 s found such a pod still Running 40 s
+		// after). The slack covers the start and a restarted kubelet's report.
+		time.Sleep(time.Until(flog.start.Add(lastKill + max(bundle.DefaultLeaseGrace, podspec.WorkerStartTimeout) + 20*time.Second)))
 	}
 	if err := leaks(); err != nil {
 		ended := regexp.MustCompile(`^(pod \S+ \((Succeeded|Failed)\) is left|ledger \S+ holds claim .*)$`)

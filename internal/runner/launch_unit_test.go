@@ -376,7 +376,9 @@ func TestLaunchWaitsOutKubeletRefusal(t *testing.T) {
 	}
 	lc = newLaunchCluster(t, refuse...)
 	s = launchSpec(3)
-	s.PendingTimeout = 300 * time.Millisecond
+	// Long enough for the fake kubelet's first refusal on a machine that
+	// make test-all keeps busy (at 300 ms the timeout once came first).
+	s.PendingTimeout = 2 * time.Second
 	res = Result{}
 	_, err = (&Runner{Kube: lc.kube}).launch(t.Context(), s, &res)
 	if ReasonOf(err) != ReasonUnschedulable || err == nil || !strings.Contains(err.Error(), "no node had room for the run within the pending timeout") {
