@@ -35,6 +35,11 @@ func Transient(err error) bool {
 // a loaded machine long enough to lose an HTTP/2 ping, is over by then.
 var TransientBackoff = wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Jitter: 0.1}
 
+// RetryIdempotent calls fn again while it fails with a Transient error,
+// five times at most, and not once ctx is done. Only for requests whose
+// repetition changes nothing, such as a server-side apply: a create or an
+// update that the server may have carried out before the connection broke
+// would be sent twice.
 func RetryIdempotent(ctx context.Context, fn func() error) error {
 	r := NewRetry(TransientBackoff)
 	for {
