@@ -62,7 +62,14 @@ func NewRetry(b wait.Backoff) *Retry { return &Retry{b: b} }
 // Again waits out the next step after err and reports whether to try again:
 // err is Transient, steps are left, and ctx did not end meanwhile.
 func (r *Retry) Again(ctx context.Context, err error) bool {
-	if !Transient(err) || r.b.Steps <= 1 || ctx.Err() != nil {
+	return r.AgainIf(ctx, Transient(err))
+}
+
+// AgainIf is Again for a loop that decides itself which errors to send
+// again (a create resent only when nothing was made): it waits out the next
+// step when retry is true, steps are left and ctx is not done.
+func (r *Retry) AgainIf(ctx context.Context, retry bool) bool {
+	if !retry || r.b.Steps <= 1 || ctx.Err() != nil {
 		return false
 	}
 	t := time.NewTimer(r.b.Step())

@@ -77,3 +77,19 @@ func TestRetryAgainEndsWithItsContext(t *testing.T) {
 		t.Errorf("Again returned %s after its context ended, want at once", took)
 	}
 }
+
+// TestRetryAgainIf: the caller's decision replaces Transient, and the steps
+// still bound the attempts.
+func TestRetryAgainIf(t *testing.T) {
+	r := NewRetry(wait.Backoff{Steps: 3, Duration: time.Millisecond})
+	if r.AgainIf(context.Background(), false) {
+		t.Error("AgainIf(false) reported a retry")
+	}
+	tries := 1
+	for r.AgainIf(context.Background(), true) {
+		tries++
+	}
+	if tries != 3 {
+		t.Errorf("%d attempts, want the backoff's 3 steps", tries)
+	}
+}

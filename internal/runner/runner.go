@@ -579,7 +579,10 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 		if webhookTimeout(err) {
 			return nil, because(ReasonAdmissionTimeout, fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err))
 		}
-		if !waitfor.QuotaExceeded(err) {
+		// A quota that kept refusing with conflicts through createOnce's
+		// retries is contended by other creates: waited out as a full one.
+		conflict := waitfor.QuotaConflict(err)
+		if !waitfor.QuotaExceeded(err) && !conflict {
 			return nil, because(createReason(err), fmt.Errorf("creating the run pod in namespace %s: %w", ns, err))
 		}
 		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
@@ -588,7 +591,13 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w", ns, s.PendingTimeout, err))
+			if conflict {
+				return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s's ResourceQuota admission refused the run pod "+
+					"with conflicts (other pods' creates updating the quota at the same time) through the pending timeout of %s: %w. "+
+					"Lower the group's max_concurrent_runs, or raise pod_pending_timeout", ns, s.PendingTimeout, err))
+			}
+			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w. "+
+				"Raise the namespace's ResourceQuota, lower the group's max_concurrent_runs, or raise pod_pending_timeout", ns, s.PendingTimeout, err))
 		}
 	}
 }
@@ -636,7 +645,7 @@ func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	again := func(err error) bool {
 		return ctx.Err() == nil && (errors.Is(err, errNameTaken) || waitfor.QuotaConflict(err) || transient(err) && !webhookTimeout(err))
 	}
-	err := retry.OnError(createBackoff, again, func() error {
+	send := func() error {
 		p, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 		if err == nil {
 			created = p
@@ -669,8 +678,14 @@ func (r *Runner) createOnce(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 			r.log("creating the run pod failed; trying again", map[string]any{"namespace": pod.Namespace, "error": err.Error()})
 		}
 		return err
-	})
-	return created, err
+	}
+	pace := kubeclient.NewRetry(createBackoff)
+	for {
+		err := send()
+		if err == nil || !pace.AgainIf(ctx, again(err)) {
+			return created, err
+		}
+	}
 }
 
 func podListWatch(kube kubernetes.Interface, ns, name string) cache.ListerWatcher {

@@ -306,6 +306,45 @@ func TestCreateWaitsForQuota(t *testing.T) {
 	}
 }
 
+// TestCreateWaitsOutQuotaConflicts: a create that quota admission keeps
+// refusing with conflicts past createOnce's retries (many runs creating in
+// one namespace) waits as for a full quota, then ends quota_exceeded with a
+// remedy, not error/other with the API server's words alone.
+func TestCreateWaitsOutQuotaConflicts(t *testing.T) {
+	saved := createBackoff
+	createBackoff = wait.Backoff{Duration: time.Millisecond, Steps: 3}
+	t.Cleanup(func() { createBackoff = saved })
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "runs"}}
+	kube := runnertest.NewClientset(quota)
+	var conflicts atomic.Int32
+	conflicts.Store(1 << 20)
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.Add(-1) >= 0 {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "q", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	r := &Runner{Kube: kube}
+	s := Spec{Pod: testPod(""), PendingTimeout: 300 * time.Millisecond}
+	s.Pod.GenerateName = "run-"
+	_, err := r.create(t.Context(), s)
+	if ReasonOf(err) != ReasonQuotaExceeded || !strings.Contains(err.Error(), "refused the run pod with conflicts") ||
+		!strings.Contains(err.Error(), "Lower the group's max_concurrent_runs") {
+		t.Fatalf("conflicts through the pending timeout: %v (%s), want quota_exceeded with a remedy", err, ReasonOf(err))
+	}
+	// Conflicts past one createOnce's retries, then admitted: the create
+	// waits for the quota's next change and succeeds.
+	conflicts.Store(4)
+	time.AfterFunc(50*time.Millisecond, func() {
+		quota.Status.Used = corev1.ResourceList{corev1.ResourcePods: {}}
+		_, _ = kube.CoreV1().ResourceQuotas("runs").UpdateStatus(context.Background(), quota, metav1.UpdateOptions{})
+	})
+	s.PendingTimeout = 5 * time.Second
+	if p, err := r.create(t.Context(), s); err != nil || !strings.HasPrefix(p.Name, "run-") {
+		t.Fatalf("after the conflicts: %v %v", p, err)
+	}
+}
+
 // Run ends a run that cannot start as error, without a pod left.
 func TestRunThatCannotStart(t *testing.T) {
 	kube := runnertest.NewClientset()

@@ -439,3 +439,45 @@ func TestClaimSignsTheRun(t *testing.T) {
 		t.Error("the run signature held for another run or group")
 	}
 }
+
+// TestCreateResendsQuotaConflicts: a warm pod's create that quota admission
+// refused with a conflict (another create updated the quota at the same
+// time; nothing was made) is sent again, so a group's apply does not warn
+// of a pool it could fill; any other conflict is returned at once.
+func TestCreateResendsQuotaConflicts(t *testing.T) {
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	rev := Revision(tmpl.Pod)
+	kube := runnertest.NewClientset()
+	refusals, creates := 2, 0
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		creates++
+		if refusals > 0 {
+			refusals--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "q", errors.New("the object has been modified"))
+		}
+		if ca, ok := a.(k8stesting.CreateAction); ok {
+			if p, ok := ca.GetObject().(*corev1.Pod); ok {
+				p.UID = "uid-made" // as the API server sets it; the signature covers it
+			}
+		}
+		return false, nil, nil
+	})
+	if err := tmpl.create(t.Context(), kube, rev); err != nil || creates != 3 {
+		t.Fatalf("create after two quota conflicts: %v after %d creates, want made on the third", err, creates)
+	}
+	pods, err := kube.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("%d pods (%v), want one", len(pods.Items), err)
+	}
+	if err := Verify(unitKey, tmpl.owner(rev), &pods.Items[0]); err != nil {
+		t.Errorf("the pod made after the conflicts is not signed: %v", err)
+	}
+	creates = 0
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates++
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "", errors.New("the object has been modified"))
+	})
+	if err := tmpl.create(t.Context(), kube, rev); !apierrors.IsConflict(err) || creates != 1 {
+		t.Errorf("a conflict on the pod: %v after %d creates, want it returned after one", err, creates)
+	}
+}

@@ -37,10 +37,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/catalogkey"
+	"github.com/kubeplay/terraform-provider-kubeplay/internal/kubeclient"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/managed"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/podspec"
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/waitfor"
@@ -330,12 +332,23 @@ const createTimeout = 10 * time.Second
 func (t Template) create(ctx context.Context, kube kubernetes.Interface, rev string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	p, err := kube.CoreV1().Pods(t.Namespace).Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
-	if err != nil {
-		return err
+	// Quota admission's lost race made nothing: sent again.
+	pace := kubeclient.NewRetry(conflictBackoff)
+	for {
+		p, err := kube.CoreV1().Pods(t.Namespace).Create(ctx, t.warmPod(rev), metav1.CreateOptions{})
+		if err == nil {
+			return t.sign(ctx, kube, p, rev)
+		}
+		if !pace.AgainIf(ctx, waitfor.QuotaConflict(err)) {
+			return err
+		}
 	}
-	return t.sign(ctx, kube, p, rev)
 }
+
+// conflictBackoff paces the resends of a warm pod's create that quota
+// admission refused with a conflict: the other creates' update is done at
+// once, so the steps are short.
+var conflictBackoff = wait.Backoff{Steps: 6, Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.5}
 
 // sign signs p, just created at revision rev; an unsigned pod is never
 // claimed, so one that cannot be signed is deleted again.
