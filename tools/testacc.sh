@@ -40,7 +40,6 @@ checks=0
 
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 export TF_ACC=1
-gotest=(go test -count=1 -v -timeout "$TEST_TIMEOUT")
 jobs_run=()
 pids=()
 
@@ -77,12 +76,20 @@ phase_end() { # waits for the phase's jobs and prints their logs
   done
 }
 
-# testbin PKG: builds PKG's test binary once into $LOGS/bin, so that the jobs
-# that run it do not each compile and link it.
+# Test binaries live in the cache, not in $LOGS, which each run empties: go test -c links
+# one again only when what it links changed, where go test links every package's each time
+# (about 55 CPU-seconds of links a warm run saves).
+TESTBIN=${TESTBIN:-${KUBEPLAY_CACHE_DIR:-.cache}/testbin}
+
+# testbin PKG: builds PKG's test binary into $TESTBIN (a no-op when it is up to date), so
+# that the jobs that run it do not each compile and link it.
 testbin() {
   local bin
-  bin="$LOGS/bin/$(tr / _ <<<"$1").test"
-  [ -x "$bin" ] || go test -c -o "$bin" "$1" >&2 || return 1
+  bin="$TESTBIN/$(tr / _ <<<"$1").test"
+  if ! grep -qxF "$bin" "$LOGS/built" 2>/dev/null; then
+    go test -c -o "$bin" "$1" >&2 || return 1
+    echo "$bin" >>"$LOGS/built"
+  fi
   echo "$bin"
 }
 
@@ -91,7 +98,61 @@ runbin() {
   local bin dir
   bin=$(testbin "$1") && dir=$(go list -f '{{.Dir}}' "$1") || return 1
   shift
-  (cd "$dir" && "$bin" -test.count=1 -test.v -test.timeout "$TEST_TIMEOUT" "$@")
+  rundir "$bin" "$dir" "$@"
+}
+
+# rundir BIN DIR ARGS...: a test binary in its package's directory, with go test's flags.
+rundir() {
+  local bin=$1 dir=$2
+  shift 2
+  (cd "$dir" && "$bin" -test.paniconexit0 -test.count=1 -test.v -test.timeout "$TEST_TIMEOUT" "$@")
+}
+
+# serial RE PKG...: the tests RE matches of each PKG in turn, as go test -p 1 -run RE runs them.
+serial() {
+  local re=$1 pkg status=0
+  shift
+  for pkg in "$@"; do
+    if runbin "$pkg" -test.run "$re"; then printf 'ok  \t%s\n' "$pkg"; else
+      printf 'FAIL\t%s\n' "$pkg"
+      status=1
+    fi
+  done
+  return $status
+}
+
+# packages ARGS...: every package but TERRAFORM_PKGS, as go test -p 4 ./... runs them: their
+# test binaries built into $TESTBIN/pkg (linked only when changed), four run at a time, each
+# one's output kept apart and printed when it ends, then "ok" or "FAIL" and the package.
+packages() {
+  local dir="$TESTBIN/pkg" status=0 running=0 path pkgdir bin out
+  local -a outs=()
+  mkdir -p "$dir" "$LOGS/pkg"
+  # shellcheck disable=SC2086 # one package per word
+  go test -c -o "$dir/" $(go list ./... | grep -vxF -f <(go list $TERRAFORM_PKGS)) || return 1
+  while read -r path pkgdir; do
+    bin="$dir/${path##*/}.test"
+    [ -x "$bin" ] || continue # no test files
+    out="$LOGS/pkg/${path##*/}.log"
+    outs+=("$out")
+    (
+      if rundir "$bin" "$pkgdir" "$@" >"$out" 2>&1; then printf 'ok  \t%s\n' "$path" >>"$out"; else
+        printf 'FAIL\t%s\n' "$path" >>"$out"
+        exit 1
+      fi
+    ) &
+    running=$((running + 1))
+    if [ "$running" -ge 4 ]; then
+      wait -n || status=1
+      running=$((running - 1))
+    fi
+  done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./... | grep -vxF -f <(go list -f '{{.ImportPath}} {{.Dir}}' $TERRAFORM_PKGS))
+  while [ "$running" -gt 0 ]; do
+    wait -n || status=1
+    running=$((running - 1))
+  done
+  cat "${outs[@]}"
+  return $status
 }
 
 # next_terraform: builds Terraform 1.16.0 when it is not built yet, once (whoever needs it
@@ -138,14 +199,14 @@ tests_matching() {
 processwide_tests=$(tests_matching "$TESTACC_PROCESSWIDE")
 late_pkgs=$(tests_matching "$TESTACC_LATE" | cut -d' ' -f1 | sort -u)
 
-mkdir -p "$LOGS/bin" "$LOGS/provider"
+mkdir -p "$TESTBIN/provider"
 # The provider that tests running terraform as separate processes install (dev_overrides):
-# built once here rather than once per test process.
-go build -o "$LOGS/provider/terraform-provider-kubeplay" . || exit 1
-KUBEPLAY_TEST_PROVIDER_DIR=$(cd "$LOGS/provider" && pwd) && export KUBEPLAY_TEST_PROVIDER_DIR
+# built once here rather than once per test process (and linked only when it changed).
+go build -o "$TESTBIN/provider/terraform-provider-kubeplay" . || exit 1
+KUBEPLAY_TEST_PROVIDER_DIR=$(cd "$TESTBIN/provider" && pwd) && export KUBEPLAY_TEST_PROVIDER_DIR
 while read -r pkg; do
   testbin "$pkg" >/dev/null || exit 1
-done < <({ echo "$TERRAFORM_PKGS" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
+done < <({ echo "$TERRAFORM_PKGS $disruptive_pkgs $late_pkgs" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
 
 # prewarm: what the second pass, the release test and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
 # phase 1's tests mostly wait on pods: the linters and the docs generator, and each fuzzed
@@ -177,9 +238,8 @@ phase1=()
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
 # from the binary built above, started at once: in go test ./... the provider's began only
 # when a slot of -p freed, and was linked a second time.
-# shellcheck disable=SC2086 # one package per word
-job parallel "${gotest[@]}" -p 4 -parallel "$TESTACC_PARALLEL" -skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" \
-  $(go list ./... | grep -vxF -f <(go list $TERRAFORM_PKGS)) && phase1+=(parallel)
+job parallel packages -test.parallel "$TESTACC_PARALLEL" \
+  -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("$(basename "$pkg")")
@@ -198,9 +258,9 @@ phase1_took=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
 phase2=()
 # shellcheck disable=SC2086 # one package per word
-job disruptive "${gotest[@]}" -p 1 -run "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
+job disruptive serial "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
 # shellcheck disable=SC2086 # one package per word
-job late "${gotest[@]}" -run "$TESTACC_LATE" $late_pkgs && phase2+=(late)
+job late serial "$TESTACC_LATE" $late_pkgs && phase2+=(late)
 if [ "$checks" = 1 ]; then
   # The checks need the tools: when phase 1 ended first, the rest of the prewarm gets the CPU now.
   wait "$prewarm_pid"
