@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeplay/terraform-provider-kubeplay/internal/acctest"
@@ -36,9 +40,9 @@ type soakNemesis struct {
 	tools   string
 	proxy   *cutProxy
 	wss     []*soakWorkspace
-	rng     *rand.Rand // the sequence and the pauses: the seed replays them
-	target  *rand.Rand // which pod or workspace: depends on timing too
-	podNSes []string
+	rng     *rand.Rand   // the sequence and the pauses: the seed replays them
+	target  *rand.Rand   // which pod or workspace: depends on timing too
+	runPods *soakRunPods // the cold and warm groups' run pods, which pod_delete deletes
 	fillNS  string
 }
 
@@ -119,36 +123,78 @@ func soakScript(path string, args ...string) error {
 // soaks none ran for 2 minutes. A wait that gives up says what ran.
 func (n *soakNemesis) deletePod() {
 	ctx := context.Background()
-	start, told := time.Now(), false
-	for deadline := start.Add(soakVictimWait); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if !told && time.Since(start) > time.Minute {
-			told = true
-			n.t.Logf("SOAK pod_delete has waited a minute for a running run pod; the workspaces' applies:\n%s", n.doing(ctx))
-		}
-		var running []corev1.Pod
-		for _, ns := range n.podNSes {
-			pods, err := n.e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: managed.LabelRun})
+	tell, give := time.NewTimer(time.Minute), time.NewTimer(soakVictimWait)
+	defer tell.Stop()
+	defer give.Stop()
+	for {
+		if running := n.runPods.running(); len(running) > 0 {
+			p := running[n.target.IntN(len(running))]
+			n.log.add(soakFault{Kind: soakPodDelete, Pod: p.Name, Detail: fmt.Sprintf("pod %s/%s (run %s)", p.Namespace, p.Name, p.Labels[managed.LabelRun])})
+			err := n.e.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			if err != nil {
-				continue
+				n.t.Logf("SOAK deleting pod %s: %v", p.Name, err)
 			}
-			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-					running = append(running, p)
-				}
-			}
+			return
 		}
-		if len(running) == 0 {
-			continue
+		select {
+		case <-n.runPods.changed:
+		case <-tell.C:
+			n.t.Logf("SOAK pod_delete has waited a minute for a running run pod; the workspaces' applies:\n%s", n.doing(ctx))
+		case <-give.C:
+			n.t.Errorf("SOAK: no running run pod to delete within %s; the workspaces' applies:\n%s", soakVictimWait, n.doing(ctx))
+			return
 		}
-		p := running[n.target.IntN(len(running))]
-		n.log.add(soakFault{Kind: soakPodDelete, Pod: p.Name, Detail: fmt.Sprintf("pod %s/%s (run %s)", p.Namespace, p.Name, p.Labels[managed.LabelRun])})
-		err := n.e.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		if err != nil {
-			n.t.Logf("SOAK deleting pod %s: %v", p.Name, err)
-		}
-		return
 	}
-	n.t.Errorf("SOAK: no running run pod to delete within %s; the workspaces' applies:\n%s", soakVictimWait, n.doing(ctx))
+}
+
+// soakRunPods follows the run pods of some namespaces through informers
+// (a watch each, which re-lists after an API server restart), so that
+// pod_delete waits for a running one without listing them again and again.
+type soakRunPods struct {
+	stores  []cache.Store
+	changed chan struct{} // a pod was added, changed or deleted since the last receive
+}
+
+// watchRunPods starts following the run pods of namespaces until ctx ends.
+func watchRunPods(ctx context.Context, t *testing.T, kube kubernetes.Interface, namespaces []string) *soakRunPods {
+	w := &soakRunPods{changed: make(chan struct{}, 1)}
+	notify := func() {
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed.LabelRun }))
+		inf := f.Core().V1().Pods().Informer()
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			t.Fatal(err)
+		}
+		f.Start(ctx.Done())
+		w.stores = append(w.stores, inf.GetStore())
+	}
+	return w
+}
+
+// running returns the run pods that run and are not being deleted.
+func (w *soakRunPods) running() []*corev1.Pod {
+	var pods []*corev1.Pod
+	for _, s := range w.stores {
+		for _, o := range s.List() {
+			if p, ok := o.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				pods = append(pods, p)
+			}
+		}
+	}
+	// Store order is a map's: sorted, so that the seeded pick depends on the pods alone.
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
+	return pods
 }
 
 // soakVictimWait bounds deletePod's wait for a running run pod.

@@ -243,12 +243,13 @@ func TestAccSoak(t *testing.T) {
 			_ = terraformCLI(ws.tf, ws.cliConfig, ws.dir, "destroy", "-auto-approve", "-input=false", "-no-color")
 		})
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
 	n := &soakNemesis{t: t, e: e, log: flog, tools: tools, proxy: proxy, wss: wss,
 		rng:     rand.New(rand.NewPCG(p.seed, 0)),
 		target:  rand.New(rand.NewPCG(p.seed, 1<<32)),
-		podNSes: []string{setup.groups[soakCold].ns, setup.groups[soakWarm].ns}, fillNS: e.namespace("kp-soak-fill")}
-
-	ctx, stop := context.WithCancel(context.Background())
+		runPods: watchRunPods(ctx, t, e.kube, []string{setup.groups[soakCold].ns, setup.groups[soakWarm].ns}),
+		fillNS:  e.namespace("kp-soak-fill")}
 	memDone := mem.sample(ctx, wss)
 	nemesisDone := make(chan struct{})
 	go func() {
