@@ -23,9 +23,15 @@ import (
 func TestRefillsOfClaimsTogetherShareOne(t *testing.T) {
 	kube := runnertest.NewClientset()
 	var lists atomic.Int32
+	// The first refill's LIST is held until the other claims have come:
+	// a sleep let a loaded machine start that refill after them all (one
+	// LIST for six, which proved nothing of the queue).
+	listing, release := make(chan struct{}), make(chan struct{})
 	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		lists.Add(1)
-		time.Sleep(50 * time.Millisecond) // the first refill is still listing when the others come
+		if lists.Add(1) == 1 {
+			close(listing)
+			<-release
+		}
 		return false, nil, nil
 	})
 	e := New(&kubeclient.Clients{Config: &rest.Config{Host: "https://fake"}, Kube: kube}, Options{})
@@ -36,14 +42,23 @@ func TestRefillsOfClaimsTogetherShareOne(t *testing.T) {
 	tmpl.Key = nodeKey
 	ctx := context.Background()
 	first := e.refill(ctx, tmpl, 1)
-	time.Sleep(10 * time.Millisecond)
+	select {
+	case <-listing:
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("the first refill did not list the pool within a minute")
+	}
 	var flags []*atomic.Bool
 	for range 5 {
 		flags = append(flags, e.refill(ctx, tmpl, 1))
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	close(release)
+	deadline := time.Now().Add(time.Minute)
 	for (!first.Load() || !flags[0].Load()) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+	}
+	if flags[0] == first {
+		t.Error("a claim during the first refill's LIST joined that refill, which does not see its claim")
 	}
 	for i, f := range flags {
 		if f != flags[0] {
