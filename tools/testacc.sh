@@ -125,18 +125,20 @@ serial() {
 # test binaries built into $TESTBIN/pkg (linked only when changed), four run at a time, each
 # one's output kept apart and printed when it ends, then "ok" or "FAIL" and the package.
 packages() {
-  local dir="$TESTBIN/pkg" status=0 running=0 path pkgdir bin out
+  local dir="$TESTBIN/pkg" status=0 running=0 path pkgdir out listed
   local -a outs=()
   mkdir -p "$dir" "$LOGS/pkg"
+  # Only packages with test files: $dir may still hold the binary of one whose tests were removed.
   # shellcheck disable=SC2086 # one package per word
-  go test -c -o "$dir/" $(go list ./... | grep -vxF -f <(go list $TERRAFORM_PKGS)) || return 1
+  listed=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' ./... |
+    grep -v -F -f <(go list -f '{{.ImportPath}} ' $TERRAFORM_PKGS)) || return 1
+  # shellcheck disable=SC2046 # one package per word
+  go test -c -o "$dir/" $(cut -d' ' -f1 <<<"$listed") || return 1
   while read -r path pkgdir; do
-    bin="$dir/${path##*/}.test"
-    [ -x "$bin" ] || continue # no test files
     out="$LOGS/pkg/${path##*/}.log"
     outs+=("$out")
     (
-      if rundir "$bin" "$pkgdir" "$@" >"$out" 2>&1; then printf 'ok  \t%s\n' "$path" >>"$out"; else
+      if rundir "$dir/${path##*/}.test" "$pkgdir" "$@" >"$out" 2>&1; then printf 'ok  \t%s\n' "$path" >>"$out"; else
         printf 'FAIL\t%s\n' "$path" >>"$out"
         exit 1
       fi
@@ -146,7 +148,7 @@ packages() {
       wait -n || status=1
       running=$((running - 1))
     fi
-  done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./... | grep -vxF -f <(go list -f '{{.ImportPath}} {{.Dir}}' $TERRAFORM_PKGS))
+  done <<<"$listed"
   while [ "$running" -gt 0 ]; do
     wait -n || status=1
     running=$((running - 1))

@@ -562,10 +562,11 @@ func podEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, 
 	}), nil
 }
 
-// create creates the pod; while the namespace's quota refuses it, it waits
-// for a change of the quotas, watching, up to the pending timeout. Between
-// changes it tries again after a recheck that doubles from 1 s to 16 s, for
-// a refusal the admission's lagging quota cache made after the change.
+// create creates the pod; while the namespace's quota refuses it (full, or
+// conflicts that outlasted createOnce's resends), it waits for a change of
+// the quotas, watching, up to the pending timeout. Between changes it tries
+// again after a recheck that doubles from 1 s to 16 s, for a refusal the
+// admission's lagging quota cache made after the change.
 func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 	ns := s.Pod.Namespace
 	pending, cancel := context.WithTimeout(ctx, s.PendingTimeout)
@@ -579,25 +580,21 @@ func (r *Runner) create(ctx context.Context, s Spec) (*corev1.Pod, error) {
 		if webhookTimeout(err) {
 			return nil, because(ReasonAdmissionTimeout, fmt.Errorf("creating the run pod in namespace %s: an admission webhook timed out: %w", ns, err))
 		}
-		// A quota that kept refusing with conflicts through createOnce's
-		// retries is contended by other creates: waited out as a full one.
-		conflict := waitfor.QuotaConflict(err)
-		if !waitfor.QuotaExceeded(err) && !conflict {
+		cause, remedy := "had no capacity for the run", "Raise the namespace's ResourceQuota, lower the group's max_concurrent_runs, or raise pod_pending_timeout"
+		if waitfor.QuotaConflict(err) {
+			cause, remedy = "refused the run pod with conflicts of its ResourceQuota (other pods' creates updating it at the same time)",
+				"Lower the group's max_concurrent_runs, or raise pod_pending_timeout"
+		} else if !waitfor.QuotaExceeded(err) {
 			return nil, because(createReason(err), fmt.Errorf("creating the run pod in namespace %s: %w", ns, err))
 		}
-		r.log("namespace quota is full; waiting for capacity", map[string]any{"namespace": ns, "reason": err.Error()})
+		r.log("namespace quota refused the run pod; waiting for it to change", map[string]any{"namespace": ns, "reason": err.Error()})
 		s.Timeline.Note(StepCreate, "waited for the namespace's ResourceQuota: "+err.Error())
 		if werr := room.Wait(pending); werr != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if conflict {
-				return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s's ResourceQuota admission refused the run pod "+
-					"with conflicts (other pods' creates updating the quota at the same time) through the pending timeout of %s: %w. "+
-					"Lower the group's max_concurrent_runs, or raise pod_pending_timeout", ns, s.PendingTimeout, err))
-			}
-			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s had no capacity for the run within the pending timeout of %s: %w. "+
-				"Raise the namespace's ResourceQuota, lower the group's max_concurrent_runs, or raise pod_pending_timeout", ns, s.PendingTimeout, err))
+			return nil, because(ReasonQuotaExceeded, fmt.Errorf("namespace %s %s within the pending timeout of %s: %w. %s",
+				ns, cause, s.PendingTimeout, err, remedy))
 		}
 	}
 }

@@ -328,7 +328,7 @@ func TestCreateWaitsOutQuotaConflicts(t *testing.T) {
 	s := Spec{Pod: testPod(""), PendingTimeout: 300 * time.Millisecond}
 	s.Pod.GenerateName = "run-"
 	_, err := r.create(t.Context(), s)
-	if ReasonOf(err) != ReasonQuotaExceeded || !strings.Contains(err.Error(), "refused the run pod with conflicts") ||
+	if ReasonOf(err) != ReasonQuotaExceeded || !strings.Contains(err.Error(), "refused the run pod with conflicts of its ResourceQuota") ||
 		!strings.Contains(err.Error(), "Lower the group's max_concurrent_runs") {
 		t.Fatalf("conflicts through the pending timeout: %v (%s), want quota_exceeded with a remedy", err, ReasonOf(err))
 	}

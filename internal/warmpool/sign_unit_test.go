@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -479,5 +480,24 @@ func TestCreateResendsQuotaConflicts(t *testing.T) {
 	})
 	if err := tmpl.create(t.Context(), kube, rev); !apierrors.IsConflict(err) || creates != 1 {
 		t.Errorf("a conflict on the pod: %v after %d creates, want it returned after one", err, creates)
+	}
+}
+
+// TestFillTreatsLastingQuotaConflictsAsAFullQuota: conflicts past the
+// create's resends leave the pool short, as a full quota does, without an
+// error (a group's apply would warn "Warm Pods Not Started").
+func TestFillTreatsLastingQuotaConflictsAsAFullQuota(t *testing.T) {
+	saved := conflictBackoff
+	conflictBackoff = wait.Backoff{Steps: 3, Duration: time.Millisecond}
+	t.Cleanup(func() { conflictBackoff = saved })
+	tmpl := Template{Group: "g", Namespace: "ns", Pod: runPod(), Key: unitKey}
+	kube := runnertest.NewClientset()
+	creates := 0
+	kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates++
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "q", errors.New("the object has been modified"))
+	})
+	if created, err := Fill(t.Context(), kube, tmpl, 2); err != nil || created != 0 || creates != 3 {
+		t.Errorf("Fill = %d, %v after %d creates; want none made, no error, after the backoff's 3 sends", created, err, creates)
 	}
 }

@@ -309,8 +309,10 @@ func fillOnce(ctx context.Context, kube kubernetes.Interface, t Template, n int)
 			break
 		}
 		err := t.create(ctx, kube, rev)
-		if waitfor.QuotaExceeded(err) {
-			refused = true // not an error: the pool is short until room comes
+		// A quota full, or contended past create's resends: not an error,
+		// the pool is short until room comes.
+		if waitfor.QuotaExceeded(err) || waitfor.QuotaConflict(err) {
+			refused = true
 			break
 		}
 		if err != nil {
