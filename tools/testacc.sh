@@ -18,7 +18,9 @@
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server or stop
-#            a kubelet, one at a time, after the rest; beside them TESTACC_LATE,
+#            a kubelet, after the rest: first TESTACC_KUBELET_DISRUPTIVE (the
+#            first cluster's kubelet) beside TESTACC_SECOND_DISRUPTIVE (the
+#            second cluster's), then the others one at a time; beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -31,6 +33,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
+: "${TESTACC_KUBELET_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
 TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
@@ -108,12 +111,13 @@ rundir() {
   (cd "$dir" && "$bin" -test.paniconexit0 -test.count=1 -test.v -test.timeout "$TEST_TIMEOUT" "$@")
 }
 
-# serial RE PKG...: the tests RE matches of each PKG in turn, as go test -p 1 -run RE runs them.
+# serial RUN SKIP PKG...: the tests RUN matches and SKIP does not of each PKG in turn, as
+# go test -p 1 -run RUN -skip SKIP runs them (an empty SKIP skips none).
 serial() {
-  local re=$1 pkg status=0
-  shift
+  local re=$1 skip=$2 pkg status=0
+  shift 2
   for pkg in "$@"; do
-    if runbin "$pkg" -test.run "$re"; then printf 'ok  \t%s\n' "$pkg"; else
+    if runbin "$pkg" -test.run "$re" -test.skip "$skip"; then printf 'ok  \t%s\n' "$pkg"; else
       printf 'FAIL\t%s\n' "$pkg"
       status=1
     fi
@@ -189,6 +193,20 @@ processwide() {
   return $status
 }
 
+# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG. The tests that stop the first cluster's
+# kubelet and those that stop the second's run first, the two lists beside each other (the
+# second's output kept apart and printed after the first's); then the rest, one at a time.
+disruptive() {
+  local status=0 second="$LOGS/disruptive-second.log" pid
+  serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" >"$second" 2>&1 &
+  pid=$!
+  serial "$TESTACC_KUBELET_DISRUPTIVE" "" "$@" || status=1
+  wait "$pid" || status=1
+  cat "$second"
+  serial "$TESTACC_DISRUPTIVE" "$TESTACC_KUBELET_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE" "$@" || status=1
+  return $status
+}
+
 # The packages whose tests TESTACC_DISRUPTIVE may name: those that call acctest.Disruptive.
 disruptive_pkgs=$(grep -rl --include='*_test.go' 'acctest\.Disruptive(' internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 # tests_matching RE: "PKG TEST" lines of the tests RE matches, from the test files'
@@ -237,6 +255,8 @@ fi
 
 phase_start=$(date +%s)
 phase1=()
+# Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
+export GOGC=${TESTACC_GOGC:-100}
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
 # from the binary built above, started at once: in go test ./... the provider's began only
 # when a slot of -p freed, and was linked a second time.
@@ -259,10 +279,11 @@ phase1_took=$(($(date +%s) - phase_start))
 
 phase_start=$(date +%s)
 phase2=()
+unset GOGC
 # shellcheck disable=SC2086 # one package per word
-job disruptive serial "$TESTACC_DISRUPTIVE" $disruptive_pkgs && phase2+=(disruptive)
+job disruptive disruptive $disruptive_pkgs && phase2+=(disruptive)
 # shellcheck disable=SC2086 # one package per word
-job late serial "$TESTACC_LATE" $late_pkgs && phase2+=(late)
+job late serial "$TESTACC_LATE" "" $late_pkgs && phase2+=(late)
 if [ "$checks" = 1 ]; then
   # The checks need the tools: when phase 1 ended first, the rest of the prewarm gets the CPU now.
   wait "$prewarm_pid"
@@ -271,7 +292,9 @@ if [ "$checks" = 1 ]; then
   cat "$LOGS/prewarm.log"
   job docs-check make --no-print-directory docs-check && phase2+=(docs-check)
   job lint make --no-print-directory lint && phase2+=(lint)
-  job fuzz make --no-print-directory fuzz FUZZJOBS=2 && phase2+=(fuzz)
+  # The fuzz targets search for a fixed time each: niced, they take the CPU that the
+  # disruptive tests, whose waits are timed, leave.
+  job fuzz nice -n 10 make --no-print-directory fuzz FUZZJOBS=2 && phase2+=(fuzz)
 fi
 phase_end "${phase2[@]}"
 phase2_took=$(($(date +%s) - phase_start))

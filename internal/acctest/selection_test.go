@@ -24,6 +24,10 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
+//   - TESTACC_KUBELET_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
+//     2 runs beside each other, name disruptive tests that stop only the
+//     first cluster's kubelet, and only the second's: neither restarts an
+//     API server;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -74,6 +78,36 @@ func TestMakefileSelection(t *testing.T) {
 		}
 	}
 
+	// The two streams at the start of phase 2 leave both API servers up,
+	// and each stops one cluster's kubelet only: each test injects its
+	// faults itself, so its own body says which (what it reaches through
+	// same-named helpers, the soak's among them, would say every fault).
+	disruptive := regexp.MustCompile(vars["TESTACC_DISRUPTIVE"])
+	for _, stream := range []struct{ name, stops, spares string }{
+		{"TESTACC_KUBELET_DISRUPTIVE", markKubelet, markSecondKubelet},
+		{"TESTACC_SECOND_DISRUPTIVE", markSecondKubelet, markKubelet},
+	} {
+		re := regexp.MustCompile(vars[stream.name])
+		for _, alt := range alternatives(vars[stream.name]) {
+			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
+				t.Errorf("%s names %s, which is no test", stream.name, alt)
+			}
+		}
+		for _, ts := range tests {
+			if !re.MatchString(ts.name) {
+				continue
+			}
+			if !disruptive.MatchString(ts.name) {
+				t.Errorf("%s (%s) is in %s but not in TESTACC_DISRUPTIVE", ts.name, ts.pkg, stream.name)
+			}
+			if !ts.own[stream.stops] || ts.own[stream.spares] || ts.own[markAPIServerRestart] {
+				t.Errorf("%s (%s) is in %s, so it must stop only that cluster's kubelet (its body: stops it %v, "+
+					"stops the other cluster's kubelet %v, restarts an API server %v)", ts.name, ts.pkg, stream.name,
+					ts.own[stream.stops], ts.own[stream.spares], ts.own[markAPIServerRestart])
+			}
+		}
+	}
+
 	next := regexp.MustCompile(vars["TESTACC_NEXT_RUN"])
 	newer := 0
 	for _, ts := range tests {
@@ -112,18 +146,28 @@ const (
 	markProcessWide = "ProcessWide"
 	markNewer       = "newer"
 	markCluster     = "cluster"
+	// The local clusters' faults: the first's kubelet stopped, the second's,
+	// an API server restarted.
+	markKubelet          = "kubelet"
+	markSecondKubelet    = "second kubelet"
+	markAPIServerRestart = "restart"
 )
 
 var markers = map[string]*regexp.Regexp{
-	markDisruptive:  regexp.MustCompile(`\bacctest\.Disruptive\(`),
-	markProcessWide: regexp.MustCompile(`\bacctest\.ProcessWide\(`),
-	markCluster:     regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
-	markNewer:       regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
+	markDisruptive:    regexp.MustCompile(`\bacctest\.Disruptive\(`),
+	markProcessWide:   regexp.MustCompile(`\bacctest\.ProcessWide\(`),
+	markCluster:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
+	markKubelet:       regexp.MustCompile(`kubelet\.sh"`),
+	markSecondKubelet: regexp.MustCompile(`\bacctest\.StopSecondKubelet\(`),
+	// restart.sh, or a Disruptive reason that names the API server.
+	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
+	markNewer:            regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
 type testFunc struct {
 	pkg, name string
-	marks     map[string]bool
+	// marks are the markers the test reaches; own, those of its body.
+	marks, own map[string]bool
 }
 
 // scanTests parses every package's _test.go files under dir and returns its
@@ -225,7 +269,7 @@ func scanPackage(t *testing.T, pkg string, files []string) []testFunc {
 	}
 	out := make([]testFunc, 0, len(tests))
 	for _, name := range tests {
-		out = append(out, testFunc{pkg: pkg, name: name, marks: reach(name)})
+		out = append(out, testFunc{pkg: pkg, name: name, marks: reach(name), own: nodes[name][0].marks})
 	}
 	return out
 }
@@ -250,7 +294,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_KUBELET_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}
