@@ -547,12 +547,8 @@ func sandboxFailed(ctx context.Context, kube kubernetes.Interface, pod *corev1.P
 // that also match sel, as the API server's cache has them; the items are
 // checked again, for a server that ignores a field selector.
 func podEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, sel fields.Selector) ([]corev1.Event, error) {
-	terms := []fields.Selector{fields.OneTermEqualSelector("involvedObject.name", pod.Name), sel}
-	if pod.UID != "" {
-		terms = append(terms, fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)))
-	}
 	list, err := kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(terms...).String(), ResourceVersion: "0",
+		FieldSelector: podEventSelector(pod, sel).String(), ResourceVersion: "0",
 	})
 	if err != nil {
 		return nil, err
@@ -560,6 +556,16 @@ func podEvents(ctx context.Context, kube kubernetes.Interface, pod *corev1.Pod, 
 	return slices.DeleteFunc(list.Items, func(e corev1.Event) bool {
 		return e.InvolvedObject.Name != pod.Name || pod.UID != "" && e.InvolvedObject.UID != pod.UID
 	}), nil
+}
+
+// podEventSelector selects the events of pod (by name, and by UID once it
+// has one) that sel selects.
+func podEventSelector(pod *corev1.Pod, sel fields.Selector) fields.Selector {
+	terms := []fields.Selector{fields.OneTermEqualSelector("involvedObject.name", pod.Name), sel}
+	if pod.UID != "" {
+		terms = append(terms, fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)))
+	}
+	return fields.AndSelectors(terms...)
 }
 
 // create creates the pod; while the namespace's quota refuses it (full, or

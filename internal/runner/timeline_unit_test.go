@@ -1,8 +1,17 @@
 package runner
 
 import (
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestTimeline(t *testing.T) {
@@ -102,4 +111,83 @@ func FuzzPulledIn(f *testing.F) {
 			t.Errorf("pulledIn(%q) = %s, %v, %v", msg, took, present, ok)
 		}
 	})
+}
+
+// TestSplitImageWaitsForALateEvent: a run that took over PullCheckAfter to
+// start, whose Pulled event the API server shows only after the run's end
+// read the events, still gets its image step, from the watch that follows
+// the read; a pod whose event never comes gets "not measured" after
+// PulledWait, and one whose event is there costs a single read.
+func TestSplitImageWaitsForALateEvent(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "run-x", Namespace: "ns", UID: "u1"}}
+	pulled := func(name string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "run-x", UID: "u1"},
+			Reason:         "Pulled",
+			Message:        `Successfully pulled image "x" in 3.25s (3.25s including waiting). Image size: 1 bytes.`,
+		}
+	}
+	timeline := func() *Timeline {
+		t0 := time.Now().Add(-time.Minute)
+		tl := NewTimeline(StepSandbox, t0)
+		tl.Begin(StepDeliver, t0.Add(4*time.Second))
+		return tl
+	}
+	image := func(tl *Timeline) Step {
+		for _, s := range tl.End(time.Now()) {
+			if s.Name == StepImage {
+				return s
+			}
+		}
+		t.Fatal("no image step")
+		return Step{}
+	}
+	// kube counts the reads and watches of events, and creates late once
+	// the first watch of events is open.
+	kube := func(late *corev1.Event, present ...runtime.Object) (*fake.Clientset, *atomic.Int32) {
+		kube := fake.NewClientset(present...)
+		var requests atomic.Int32
+		kube.PrependReactor("list", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+			requests.Add(1)
+			return false, nil, nil
+		})
+		kube.PrependWatchReactor("events", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			requests.Add(1)
+			w, err := kube.Tracker().Watch(a.GetResource(), a.GetNamespace())
+			if err == nil && late != nil {
+				if err := kube.Tracker().Add(late); err != nil {
+					t.Error(err)
+				}
+				late = nil
+			}
+			return true, w, err
+		})
+		return kube, &requests
+	}
+
+	k, _ := kube(pulled("late"))
+	tl := timeline()
+	(&Runner{Kube: k}).splitImage(t.Context(), tl, pod)
+	if s := image(tl); s.Duration != 3250*time.Millisecond || s.Detail != "pulled in 3.25s" {
+		t.Errorf("late event: image step %s %q, want 3.25s \"pulled in 3.25s\"", s.Duration, s.Detail)
+	}
+
+	k, requests := kube(nil, pulled("there"))
+	tl = timeline()
+	(&Runner{Kube: k}).splitImage(t.Context(), tl, pod)
+	if s := image(tl); s.Detail != "pulled in 3.25s" || requests.Load() != 1 {
+		t.Errorf("event there: image step %q after %d requests, want \"pulled in 3.25s\" after 1", s.Detail, requests.Load())
+	}
+
+	other := pulled("other")
+	other.InvolvedObject.UID = "u0" // an earlier pod of the same name
+	k, _ = kube(other)
+	tl = timeline()
+	start := time.Now()
+	(&Runner{Kube: k}).splitImage(t.Context(), tl, pod)
+	if s := image(tl); s.Duration != 0 || !strings.HasPrefix(s.Detail, "not measured") || time.Since(start) < PulledWait {
+		t.Errorf("no event of the pod: image step %s %q after %s, want 0s not measured after %s",
+			s.Duration, s.Detail, time.Since(start), PulledWait)
+	}
 }

@@ -44,7 +44,12 @@ type Deleter[L runtime.Object] interface {
 
 // Named lists and watches the one object called name.
 func Named[L runtime.Object](c ListWatcher[L], name string) cache.ListerWatcher {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return Selected(c, fields.OneTermEqualSelector("metadata.name", name))
+}
+
+// Selected lists and watches the objects that the field selector fs selects.
+func Selected[L runtime.Object](c ListWatcher[L], fs fields.Selector) cache.ListerWatcher {
+	sel := fs.String()
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
