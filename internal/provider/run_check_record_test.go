@@ -63,6 +63,11 @@ func TestAccRun_planCheckSavedPlanRecordGone(t *testing.T) {
 		for _, cm := range append(records.Items, *idx) {
 			for _, what := range []string{c.target.IP, "t0", "template the config", "word=one"} {
 				for k, v := range cm.Data {
+					// The sealed value is ciphertext in base64, where any two
+					// characters turn up by chance (a run found "t0" there).
+					if k == "sealed" && len(what) < 6 {
+						continue
+					}
 					if strings.Contains(v, what) {
 						t.Errorf("ConfigMap %s shows %q in %s", cm.Name, what, k)
 					}
