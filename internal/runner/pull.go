@@ -81,8 +81,8 @@ func (r *Runner) splitImage(ctx context.Context, tl *Timeline, pod *corev1.Pod) 
 	defer cancel()
 	events, err := podEvents(list, r.Kube, pod, pulled)
 	if err == nil && !slices.ContainsFunc(events, func(e corev1.Event) bool { return found(&e) }) {
-		// Not recorded yet: watch for it, a while. A list and a watch, where
-		// the read above, which found it, is the only request.
+		// Not recorded yet: watch for it, a while (a list and a watch; when
+		// the read above finds it, that read is the only request).
 		wait, cancel := context.WithTimeout(ctx, PulledWait)
 		defer cancel()
 		_, _ = waitfor.Until(wait, waitfor.Selected(r.Kube.CoreV1().Events(pod.Namespace), podEventSelector(pod, pulled)),
