@@ -75,6 +75,11 @@ ETCD_VERSION=3.5.17
 # Network: the kubelet refuses loopback node IPs, so the harness owns a bridge with a
 # private /24; it is the node IP, the kubelet's serving address and the CNI bridge/gateway.
 BRIDGE=kubeplay0
+# A bridge whose address nobody set takes the lowest of its ports' addresses, so it changed as
+# pods' veths came and went; the second cluster's netns, which reaches the host through it
+# (kp-c2h), kept sending to the old one until its ARP entry went stale: its API server's
+# replies were lost for up to 45 s. A set address never changes.
+BRIDGE_MAC=02:6b:70:00:01:01
 NODE_IP=10.250.0.1
 POD_SUBNET=10.250.0.0/24
 POD_NET_PREFIX=10.250.0.
@@ -111,6 +116,7 @@ K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet"
 # paths the kubelet and containerd hard-code stay as above inside them. What they share
 # with the host (the state dir, the CNI result cache, cgroups) gets names of its own.
 CGROUP_ROOT=""                 # the kubelet's cgroupRoot ("" = /)
+KUBELET_V=1                    # the kubelet's log level
 NODE_LABELS=""                 # the kubelet's --node-labels
 APISERVER_BIND=127.0.0.1
 APISERVER_EXTRA_SANS=""
@@ -122,6 +128,10 @@ C2_HOST_IP=10.250.0.2          # and the address that serves its API server on $
 if [ "${KUBEPLAY_SECOND_CLUSTER:-}" = 1 ]; then
   STATE=${KUBEPLAY_CLUSTER2_DIR:-/var/lib/kubeplay-testcluster2}
   STATE=${STATE%/}
+  BRIDGE_MAC=02:6b:70:00:02:01
+  # Its few pods' exec requests and status updates logged (V(3)), for the rare exec that its
+  # kubelet refused with "container not found" for 45 s while containerd ran the container.
+  KUBELET_V=3
   NODE_IP=10.251.0.1
   POD_SUBNET=10.251.0.0/24
   POD_NET_PREFIX=10.251.0.

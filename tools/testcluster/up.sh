@@ -54,6 +54,8 @@ healthy() {
   [ "$(cat "$IMG/ee.pkgs" 2>/dev/null)" = "$EE_PACKAGES" ] || return 1
   # with the scheduler's configuration? (a cluster started before it had none)
   [[ "$(cmdline_of "$(running kube-scheduler)")" == *"--config=$ETC/kube-scheduler-config.yaml"* ]] || return 1
+  # with a bridge whose address is set? (one started before took its ports' lowest)
+  [ "$(cat "/sys/class/net/$BRIDGE/address" 2>/dev/null)" = "$BRIDGE_MAC" ] || return 1
   node_ready ""
 }
 
@@ -342,7 +344,7 @@ log "containerd serving"
 import_images
 
 # The kubelet cannot use a loopback node IP: it gets our own bridge (also the CNI bridge).
-ip link add "$BRIDGE" type bridge
+ip link add "$BRIDGE" address "$BRIDGE_MAC" type bridge
 ip addr add "$NODE_IP/${POD_SUBNET#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 
@@ -384,7 +386,7 @@ KUBELET_SINCE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T_KUBELET=${EPOCHREALTIME/./}
 start_daemon kubelet "$K8S_BIN/kubelet" --config="$ETC/kubelet-config.yaml" \
   --kubeconfig="$ETC/kubelet-client.kubeconfig" --root-dir="$STATE/kubelet" \
-  --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" ${NODE_LABELS:+--node-labels="$NODE_LABELS"} --v=1 ||
+  --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" ${NODE_LABELS:+--node-labels="$NODE_LABELS"} --v="$KUBELET_V" ||
   die "cannot start kubelet"
 wait_until "kubelet healthz" 60 kubelet curl -fsS --max-time 2 "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz"
 wait_until "node $NODE_NAME Ready" 120 kubelet node_ready "$KUBELET_SINCE"
