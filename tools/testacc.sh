@@ -17,10 +17,11 @@
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
-#   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server or stop
-#            a kubelet, after the rest: first TESTACC_KUBELET_DISRUPTIVE (the
-#            first cluster's kubelet) beside TESTACC_SECOND_DISRUPTIVE (the
-#            second cluster's), then the others one at a time; beside them TESTACC_LATE,
+#   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
+#            a kubelet or fill the node, after the rest: first
+#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
+#            TESTACC_SECOND_DISRUPTIVE (the second cluster's kubelet), then
+#            the others one at a time; beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_KUBELET_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
 TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
@@ -193,17 +194,18 @@ processwide() {
   return $status
 }
 
-# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG. The tests that stop the first cluster's
-# kubelet and those that stop the second's run first, the two lists beside each other (the
-# second's output kept apart and printed after the first's); then the rest, one at a time.
+# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG. The tests that disrupt only the first
+# cluster's node and those that stop only the second's kubelet run first, the two lists beside
+# each other (the second's output kept apart and printed after the first's); then the rest, one
+# at a time.
 disruptive() {
   local status=0 second="$LOGS/disruptive-second.log" pid
   serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" >"$second" 2>&1 &
   pid=$!
-  serial "$TESTACC_KUBELET_DISRUPTIVE" "" "$@" || status=1
+  serial "$TESTACC_FIRST_DISRUPTIVE" "" "$@" || status=1
   wait "$pid" || status=1
   cat "$second"
-  serial "$TESTACC_DISRUPTIVE" "$TESTACC_KUBELET_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE" "$@" || status=1
+  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE" "$@" || status=1
   return $status
 }
 

@@ -24,10 +24,10 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
-//   - TESTACC_KUBELET_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
-//     2 runs beside each other, name disruptive tests that stop only the
-//     first cluster's kubelet, and only the second's: neither restarts an
-//     API server;
+//   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
+//     2 runs beside each other, name disruptive tests that disrupt only the
+//     first cluster's node (stop its kubelet or fill it), and that stop only
+//     the second's kubelet: neither restarts an API server;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -79,13 +79,17 @@ func TestMakefileSelection(t *testing.T) {
 	}
 
 	// The two streams at the start of phase 2 leave both API servers up,
-	// and each stops one cluster's kubelet only: each test injects its
+	// and each disrupts one cluster's node only: each test injects its
 	// faults itself, so its own body says which (what it reaches through
 	// same-named helpers, the soak's among them, would say every fault).
 	disruptive := regexp.MustCompile(vars["TESTACC_DISRUPTIVE"])
-	for _, stream := range []struct{ name, stops, spares string }{
-		{"TESTACC_KUBELET_DISRUPTIVE", markKubelet, markSecondKubelet},
-		{"TESTACC_SECOND_DISRUPTIVE", markSecondKubelet, markKubelet},
+	for _, stream := range []struct {
+		name   string
+		stops  []string // one of them
+		spares string
+	}{
+		{"TESTACC_FIRST_DISRUPTIVE", []string{markKubelet, markFillsNode}, markSecondKubelet},
+		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, markKubelet},
 	} {
 		re := regexp.MustCompile(vars[stream.name])
 		for _, alt := range alternatives(vars[stream.name]) {
@@ -100,10 +104,11 @@ func TestMakefileSelection(t *testing.T) {
 			if !disruptive.MatchString(ts.name) {
 				t.Errorf("%s (%s) is in %s but not in TESTACC_DISRUPTIVE", ts.name, ts.pkg, stream.name)
 			}
-			if !ts.own[stream.stops] || ts.own[stream.spares] || ts.own[markAPIServerRestart] {
-				t.Errorf("%s (%s) is in %s, so it must stop only that cluster's kubelet (its body: stops it %v, "+
+			stops := slices.ContainsFunc(stream.stops, func(m string) bool { return ts.own[m] })
+			if !stops || ts.own[stream.spares] || ts.own[markAPIServerRestart] {
+				t.Errorf("%s (%s) is in %s, so it must disrupt only that cluster's node (its body: %s %v, "+
 					"stops the other cluster's kubelet %v, restarts an API server %v)", ts.name, ts.pkg, stream.name,
-					ts.own[stream.stops], ts.own[stream.spares], ts.own[markAPIServerRestart])
+					strings.Join(stream.stops, " or "), stops, ts.own[stream.spares], ts.own[markAPIServerRestart])
 			}
 		}
 	}
@@ -147,10 +152,11 @@ const (
 	markNewer       = "newer"
 	markCluster     = "cluster"
 	// The local clusters' faults: the first's kubelet stopped, the second's,
-	// an API server restarted.
+	// an API server restarted, the first's node filled.
 	markKubelet          = "kubelet"
 	markSecondKubelet    = "second kubelet"
 	markAPIServerRestart = "restart"
+	markFillsNode        = "fills the node"
 )
 
 var markers = map[string]*regexp.Regexp{
@@ -161,7 +167,9 @@ var markers = map[string]*regexp.Regexp{
 	markSecondKubelet: regexp.MustCompile(`\bacctest\.StopSecondKubelet\(`),
 	// restart.sh, or a Disruptive reason that names the API server.
 	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
-	markNewer:            regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
+	// A Disruptive reason that says the test fills the node.
+	markFillsNode: regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
+	markNewer:     regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
 type testFunc struct {
@@ -294,7 +302,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_KUBELET_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}
