@@ -7,10 +7,7 @@
 #              parallel      all packages but TERRAFORM_PKGS on the first
 #                            Terraform (on PATH), -parallel TESTACC_PARALLEL,
 #                            but for the two lists;
-#              <pkg>         each of TERRAFORM_PKGS likewise, in a job of its own,
-#                            but for TESTACC_EARLY;
-#              early-<pkg>   TESTACC_EARLY of each of TERRAFORM_PKGS, so that
-#                            they start at once (see the GNUmakefile);
+#              <pkg>         each of TERRAFORM_PKGS likewise, in a job of its own;
 #              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
 #              tofu-<pkg>    TESTACC_TOFU_RUN of each of TERRAFORM_PKGS on
@@ -37,7 +34,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_EARLY:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
 TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
@@ -269,9 +266,7 @@ job parallel packages -test.parallel "$TESTACC_PARALLEL" \
   -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
-    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE|$TESTACC_EARLY" && phase1+=("$(basename "$pkg")")
-  job "early-$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
-    -test.run "$TESTACC_EARLY" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("early-$(basename "$pkg")")
+    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("$(basename "$pkg")")
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
   job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \

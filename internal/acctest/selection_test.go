@@ -24,7 +24,6 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
-//   - TESTACC_EARLY names parallel tests of the provider's package;
 //   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
 //     2 runs beside each other, name disruptive tests that disrupt only the
 //     first cluster's node (stop its kubelet or fill it), and that stop only
@@ -76,19 +75,6 @@ func TestMakefileSelection(t *testing.T) {
 	for _, alt := range alternatives(vars["TESTACC_LATE"]) {
 		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
 			t.Errorf("TESTACC_LATE names %s, which is no test", alt)
-		}
-	}
-
-	// TESTACC_EARLY's tests start at once in a job of their own instead of
-	// in their package's: each must be a parallel test of the provider's
-	// package, which neither of the other two lists runs elsewhere.
-	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {
-		i := slices.IndexFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && ts.name == alt })
-		switch {
-		case i < 0:
-			t.Errorf("TESTACC_EARLY names %s, which is no test of internal/provider", alt)
-		case tests[i].marks[markDisruptive] || tests[i].marks[markProcessWide]:
-			t.Errorf("TESTACC_EARLY names %s, which runs in phase 2 or a process of its own", alt)
 		}
 	}
 
@@ -316,7 +302,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_EARLY", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}
