@@ -231,7 +231,7 @@ spec:
 	}
 	// The namespace goes once the namespace controller has deleted its Job
 	// and the Job's pod: over a minute on the loaded machine of make
-	// test-all (once, h4). The bound is the test's, not the engine's.
+	// test-all (once in five runs here). The bound is the test's, not the engine's.
 	if err := e.Destroy(within(t, 3*time.Minute), nil); err != nil {
 		t.Fatal(err)
 	}
