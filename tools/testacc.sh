@@ -52,7 +52,7 @@ tools/testcluster/up.sh >"$LOGS/cluster-up.log" 2>&1 || { cat "$LOGS/cluster-up.
 
 # release_pod_memory: a pod's memory cgroup stays in the kernel after the kubelet removes it
 # (a dying cgroup) while page cache that its containers read or wrote is still charged to it:
-# about 1,200 a make test-all here. The kernel walks them all in reclaim and in its memory
+# about 550 a make test-all here. The kernel walks them all in reclaim and in its memory
 # statistics, so each run left the next slower (the suite's CPU grew from 1,573 to 2,257 s over
 # six runs, with 2,491 memory cgroups, 29 of them live). Dropping the clean page cache frees them.
 # Root only; TESTACC_DROP_CACHES=0 skips it.

@@ -181,16 +181,17 @@ func TestAccRunAction_streams(t *testing.T) {
 		t.Errorf("the pod's running event (line %d) did not come before the output:\n%s", running, dump(lines))
 	}
 	// Printed a second apart; batching adds at most a quarter of a second.
-	// A loaded machine may delay one line into the next one's batch, so one
-	// short gap is allowed; output buffered until the end has all of them
-	// short and spans nothing.
+	// A loaded machine may delay a line toward the next one (make test-all
+	// once saw gaps of 0.50, 1.83, 0.33 and 1.39 s), so two of the four gaps
+	// may be short; output buffered until the end has all four short and
+	// spans nothing, and output flushed in halves spans under 3 s.
 	var short []string
 	for i := 1; i < len(ticks); i++ {
 		if gap := lines[ticks[i]].at.Sub(lines[ticks[i-1]].at); gap < 500*time.Millisecond {
 			short = append(short, fmt.Sprintf("tick-%d came %s after tick-%d", i+1, gap, i))
 		}
 	}
-	if span := lines[ticks[4]].at.Sub(lines[ticks[0]].at); len(short) > 1 || span < 3*time.Second {
+	if span := lines[ticks[4]].at.Sub(lines[ticks[0]].at); len(short) > 2 || span < 3*time.Second {
 		t.Errorf("the output is not streamed as it is printed: tick-1 to tick-5 took %s (printed over 4 s); %s:\n%s",
 			span, strings.Join(short, ", "), dump(lines))
 	}
