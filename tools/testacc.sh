@@ -56,12 +56,13 @@ tools/testcluster/up.sh >"$LOGS/cluster-up.log" 2>&1 || { cat "$LOGS/cluster-up.
 # statistics, so each run left the next slower (the suite's CPU grew from 1,573 to 2,257 s over
 # six runs, with 2,491 memory cgroups, 29 of them live). Dropping the clean page cache frees them.
 # Root only; TESTACC_DROP_CACHES=0 skips it.
+memcgs() { awk '$1 == "memory" {print $3}' /proc/cgroups; }
 release_pod_memory() {
   [ "${TESTACC_DROP_CACHES:-1}" = 1 ] && [ -w /proc/sys/vm/drop_caches ] || return 0
   local before
-  before=$(awk '$1 == "memory" {print $3}' /proc/cgroups)
+  before=$(memcgs)
   sync && echo 1 >/proc/sys/vm/drop_caches || return 0
-  echo "testacc: page cache dropped, memory cgroups $before -> $(awk '$1 == "memory" {print $3}' /proc/cgroups)"
+  echo "testacc: page cache dropped, memory cgroups $before -> $(memcgs)"
 }
 
 prewarm_pid=

@@ -31,7 +31,8 @@ func Parallel(t testing.TB) {
 }
 
 // Disruptive keeps an acceptance test that disturbs the whole cluster
-// (restarts the API server, stops a kubelet) out of the parallel ones. make
+// (restarts the API server, stops a kubelet, fills the node) out of the
+// parallel ones. make
 // testacc runs the tests listed in TESTACC_DISRUPTIVE after the rest, apart
 // from the parallel ones (the GNUmakefile says which may run beside each
 // other); within one package Go runs it before the parallel tests start. Call
