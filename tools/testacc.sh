@@ -3,6 +3,8 @@
 # (make testacc; make test-all adds --checks). Most acceptance tests share the
 # cluster and run in parallel; the GNUmakefile's lists say which do not:
 #
+#   prebuild what the jobs build from the Go module proxy, when missing (see
+#            prebuild below), before any test;
 #   phase 1  at once:
 #              parallel      all packages but TERRAFORM_PKGS on the first
 #                            Terraform (on PATH), -parallel TESTACC_PARALLEL,
@@ -177,17 +179,15 @@ packages() {
   return $status
 }
 
-# next_terraform: builds Terraform 1.16.0 when it is not built yet, once (whoever needs it
-# first builds it, the others wait on the lock), at the lowest CPU priority: the tests that
-# run meanwhile mostly wait on pods, and phase 1 has minutes to spare before its second
-# pass needs it.
-next_terraform() { flock "$LOGS/terraform-next.lock" nice -n 19 make --no-print-directory terraform-next; }
+# next_terraform: builds Terraform 1.16.0 when it is not built yet (prebuild, below, before
+# any test; the passes that run it check again, under the lock).
+next_terraform() { flock "$LOGS/terraform-next.lock" make --no-print-directory terraform-next; }
 
 # next_pass PKG ARGS...: runbin on TERRAFORM_NEXT.
 next_pass() { next_terraform && TF_ACC_TERRAFORM_PATH="$TERRAFORM_NEXT" runbin "$@"; }
 
 # opentofu: builds OpenTofu as next_terraform builds Terraform 1.16.0.
-opentofu() { flock "$LOGS/opentofu.lock" nice -n 19 make --no-print-directory opentofu; }
+opentofu() { flock "$LOGS/opentofu.lock" make --no-print-directory opentofu; }
 
 # tofu_pass PKG ARGS...: runbin on OpenTofu, whose provider addresses default to its own
 # registry's host, with an empty CLI configuration (see OPENTOFU_RC).
@@ -245,20 +245,52 @@ while read -r pkg; do
   testbin "$pkg" >/dev/null || exit 1
 done < <({ echo "$TERRAFORM_PKGS $disruptive_pkgs $late_pkgs" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
 
-# prewarm: what the second pass, the release test and phase 2's checks build, built during phase 1 at the lowest CPU priority, since
-# phase 1's tests mostly wait on pods: the linters and the docs generator, and each fuzzed
-# package's instrumented test binary, which phase 2's fuzz job runs (every package instrumented,
-# the standard library included, so a cold cache compiles the whole dependency tree again: about
-# 11 of the 14 minutes the fuzz job took cold). Warm, it is cache hits.
+# prebuild: what the jobs build from the Go module proxy (Terraform 1.16.0, OpenTofu,
+# GoReleaser, the Cluster API manager; with --checks the linters and the docs generator) and the
+# compiles of the release test's -trimpath build, before any test starts, beside each other at
+# normal priority. Warm, each finds its output and returns in well under a second. Cold, these
+# builds ran beside phase 1's tests: with the CPU saturated, the niced downloads timed out
+# ("TLS handshake timeout": Terraform 1.16.0 was not built, so neither pass that needs it ran)
+# and the builds at normal priority starved containerd (pod sandboxes took up to 224 s to start,
+# SSH targets missed their 3 minutes and the provider job passed its 30-minute timeout). A
+# failed download is tried once more.
+prebuild() {
+  local -a steps=(
+    "next_terraform"
+    "opentofu"
+    "make --no-print-directory goreleaser"
+    "tools/testcluster/capi.sh build"
+    # TestAccRelease_install's goreleaser builds with -trimpath: other compile keys than ours.
+    "go build -trimpath ./internal/..."
+  )
+  [ "$checks" = 1 ] && steps+=("make --no-print-directory tools")
+  local step status=0 pid
+  local -a spids=()
+  for step in "${steps[@]}"; do
+    # shellcheck disable=SC2086 # a step is a command line of plain words
+    ( $step || { echo "prebuild: $step failed; once more in 5 s"; sleep 5; $step; } ) &
+    spids+=($!)
+  done
+  for pid in "${spids[@]}"; do wait "$pid" || status=1; done
+  return $status
+}
+
+# prewarm: each fuzzed package's instrumented test binary, which phase 2's fuzz job runs, built
+# during phase 1 at the lowest CPU priority, since phase 1's tests mostly wait on pods (every
+# package instrumented, the standard library included, so a cold cache compiles the whole
+# dependency tree again: about 11 of the 14 minutes the fuzz job took cold). It needs nothing
+# from the network. Warm, it is cache hits.
 prewarm() {
-  local pkg
-  next_terraform || return 1
-  opentofu || return 1
-  # TestAccRelease_install builds GoReleaser itself when it gets there first (make's lock).
-  nice -n 19 make --no-print-directory goreleaser || return 1
-  nice -n 19 make --no-print-directory tools || return 1
   nice -n 19 tools/fuzz.sh build || return 1
 }
+start=$(date +%s)
+prebuild >"$LOGS/prebuild.log" 2>&1
+echo "$? $(($(date +%s) - start))" >"$LOGS/prebuild.rc"
+jobs_run+=(prebuild)
+read -r rc took <"$LOGS/prebuild.rc"
+echo "testacc: prebuild (Terraform 1.16.0, OpenTofu, GoReleaser, the Cluster API manager$([ "$checks" = 1 ] && echo ", make tools")): ${took}s, exit $rc"
+[ "$rc" = 0 ] || { cat "$LOGS/prebuild.log"; exit 1; }
+
 if [ "$checks" = 1 ]; then
   jobs_run+=(prewarm)
   (
@@ -267,7 +299,7 @@ if [ "$checks" = 1 ]; then
     echo "$? $(($(date +%s) - start))" >"$LOGS/prewarm.rc"
   ) &
   prewarm_pid=$!
-  echo "testacc: prewarm started (nice 19): Terraform 1.16.0, OpenTofu, GoReleaser, make tools, fuzz builds"
+  echo "testacc: prewarm started (nice 19): fuzz builds"
 fi
 
 release_pod_memory
