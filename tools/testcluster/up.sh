@@ -338,6 +338,20 @@ for p in $HOST_PATHS; do
     grep -qxF "$p" "$HOST_PATHS_RECORD" 2>/dev/null || echo "$p" >> "$HOST_PATHS_RECORD"
   fi
 done
+# /run/netns as ip-netns(8) leaves it, a shared bind mount of itself, before a pod's network
+# namespace is mounted there. `ip netns add` (cluster2.sh) makes that bind the first time it
+# runs on a machine; made over the namespaces of pods already running, it hid their mounts
+# from containerd, which could then never remove them (unlinkat: device or resource busy):
+# on a fresh machine, the pods that ran when the second cluster started stayed Terminating
+# for good, holding their CPU requests. Not over namespaces of others (left as they are).
+if ! mountpoint -q /run/netns; then
+  if grep -q ' /run/netns/' /proc/self/mountinfo; then
+    warn "network namespaces are mounted in /run/netns, which is no mount point: not bound over them"
+  else
+    mount --bind /run/netns /run/netns && mount --make-shared /run/netns &&
+      log "/run/netns bound over itself, shared (as ip netns makes it)"
+  fi
+fi
 start_daemon containerd containerd --config "$ETC/containerd.toml" || die "cannot start containerd"
 wait_until "containerd" 30 containerd ctr --address "$SOCK" version
 log "containerd serving"
