@@ -74,15 +74,19 @@ stop_jobs() {
 }
 trap 'stop_jobs; exit 130' INT TERM
 
+logged() { # logged NAME COMMAND...: COMMAND's output to $LOGS/NAME.log, "exit seconds" to NAME.rc
+  local name=$1 start
+  shift
+  start=$(date +%s)
+  "$@" >"$LOGS/$name.log" 2>&1
+  echo "$? $(($(date +%s) - start))" >"$LOGS/$name.rc"
+}
+
 job() { # job NAME COMMAND...: starts COMMAND in the background
   local name=$1
   shift
   jobs_run+=("$name")
-  (
-    start=$(date +%s)
-    "$@" >"$LOGS/$name.log" 2>&1
-    echo "$? $(($(date +%s) - start))" >"$LOGS/$name.rc"
-  ) &
+  logged "$name" "$@" &
   pids+=($!)
   echo "testacc: $name started: $*"
 }
@@ -253,7 +257,7 @@ done < <({ echo "$TERRAFORM_PKGS $disruptive_pkgs $late_pkgs" | tr ' ' '\n'; cut
 # ("TLS handshake timeout": Terraform 1.16.0 was not built, so neither pass that needs it ran)
 # and the builds at normal priority starved containerd (pod sandboxes took up to 224 s to start,
 # SSH targets missed their 3 minutes and the provider job passed its 30-minute timeout). A
-# failed download is tried once more.
+# failed step runs once more (a download can fail on a passing network error).
 prebuild() {
   local -a steps=(
     "next_terraform"
@@ -283,9 +287,7 @@ prebuild() {
 prewarm() {
   nice -n 19 tools/fuzz.sh build || return 1
 }
-start=$(date +%s)
-prebuild >"$LOGS/prebuild.log" 2>&1
-echo "$? $(($(date +%s) - start))" >"$LOGS/prebuild.rc"
+logged prebuild prebuild
 jobs_run+=(prebuild)
 read -r rc took <"$LOGS/prebuild.rc"
 echo "testacc: prebuild (Terraform 1.16.0, OpenTofu, GoReleaser, the Cluster API manager$([ "$checks" = 1 ] && echo ", make tools")): ${took}s, exit $rc"
@@ -293,11 +295,7 @@ echo "testacc: prebuild (Terraform 1.16.0, OpenTofu, GoReleaser, the Cluster API
 
 if [ "$checks" = 1 ]; then
   jobs_run+=(prewarm)
-  (
-    start=$(date +%s)
-    prewarm >"$LOGS/prewarm.log" 2>&1
-    echo "$? $(($(date +%s) - start))" >"$LOGS/prewarm.rc"
-  ) &
+  logged prewarm prewarm &
   prewarm_pid=$!
   echo "testacc: prewarm started (nice 19): fuzz builds"
 fi

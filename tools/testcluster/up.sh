@@ -345,8 +345,9 @@ done
 # on a fresh machine, the pods that ran when the second cluster started stayed Terminating
 # for good, holding their CPU requests. Not over namespaces of others (left as they are).
 if ! mountpoint -q /run/netns; then
-  if grep -q ' /run/netns/' /proc/self/mountinfo; then
-    warn "network namespaces are mounted in /run/netns, which is no mount point: not bound over them"
+  if awk '$5 ~ "^/run/netns/" {found = 1} END {exit !found}' /proc/self/mountinfo; then
+    warn "network namespaces are mounted in /run/netns, which is no mount point: not bound over them;" \
+      "a later ip netns add would hide them from containerd: unmount them (or stop what made them), then start the cluster again"
   else
     mount --bind /run/netns /run/netns && mount --make-shared /run/netns &&
       log "/run/netns bound over itself, shared (as ip netns makes it)"
