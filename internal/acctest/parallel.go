@@ -28,6 +28,7 @@ func Parallel(t testing.TB) {
 	}
 	t.Cleanup(func() { marked.Delete(tt) })
 	tt.Parallel()
+	machineSlot(t)
 }
 
 // Disruptive keeps an acceptance test that disturbs the whole cluster
@@ -49,17 +50,24 @@ func Disruptive(t testing.TB, why string) {
 // ones; within one package Go runs it before the parallel tests start.
 func ProcessWide(t testing.TB, why string) {
 	t.Helper()
-	serial(t, "process-wide: "+why)
+	if serial(t, "process-wide: "+why) {
+		machineSlot(t)
+	}
 }
 
-func serial(t testing.TB, why string) {
+// serial marks t serial and logs why; it reports whether t was not marked before.
+func serial(t testing.TB, why string) bool {
 	t.Helper()
+	first := true
 	if tt, ok := t.(*testing.T); ok {
-		if _, seen := marked.LoadOrStore(tt, false); !seen {
+		if _, seen := marked.LoadOrStore(tt, false); seen {
+			first = false
+		} else {
 			t.Cleanup(func() { marked.Delete(tt) })
 		}
 	}
 	t.Log(why)
+	return first
 }
 
 var (
@@ -93,14 +101,28 @@ func Exclusive(t testing.TB, name string) {
 		exclusive[name] = mu
 	}
 	exclusiveMu.Unlock()
-	mu.Lock()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kubeplay-acctest-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-	}
 	if err != nil {
-		mu.Unlock()
 		t.Fatalf("acctest: lock %s: %v", name, err)
+	}
+	locked := mu.TryLock()
+	if !locked || syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		// A test that waits for the lock gives its machine slot back meanwhile, and takes one
+		// again once it holds the lock: tests waiting their turn would otherwise hold slots
+		// that the rest of the suite could use.
+		if held, ok := heldSlot(t, true); ok {
+			held.f.Close()
+			// Its place in the queue is where it first asked for a slot.
+			defer retakeSlot(t, held.since)
+		}
+		if !locked {
+			mu.Lock()
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			mu.Unlock()
+			t.Fatalf("acctest: lock %s: %v", name, err)
+		}
 	}
 	exclusiveMu.Lock()
 	holders[name] = t

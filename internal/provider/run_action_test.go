@@ -372,15 +372,16 @@ func TestAccRunAction_timeout(t *testing.T) {
 	requireActions(t)
 	// The pod asks for little CPU: under CI's load the default 250m found
 	// no room on the node for 18.5 s of the 20, and the command never ran.
-	// 45 s, not 20: make test-all's saturated CPU once took 9 s to run the
-	// pod and 15 s more without the command printing "started".
+	// 90 s, not 20 or 45: a pod that requests no CPU gets the least share of
+	// it (cpu.shares 2), and on a slower machine under make test-all's load
+	// its "echo started" had not run 31 s into the playbook step.
 	f := newFaultEnv(t, faultGroup{attrs: faultLimits + faultNoCPU})
 	dir := f.dir(t, fmt.Sprintf(`action "kubeplay_run" "x" {
   config {
     container_group = %q
     command         = ["sh", "-c", "echo started; sleep 300"]
     timeouts {
-      invoke = "45s"
+      invoke = "90s"
     }
   }
 }
@@ -401,10 +402,10 @@ func TestAccRunAction_timeout(t *testing.T) {
 	if firstLine(lines, `: started$`) < 0 || firstLine(lines, `status: error`) < 0 {
 		t.Errorf("want the run's output and its error status in the progress:\n%s", dump(lines))
 	}
-	// Terraform's start and init come on top of the 45 s; under CI's load
+	// Terraform's start and init come on top of the 90 s; under CI's load
 	// they have taken 56 s here. The command alone would take 300 s.
-	if took < 45*time.Second || took > 270*time.Second {
-		t.Errorf("the invocation took %s, want it to end at its 45s timeout", took.Round(100*time.Millisecond))
+	if took < 90*time.Second || took > 270*time.Second {
+		t.Errorf("the invocation took %s, want it to end at its 90s timeout", took.Round(100*time.Millisecond))
 	}
 	if len(seen) != 1 {
 		t.Fatalf("want one run pod, saw %d", len(seen))
@@ -412,8 +413,8 @@ func TestAccRunAction_timeout(t *testing.T) {
 	if c := seen[0].Spec.Containers; len(c) == 0 || !zeroRequest(c[0], corev1.ResourceCPU) {
 		t.Errorf("the run pod's containers %+v; want the worker to request no CPU (the group's override)", c)
 	}
-	if d := seen[0].Spec.ActiveDeadlineSeconds; d == nil || *d != 47 {
-		t.Errorf("the run pod's activeDeadlineSeconds is %d (-1: none), want the 45s of timeouts.invoke and 2", ptr.Deref(d, -1))
+	if d := seen[0].Spec.ActiveDeadlineSeconds; d == nil || *d != 92 {
+		t.Errorf("the run pod's activeDeadlineSeconds is %d (-1: none), want the 90s of timeouts.invoke and 2", ptr.Deref(d, -1))
 	} else {
 		t.Logf("ended after %s, activeDeadlineSeconds %d", took.Round(100*time.Millisecond), *d)
 	}
