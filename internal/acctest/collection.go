@@ -26,7 +26,9 @@ import (
 // into dest and returns its path.
 func BuildCollection(t testing.TB, kube kubernetes.Interface, namespace, src, dest string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// 5 minutes, not 3: on a slower machine under make test-all's load the
+	// pod's start and the build's exec passed 3 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg := RESTConfig(t)
 	pod, err := StartPod(ctx, kube, namespace, "collection-build", TestImage())

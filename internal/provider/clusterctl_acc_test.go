@@ -153,8 +153,10 @@ resource "kubeplay_clusterctl" %q {
   variables    = %s
   destroy_crds = true
   depends_on   = [%s]
+  # 6m, not 3m: on a slower machine under make test-all's load the Cluster
+  # API controller was not available within 3 minutes.
   timeouts {
-    create = "3m"
+    create = "6m"
   }
 }
 `, res, name, clusterLine, acctest.ClusterAPIVersion, components, metadata, hclMap(vars), cm)
