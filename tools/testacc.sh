@@ -19,6 +19,8 @@
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
+#            Across all of them at most TESTACC_SLOTS tests use the cluster at
+#            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
 #            a kubelet or fill the node, after the rest: first
 #            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
@@ -252,7 +254,7 @@ done < <({ echo "$TERRAFORM_PKGS $disruptive_pkgs $late_pkgs" | tr ' ' '\n'; cut
 
 # prebuild: what the jobs build from the Go module proxy (Terraform 1.16.0, OpenTofu,
 # GoReleaser, the Cluster API manager; with --checks the linters and the docs generator) and the
-# compiles of the release test's -trimpath build, before any test starts, beside each other at
+# compiles of the release test's build (-trimpath, CGO_ENABLED=0), before any test starts, beside each other at
 # normal priority. Warm, each finds its output and returns in well under a second. Cold, these
 # builds ran beside phase 1's tests: with the CPU saturated, the niced downloads timed out
 # ("TLS handshake timeout": Terraform 1.16.0 was not built, so neither pass that needs it ran)

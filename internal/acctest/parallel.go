@@ -110,10 +110,9 @@ func Exclusive(t testing.TB, name string) {
 		// A test that waits for the lock gives its machine slot back meanwhile, and takes one
 		// again once it holds the lock: tests waiting their turn would otherwise hold slots
 		// that the rest of the suite could use.
-		if held, ok := heldSlot(t, true); ok {
-			held.f.Close()
+		if since, ok := giveBack(t); ok {
 			// Its place in the queue is where it first asked for a slot.
-			defer retakeSlot(t, held.since)
+			defer retakeSlot(t, since)
 		}
 		if !locked {
 			mu.Lock()

@@ -30,17 +30,15 @@ type slot struct {
 // slots holds each test's slot, so that Exclusive can give it back while it waits.
 var slots sync.Map
 
-// heldSlot returns t's slot, and forgets it when remove is set.
-func heldSlot(t testing.TB, remove bool) (slot, bool) {
-	var v any
-	var ok bool
-	if remove {
-		v, ok = slots.LoadAndDelete(t)
-	} else {
-		v, ok = slots.Load(t)
+// giveBack releases t's slot, if it holds one, and returns when t first asked for it.
+func giveBack(t testing.TB) (time.Time, bool) {
+	v, _ := slots.LoadAndDelete(t)
+	held, ok := v.(slot)
+	if !ok {
+		return time.Time{}, false
 	}
-	s, isSlot := v.(slot)
-	return s, ok && isSlot
+	held.f.Close()
+	return held.since, true
 }
 
 // machineSlot holds one of SlotsEnv's slots until the test ends, waiting its
@@ -80,11 +78,11 @@ func takeSlot(t testing.TB, dir string, n int, since time.Time) {
 	for {
 		if oldestTicket(dir, filepath.Base(name)) {
 			if f := freeSlot(t, dir, n); f != nil {
-				slots.Store(t, slot{f: f, since: since})
+				held := slot{f: f, since: since}
+				slots.Store(t, held)
 				t.Cleanup(func() {
-					// Exclusive may have given this slot back and taken another.
-					if held, ok := heldSlot(t, false); ok && held.f == f {
-						slots.Delete(t)
+					// Unless Exclusive gave this slot back (and may hold another).
+					if slots.CompareAndDelete(t, held) {
 						f.Close()
 					}
 				})

@@ -131,7 +131,7 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 			return false, nil
 		})
 		if err != nil {
-			t.Fatalf("waiting for SSH target %s to accept connections: %v (%s)", targets[i].Pod, err, podState(pods, targets[i].Pod))
+			t.Fatalf("waiting for SSH target %s to accept connections: %v%s", targets[i].Pod, err, describeNamed(kube, namespace, targets[i].Pod))
 		}
 		pod, ok := p.Object.(*corev1.Pod)
 		if !ok {
@@ -141,35 +141,6 @@ func SSHTargets(t testing.TB, kube kubernetes.Interface, namespace string, n int
 		targets[i].KnownHosts = pod.Status.PodIP + " " + targets[i].KnownHosts
 	}
 	return targets
-}
-
-// podState says where a pod that is not ready stands: its phase, its
-// conditions and its containers' states.
-func podState(pods interface {
-	Get(context.Context, string, metav1.GetOptions) (*corev1.Pod, error)
-}, name string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := pods.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "phase %s", p.Status.Phase)
-	for _, c := range p.Status.Conditions {
-		fmt.Fprintf(&b, ", %s=%s since %s", c.Type, c.Status, c.LastTransitionTime.Format(time.TimeOnly))
-	}
-	for _, c := range p.Status.ContainerStatuses {
-		switch {
-		case c.State.Waiting != nil:
-			fmt.Fprintf(&b, ", %s waiting (%s)", c.Name, c.State.Waiting.Reason)
-		case c.State.Running != nil:
-			fmt.Fprintf(&b, ", %s running since %s", c.Name, c.State.Running.StartedAt.Format(time.TimeOnly))
-		case c.State.Terminated != nil:
-			fmt.Fprintf(&b, ", %s terminated (%s, exit %d)", c.Name, c.State.Terminated.Reason, c.State.Terminated.ExitCode)
-		}
-	}
-	return b.String()
 }
 
 func sshdPod(hostKey, authorized string) *corev1.Pod {

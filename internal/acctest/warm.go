@@ -46,6 +46,17 @@ func WaitWarmReady(t testing.TB, kube kubernetes.Interface, ns, group string, n 
 	}
 }
 
+// describeNamed is DescribePods for the pod called name.
+func describeNamed(kube kubernetes.Interface, namespace, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("\npod %s: %v", name, err)
+	}
+	return DescribePods(kube, []corev1.Pod{*p})
+}
+
 // DescribePods says, for a test's failure message, why each pod that is
 // not ready is not: its phase, conditions, containers' states and events.
 func DescribePods(kube kubernetes.Interface, pods []corev1.Pod) string {
