@@ -18,8 +18,28 @@ import (
 
 // StartPod creates a pod named from prefix with one container, "worker",
 // that sleeps in image, and waits with a watch until it runs. It returns the
-// pod's name.
+// pod's name. A pod that ends before it runs (on a slower machine under
+// make test-all's load the kubelet failed one whose sandbox took 60 s to
+// start) is deleted and created again, twice at most; the error says why
+// the last ended.
 func StartPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix, image string) (string, error) {
+	var name string
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if name != "" {
+			_ = kube.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}
+		var ended bool
+		name, ended, err = startPod(ctx, kube, namespace, prefix, image)
+		if !ended {
+			break
+		}
+	}
+	return name, err
+}
+
+// startPod is one attempt of StartPod; ended says the pod ended before it ran.
+func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix, image string) (string, bool, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
 		Spec: corev1.PodSpec{
@@ -36,9 +56,10 @@ func StartPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 	}
 	created, err := kube.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	name := created.Name
+	ended := false
 	lw := waitfor.Named(kube.CoreV1().Pods(namespace), name)
 	_, err = waitfor.Until(ctx, lw, &corev1.Pod{}, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
@@ -49,14 +70,16 @@ func StartPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 		case corev1.PodRunning:
 			return true, nil
 		case corev1.PodFailed, corev1.PodSucceeded:
-			return false, fmt.Errorf("pod %s/%s ended (%s) before it ran", namespace, name, p.Status.Phase)
+			ended = true
+			return false, fmt.Errorf("pod %s/%s ended (%s) before it ran: reason %q, message %q, containers %v",
+				namespace, name, p.Status.Phase, p.Status.Reason, p.Status.Message, p.Status.ContainerStatuses)
 		}
 		return false, nil
 	})
 	if err != nil {
-		return name, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
+		return name, ended, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
 	}
-	return name, nil
+	return name, false, nil
 }
 
 // Namespace creates a namespace named from prefix, deleted when the test

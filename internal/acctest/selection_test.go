@@ -22,6 +22,8 @@ import (
 //   - TESTACC_NEXT_RUN, the second Terraform's pass, matches every test that
 //     needs Terraform 1.12 or later (a tfversion check or terraformAtLeast
 //     with a newer version), which the first pass, on 1.11, skips;
+//   - TESTACC_NEXT_ALL and TESTACC_TOFU_ALL, make test-clis' passes, match
+//     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
 //   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
@@ -136,7 +138,15 @@ func TestMakefileSelection(t *testing.T) {
 			t.Errorf("TESTACC_MATRIX_RUN runs no %s* test of internal/provider", family)
 		}
 	}
-	for _, name := range []string{"TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN"} {
+	for lean, all := range map[string]string{"TESTACC_NEXT_RUN": "TESTACC_NEXT_ALL", "TESTACC_TOFU_RUN": "TESTACC_TOFU_ALL"} {
+		leanRe, allRe := regexp.MustCompile(vars[lean]), regexp.MustCompile(vars[all])
+		for _, ts := range tests {
+			if leanRe.MatchString(ts.name) && !allRe.MatchString(ts.name) {
+				t.Errorf("%s matches %s (%s), which %s (make test-clis) does not", lean, ts.name, ts.pkg, all)
+			}
+		}
+	}
+	for _, name := range []string{"TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL"} {
 		for _, alt := range alternatives(vars[name]) {
 			re := regexp.MustCompile(alt)
 			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && re.MatchString(ts.name) }) {
@@ -302,7 +312,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

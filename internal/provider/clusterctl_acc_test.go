@@ -107,7 +107,7 @@ func TestAccClusterctl_initAndMove(t *testing.T) {
 	// Cert-manager's and Cluster API's CRDs are cluster-scoped, and the second
 	// cluster is one: the tests that install them or use it take turns.
 	acctest.Exclusive(t, acctest.ClusterAPILock)
-	second := newSecondCluster(t)
+	second := newSecondCluster(t, e)
 	acctest.ClusterAPIImage(t, 1)
 	acctest.ClusterAPIImage(t, 2)
 	one := newCapiSide(t, acctest.RESTConfig(t))

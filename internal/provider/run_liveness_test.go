@@ -153,23 +153,42 @@ func killedProvider(tb testing.TB, e *testEnv, timeout time.Duration) livenessTi
 
 const livenessStarted = "kubeplay-liveness-run-started"
 
-// waitLogLine follows the pod's log until line appears.
+// waitLogLine follows the pod's log until line appears. The kubelet ends a
+// follow without an error when its runtime status call fails, as under
+// make test-all's load on a slower machine: a follow that ends early is
+// opened again while the pod runs.
 func waitLogLine(tb testing.TB, e *testEnv, ns, pod, line string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logs, err := e.kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer logs.Close()
-	sc := bufio.NewScanner(logs)
-	for sc.Scan() {
-		if sc.Text() == line {
-			return
+	for follows := 1; ; follows++ {
+		logs, err := e.kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+		if err != nil {
+			tb.Fatalf("following pod %s's log: %v", pod, err)
+		}
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			if sc.Text() == line {
+				_ = logs.Close()
+				return
+			}
+		}
+		_ = logs.Close()
+		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning || ctx.Err() != nil {
+			phase := corev1.PodPhase("unknown")
+			if p != nil {
+				phase = p.Status.Phase
+			}
+			tb.Fatalf("pod %s never logged %q in %d follows of its log (the last ended: %v; the pod: %s, %v)",
+				pod, line, follows, sc.Err(), phase, err)
+		}
+		tb.Logf("pod %s: the follow of its log ended while it runs (%v); following again", pod, sc.Err())
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
-	tb.Fatalf("pod %s never logged %q: %v", pod, line, sc.Err())
 }
 
 func livenessRun(group, command string) string {

@@ -35,7 +35,7 @@ type secondCluster struct {
 	kubeconfig []byte
 }
 
-func newSecondCluster(t *testing.T) *secondCluster {
+func newSecondCluster(t *testing.T, e *testEnv) *secondCluster {
 	t.Helper()
 	acctest.Exclusive(t, acctest.ClusterAPILock)
 	b := selfContained(t, acctest.SecondKubeconfig(t))
@@ -51,6 +51,14 @@ func newSecondCluster(t *testing.T) *secondCluster {
 	if err != nil || len(nodes.Items) != 1 {
 		t.Fatalf("the second cluster's node labelled kubeplay.test/node=two: %v (%d found)", err, len(nodes.Items))
 	}
+	// The provider makes e's catalog namespace on the second cluster too,
+	// through the child credential; e deletes it on the first only.
+	t.Cleanup(func() {
+		err := kube.CoreV1().Namespaces().Delete(context.Background(), e.catalog, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s on the second cluster: %v", e.catalog, err)
+		}
+	})
 	return &secondCluster{kube: kube, node: nodes.Items[0].Name, kubeconfig: b}
 }
 
@@ -96,7 +104,7 @@ func twoClusterNames() [3]string {
 // a phase both go through it, and land on the second cluster only.
 func TestAccTwoClusters_clusterAPI(t *testing.T) {
 	e := newTestEnv(t)
-	c := newSecondCluster(t)
+	c := newSecondCluster(t, e)
 	secretNS, groupNS := e.namespace("kp-parent"), randName("kp-child")
 	putSecondKubeconfig(t, e, c, secretNS)
 	cfg := twoClusterConfig(e, twoClusterNames(), secretNS, groupNS, fmt.Sprintf(`
@@ -155,7 +163,7 @@ const nodeLostWithin = 45 * time.Second
 // run on the node succeeds.
 func TestAccTwoClusters_nodeLost(t *testing.T) {
 	e := newDisruptiveTestEnv(t, "stops the second cluster's kubelet, where the clusterctl and two-cluster tests run")
-	c := newSecondCluster(t)
+	c := newSecondCluster(t, e)
 	secretNS, groupNS := e.namespace("kp-parent"), randName("kp-lost")
 	putSecondKubeconfig(t, e, c, secretNS)
 	t.Cleanup(func() { acctest.StartSecondKubelet(t) })
@@ -244,7 +252,7 @@ func runningRunPod(ctx context.Context, kube kubernetes.Interface, ns string) (s
 // placed on its own, one on each cluster, and the run is both slices'.
 func TestAccTwoClusters_slices(t *testing.T) {
 	e := newTestEnv(t)
-	c := newSecondCluster(t)
+	c := newSecondCluster(t, e)
 	secretNS, groupNS, firstNS := e.namespace("kp-parent"), randName("kp-child"), e.namespace("kp-first")
 	putSecondKubeconfig(t, e, c, secretNS)
 	names := twoClusterNames()
