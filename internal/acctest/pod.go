@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +52,7 @@ func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sleep", "infinity"},
+				Resources:       helperResources(),
 			}},
 		},
 	}
@@ -80,6 +82,15 @@ func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 		return name, ended, fmt.Errorf("waiting for pod %s/%s to run: %w", namespace, name, err)
 	}
 	return name, false, nil
+}
+
+// helperResources requests a little CPU for the tests' helper pods (builds,
+// SSH targets, pods that bundles run in). Without a request a pod is
+// BestEffort, and all BestEffort pods share a CPU weight of 2 against the
+// Burstable pods' 256 each: under make test-all's load on a slower machine a
+// collection build's exec in one passed 5 minutes.
+func helperResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
 }
 
 // Namespace creates a namespace named from prefix, deleted when the test
