@@ -491,14 +491,33 @@ func TestOutputRotatesPastTheCap(t *testing.T) {
 	dir := runDir(t)
 	s := deliver(t, dir, &b, 1)
 	s.cut() // nothing read, nothing acknowledged
+	// With no follower the watchdog ends the run after 30 s without a
+	// beat: on a loaded machine (make test-all's phase 2) writing 80 MiB
+	// took longer, the run was abandoned before its output passed the cap,
+	// and the follower below, finding nothing lost, waited for its stdin.
+	// So the test beats as a follower would, acknowledging nothing.
+	beat, seq := filepath.Join(dir, "beat"), uint64(0)
 	var r Result
-	for end := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for end, next := time.Now().Add(3*time.Minute), time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(dir, "size")); err == nil {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("the run did not end within 60 s")
+			t.Fatal("the run did not end within 3 minutes")
 		}
+		if time.Now().After(next) {
+			seq++
+			if err := os.WriteFile(beat+".t", []byte(Beat(0, seq)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(beat+".t", beat); err != nil {
+				t.Fatal(err)
+			}
+			next = time.Now().Add(2 * time.Second)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "abandoned")); err == nil {
+		t.Fatal("the watchdog ended the run, though the test beat it")
 	}
 	var kept int64
 	segs, _ := os.ReadDir(filepath.Join(dir, "out"))
@@ -510,7 +529,12 @@ func TestOutputRotatesPastTheCap(t *testing.T) {
 		t.Errorf("the pod keeps %d bytes of output, more than the cap %d and a segment", kept, OutputCap)
 	}
 	f := follow(t, dir, 0)
-	err := <-f.exited
+	var err error
+	select {
+	case err = <-f.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("the follower from 0 did not end within a minute; stderr %q", f.before.String())
+	}
 	_, _ = f.rs.Result()
 	lost, ok := ParseControl(strings.Split(strings.TrimSpace(f.before.String()), "\n")[1])
 	if err != nil || !ok || lost.Kind != "lost" || lost.From != 0 || lost.To < total-OutputCap-SegmentSize {

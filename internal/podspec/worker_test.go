@@ -37,10 +37,13 @@ func worker(t *testing.T, dir string) (*exec.Cmd, <-chan error) {
 	s := strings.NewReplacer(bundle.WorkerPIDFile, filepath.Join(dir, "worker.pid"),
 		bundle.RunDirPrefix, filepath.Join(dir, "kubeplay."), "sleep 45 ", "sleep 1 ").Replace(WorkerArgs[2])
 	cmd := exec.Command(WorkerArgs[0], WorkerArgs[1], s)
+	// A group of its own: in a pod the worker's sleeps end with the
+	// container, here they would outlive it (a `sleep infinity` did).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	return cmd, done
