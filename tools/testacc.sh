@@ -19,6 +19,7 @@
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
+#            Their processes run at nice TESTACC_NICE, the cluster's at 0.
 #            Across all of them at most TESTACC_SLOTS tests use the cluster at
 #            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop

@@ -176,12 +176,9 @@ func waitLogLine(tb testing.TB, e *testEnv, ns, pod, line string) {
 		_ = logs.Close()
 		p, err := e.kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil || p.Status.Phase != corev1.PodRunning || ctx.Err() != nil {
-			phase := corev1.PodPhase("unknown")
-			if p != nil {
-				phase = p.Status.Phase
-			}
-			tb.Fatalf("pod %s never logged %q in %d follows of its log (the last ended: %v; the pod: %s, %v)",
-				pod, line, follows, sc.Err(), phase, err)
+			// The typed client's Get returns an empty pod with its error.
+			tb.Fatalf("pod %s never logged %q in %d follows of its log (the last ended: %v; the pod: %q, %v)",
+				pod, line, follows, sc.Err(), p.Status.Phase, err)
 		}
 		tb.Logf("pod %s: the follow of its log ended while it runs (%v); following again", pod, sc.Err())
 		select {
