@@ -52,7 +52,7 @@ func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sleep", "infinity"},
-				Resources:       helperResources(),
+				Resources:       HelperResources(),
 			}},
 		},
 	}
@@ -84,12 +84,12 @@ func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 	return name, false, nil
 }
 
-// helperResources requests a little CPU for the tests' helper pods (builds,
-// SSH targets, pods that bundles run in). Without a request a pod is
+// HelperResources requests a little CPU for the pods tests make themselves
+// (builds, SSH targets, pods that bundles run in, impostors, Jobs). Without a request a pod is
 // BestEffort, and all BestEffort pods share a CPU weight of 2 against the
 // Burstable pods' 256 each: under make test-all's load on a slower machine a
 // collection build's exec in one passed 5 minutes.
-func helperResources() corev1.ResourceRequirements {
+func HelperResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
 }
 

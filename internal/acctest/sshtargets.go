@@ -156,7 +156,7 @@ func sshdPod(hostKey, authorized string) *corev1.Pod {
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sh", "-c", sshdScript},
 				Env:             []corev1.EnvVar{{Name: "HOST_KEY", Value: hostKey}, {Name: "AUTHORIZED_KEY", Value: authorized}},
-				Resources:       helperResources(),
+				Resources:       HelperResources(),
 				// A startup probe, not a readiness probe: Ready still waits for
 				// sshd to accept, but the kubelet stops connecting once it has,
 				// where a readiness probe made sshd start a session process every

@@ -300,7 +300,8 @@ func TestNamespaceUsersAcc(t *testing.T) {
 	pod := func(name string, labels map[string]string) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers:                    []corev1.Container{{Name: "c", Image: acctest.TestImage(), ImagePullPolicy: corev1.PullIfNotPresent}},
+			Containers: []corev1.Container{{Name: "c", Image: acctest.TestImage(), ImagePullPolicy: corev1.PullIfNotPresent,
+				Resources: acctest.HelperResources()}},
 		}}
 		if _, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -219,6 +219,7 @@ spec:
         image: %[2]s
         imagePullPolicy: IfNotPresent
         command: ["%[3]s"]
+        resources: {requests: {cpu: 100m}}
 `
 	conds := []Condition{{APIVersion: "batch/v1", Kind: "Job", JSONPath: "{.status.succeeded}", Value: "1"}}
 	if _, err := e.Apply(within(t, 2*time.Minute), mustParse(t, fmt.Sprintf(doc, ns, acctest.TestImage(), "true")), nil,

@@ -220,6 +220,7 @@ func createPod(ctx context.Context, t *testing.T, client kubernetes.Interface, n
 				Image:           image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"/bin/sleep", "infinity"},
+				Resources:       acctest.HelperResources(),
 			}},
 		},
 	}, metav1.CreateOptions{})

@@ -57,7 +57,7 @@ func (e *testEnv) endedRunPod(ns, name, group string, annotations map[string]str
 			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
 			AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "worker", Image: acctest.TestImage(),
-				ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}},
+				ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}, Resources: acctest.HelperResources()}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {

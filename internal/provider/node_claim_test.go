@@ -56,7 +56,7 @@ func (e *testEnv) replacePod(ns, name string, change func(old *corev1.Pod, p *co
 			RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
 			AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: old.Spec.Containers[0].Name, Image: acctest.TestImage(),
-				ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "3600"}}},
+				ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "3600"}, Resources: acctest.HelperResources()}},
 		},
 	}
 	change(old, p)

@@ -75,6 +75,7 @@ spec:
         image: %[3]s
         imagePullPolicy: IfNotPresent
         command: [sleep, infinity]
+        resources: {requests: {cpu: 100m}}
 `, ns, name, acctest.TestImage())
 }
 
@@ -335,6 +336,7 @@ spec:
         image: %[3]s
         imagePullPolicy: IfNotPresent
         command: [%[4]s]
+        resources: {requests: {cpu: 100m}}
 `, ns, name, acctest.TestImage(), command)
 }
 

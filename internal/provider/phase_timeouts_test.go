@@ -45,6 +45,7 @@ spec:
         image: %[3]s
         imagePullPolicy: IfNotPresent
         command: [sleep, infinity]
+        resources: {requests: {cpu: 100m}}
         readinessProbe:
           exec: {command: ["false"]}
           periodSeconds: 1

@@ -133,6 +133,13 @@ const faultLimits = "max_concurrent_runs = 2\n  max_forks = 10\n"
 const faultNoCPU = "pod_spec_override = <<-EOT\n    spec:\n      containers:\n      - name: worker\n" +
 	"        resources:\n          requests:\n            cpu: \"0\"\n  EOT\n"
 
+// faultPending is the pod_pending_timeout of the tests whose second run
+// must wait it out: it is the group's, so the blocker's pod must start
+// within it too. A pod that requests no CPU has the smallest CPU weight (2),
+// and under make test-all's load one took 31 s to start, past the 20 s it
+// had: the group's pending timeout ended it before its command ran.
+const faultPending = 90 * time.Second
+
 // zeroRequest reports a container that requests none of name, explicitly.
 func zeroRequest(c corev1.Container, name corev1.ResourceName) bool {
 	q, ok := c.Resources.Requests[name]
@@ -821,8 +828,8 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 		f.checkNoLeaks(t)
 	})
 	t.Run("timeout", func(t *testing.T) {
-		// No CPU request: the blocker's pod must start within the 10 s on a node the suite fills.
-		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10s\"\n" + faultNoCPU})
+		// No CPU request: the blocker's pod must start within faultPending on a node the suite fills.
+		f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
 		blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
 		bcmd, bout := blocker.start(t)
 		f.waitStarted(t, blocker, bout)
@@ -831,7 +838,7 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 		cmd, out := s.start(t)
 		err := cmd.Wait()
 		clock.end(expectOutcome(t, out, err, "diagnostic Container Group Capacity Unavailable",
-			`(?s)Container Group Capacity Unavailable.*had no room for 1 more runs within its\s+pod_pending_timeout of 10s`))
+			`(?s)Container Group Capacity Unavailable.*had no room for 1 more runs within its\s+pod_pending_timeout of `+faultPending.String()))
 		// The waiting run left nothing; the blocker's own claim is there.
 		if err := acctest.Leaks(context.Background(), f.e.kube, groupLeaks(f.ns, f.group)); err == nil {
 			t.Error("the blocker's pod and claim are not seen: the leak check sees nothing")
@@ -847,9 +854,9 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 // frees, the run's pod is refused by the quota and the run waits for it up
 // to its pod_pending_timeout, then ends as error naming the quota.
 func TestAccRunFault_quotaLowered(t *testing.T) {
-	// No CPU request: the blocker's pod must start within the 20 s on a node the
-	// suite fills (CI saw it wait out its pending timeout for Insufficient cpu).
-	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"20s\"\n" + faultNoCPU})
+	// No CPU request: the blocker's pod must start within faultPending on a node
+	// the suite fills (CI saw it wait out its pending timeout for Insufficient cpu).
+	f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
 	// The blocker holds the slot until the quota is lowered, then is interrupted: a fixed
 	// sleep let the slot free before the quota changed on a loaded machine.
 	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
@@ -878,7 +885,7 @@ func TestAccRunFault_quotaLowered(t *testing.T) {
 	_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
 	_ = bcmd.Wait()
 	err = cmd.Wait()
-	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*pending timeout of 20s: .*exceeded quota`))
+	clock.end(expectOutcome(t, out, err, "error", `(?s)Run Error.*pending timeout of `+faultPending.String()+`: .*exceeded quota`))
 	s.expectRecord(t, "error", "quota_exceeded")
 	f.checkNoLeaks(t)
 }

@@ -227,7 +227,8 @@ func BenchmarkWarmApply(b *testing.B) {
 
 	// The exec alone: a pod of the group's spec, not one of its pool.
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "exec-alone", Namespace: s.ns},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: acctest.TestImage(), Command: []string{"sleep", "infinity"}}}}}
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: acctest.TestImage(), Command: []string{"sleep", "infinity"},
+			Resources: acctest.HelperResources()}}}}
 	if _, err := e.kube.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}

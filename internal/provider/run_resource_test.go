@@ -426,6 +426,7 @@ resource "kubeplay_node_label" "custom" {
         imagePullPolicy: IfNotPresent
         command: ["/bin/sh", "-c"]
         args: ["while true; do sleep 30; done;"]
+        resources: {requests: {cpu: 100m}}
   EOT
 }
 

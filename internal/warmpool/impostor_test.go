@@ -60,7 +60,7 @@ func TestAccTakeRefusesImpostor(t *testing.T) {
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{Name: warm.Spec.Containers[0].Name, Image: impostorImage,
-				Command: []string{"/pause"}, ImagePullPolicy: corev1.PullIfNotPresent}},
+				Command: []string{"/pause"}, ImagePullPolicy: corev1.PullIfNotPresent, Resources: acctest.HelperResources()}},
 		},
 	}
 	impostor, err = pods.Create(ctx, impostor, metav1.CreateOptions{})

@@ -75,6 +75,8 @@ resource "kubeplay_phase" "workload" {
             image: ${var.image}
             imagePullPolicy: IfNotPresent
             command: ["python3", "-c", "print('shop schema migrated to 1.4.2')"]
+            resources:
+              requests: { cpu: 100m, memory: 64Mi }
     ---
     # Kept in the bundle for other tools, never applied.
     apiVersion: airshipit.org/v1alpha1
