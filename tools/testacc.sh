@@ -312,10 +312,11 @@ phase_start=$(date +%s)
 phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
-# Its tests' processes (terraform, the providers, go test) run at nice TESTACC_NICE: at nice 0 two
-# runnable ones weigh as much as all the pods together (the kubepods cgroup's 2048 shares against
-# 1024 a process), and on a slower 2-core machine the pods got 12% of the CPU (cpuacct), so a
-# two-task playbook passed a 5-minute bound. The cluster's processes keep nice 0.
+# Its tests' processes (terraform, the providers, go test) run at nice TESTACC_NICE. With the
+# kernel's autogroups (sched_autogroup_enabled) a nice level ranks a process only within its
+# session: against the prewarm's builds (nice 19) here, not against the cluster's components,
+# each in a session of its own (start_daemon's setsid) and so of equal weight at any nice level.
+# Tried: two busy loops in separate sessions at nice 10 and 0 got 326 and 325 ticks in 5 s.
 JOB_NICE=${TESTACC_NICE:-10}
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
 # from the binary built above, started at once: in go test ./... the provider's began only
