@@ -88,7 +88,9 @@ func startPod(ctx context.Context, kube kubernetes.Interface, namespace, prefix,
 // (builds, SSH targets, pods that bundles run in, impostors, Jobs). Without a request a pod is
 // BestEffort, and all BestEffort pods share a CPU weight of 2 against the
 // Burstable pods' 256 each: under make test-all's load on a slower machine a
-// collection build's exec in one passed 5 minutes.
+// collection build's exec in one passed 5 minutes. Pods that tests make from
+// YAML (Jobs, Deployments, a node label's spec, the Cluster API manager) carry
+// the same request written out: change both together.
 func HelperResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
 }
