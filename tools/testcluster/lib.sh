@@ -303,9 +303,8 @@ kubepods_dirs() { ls -d /sys/fs/cgroup/*"$CGROUP_ROOT"/kubepods 2>/dev/null || t
 start_daemon() {
   local name=$1 pid; shift
   [ -f "$LOGS/$name.log" ] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.1"
-  # At nice 0 whoever starts it (make test-all's phase 1 runs its tests niced, tools/testacc.sh,
-  # and the first test that needs the second cluster starts it); in a session, and so a kernel
-  # autogroup, of its own, it weighs as one process whatever the suite's nice level.
+  # At nice 0 whoever starts it (a niced shell, or the first test that needs the second cluster),
+  # for kernels without autogroups; with them, its session of its own weighs as any other.
   setsid nice -n "$((-$(nice)))" "$@" </dev/null >"$LOGS/$name.log" 2>&1 9>&- &
   pid=$!
   echo "$pid" > "$RUN/$name.pid"
