@@ -141,12 +141,12 @@ func TestWaitRunningScheduling(t *testing.T) {
 			pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, nodes: []corev1.Node{small},
 			wantErr: []string{"pod p cannot be scheduled (Unschedulable): no node of the cluster (1 node) has the labels the pod selects (nodeSelector disktype=ssd), " +
 				"and no cluster autoscaler answered within 300ms", "label a node", "The scheduler says: 0/1 nodes are available"},
-			reason: ReasonUnschedulable, failBy: 2 * time.Second, said: "waiting up to 300ms for a cluster autoscaler"},
+			reason: ReasonUnschedulable, failBy: 10 * time.Second, said: "waiting up to 300ms for a cluster autoscaler"},
 		{name: "too large, no autoscaler", status: unschedulable(msgCPU), pod: func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: *resourceQ("64")}
 		}, nodes: []corev1.Node{small},
 			wantErr: []string{"it requests cpu 64 (node n1 allocates 2), and no cluster autoscaler answered"},
-			reason:  ReasonUnschedulable, failBy: 2 * time.Second},
+			reason:  ReasonUnschedulable, failBy: 10 * time.Second},
 		{name: "selector, scale-up: waits until placed", status: unschedulable(msgSelector),
 			pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, nodes: []corev1.Node{small},
 			events:  []*corev1.Event{podEvent("e1", "p", "u1", "cluster-autoscaler", eventTriggeredScaleUp, "pod triggered scale-up: [{ng-1 0->1 (max: 3)}]", 0)},
@@ -162,17 +162,19 @@ func TestWaitRunningScheduling(t *testing.T) {
 		{name: "an old scale-up for another pod: fails", status: unschedulable(msgSelector),
 			pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, nodes: []corev1.Node{small},
 			events:  []*corev1.Event{podEvent("e1", "q", "u2", "cluster-autoscaler", eventTriggeredScaleUp, "pod triggered scale-up", time.Hour)},
-			wantErr: []string{"no cluster autoscaler answered"}, reason: ReasonUnschedulable, failBy: 2 * time.Second},
+			wantErr: []string{"no cluster autoscaler answered"}, reason: ReasonUnschedulable, failBy: 10 * time.Second},
 		{name: "NotTriggerScaleUp fails at once", status: unschedulable(msgSelector),
 			pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disktype": "ssd"} }, nodes: []corev1.Node{small},
 			events: []*corev1.Event{podEvent("e1", "p", "u1", "cluster-autoscaler", eventNotTriggerScaleUp,
 				"pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector", 0)},
 			wantErr: []string{"(nodeSelector disktype=ssd), and cluster-autoscaler will not add a node for it (NotTriggerScaleUp: pod didn't trigger scale-up: 1 node(s)"},
-			reason:  ReasonUnschedulable, failBy: 250 * time.Millisecond},
+			// A grace far past failBy: "at once" must not mean "within a grace of 300ms", which a loaded
+			// machine's scheduling alone can pass (407ms in a make test-all).
+			grace: 15 * time.Second, reason: ReasonUnschedulable, failBy: 5 * time.Second},
 		{name: "nodes unreadable, selector: fails after the grace", status: unschedulable(msgSelector), setup: forbidNodes,
 			pod:     func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disktype": "ssd"} },
 			wantErr: []string{"(nodeSelector disktype=ssd) allow, and the nodes could not be read to tell more (nodes is forbidden", "no cluster autoscaler answered"},
-			reason:  ReasonUnschedulable, failBy: 2 * time.Second},
+			reason:  ReasonUnschedulable, failBy: 10 * time.Second},
 		{name: "nodes unreadable, room: waits", status: unschedulable(msgCPU), setup: forbidNodes, placeAt: 600 * time.Millisecond},
 		{name: "pending timeout within the grace", status: unschedulable(msgSelector), nodes: []corev1.Node{small},
 			pending: time.Second, grace: 5 * time.Second,
@@ -210,9 +212,11 @@ func TestWaitRunningScheduling(t *testing.T) {
 			}
 			var mu sync.Mutex
 			var said []string
+			// Far past failBy, so that failing within failBy shows the run did not wait for it,
+			// with room for a loaded machine.
 			pending := c.pending
 			if pending == 0 {
-				pending = 5 * time.Second
+				pending = 20 * time.Second
 			}
 			tl := NewTimeline(StepSchedule, time.Now())
 			s := Spec{Container: "worker", PendingTimeout: pending, Timeline: tl, OnEvent: func(e string) {
