@@ -48,7 +48,7 @@ var hostStatsType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 // hostStatsBytes is what one host's recap in host_stats adds to the state
 // file: with 1,000 hosts named as host-0000.example.com, terraform.tfstate
-// grew by 265,011 bytes (TestAccRun_manyHosts with
+// grew by 265,011 bytes (TestAccRun_manyHosts with KUBEPLAY_TEST_HOSTS=1000,
 // KUBEPLAY_TEST_RECORD_ALL_HOSTS=1 and TF_ACC_PERSIST_WORKING_DIR=1; 108
 // bytes a host in terraform show -json, 320 as flat attributes).
 const hostStatsBytes = 265

@@ -143,7 +143,8 @@ resource "kubeplay_run" "test" {
 		}
 		// The bound means something only with the output at its cap.
 		if b.by["output"] < 60<<10 {
-			return fmt.Errorf("the run's output holds %d bytes %s: %d hosts are too few to fill its 64 KiB", b.by["output"], what, n)
+			return fmt.Errorf("the run's output holds %d bytes %s: %d hosts are too few to fill its 64 KiB; "+
+				"set KUBEPLAY_TEST_HOSTS to 500 or more", b.by["output"], what, n)
 		}
 		return nil
 	}
