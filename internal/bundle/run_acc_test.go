@@ -195,7 +195,8 @@ func TestAccBundleRunsInPod(t *testing.T) {
 		}
 		t.Logf("%d hosts' stats: %d bytes", n, len(stats))
 		if len(stats) < 4*outputtail.DefaultMaxLine {
-			t.Fatalf("the hosts' stats take %d bytes, want at least %d", len(stats), 4*outputtail.DefaultMaxLine)
+			t.Fatalf("the hosts' stats take %d bytes, want at least %d: lengthen the host names in name()",
+				len(stats), 4*outputtail.DefaultMaxLine)
 		}
 	})
 

@@ -197,7 +197,7 @@ func hostCounts(ok, changed, failed, unreachable, rescued, ignored int64) knownv
 // runs again, which records every host; turned off in place, host_stats
 // drops the hosts that ended ok or changed. 17 hosts, not more: Ansible
 // forks a worker per host and task, about 0.3 CPU-s each on the machine
-// kind CI runs on; at 52 hosts the test took 259 CPU-s, at 17 88.
+// kind CI runs on; at 52 hosts the test took 259 CPU-s, at 17 hosts 88.
 func TestAccRun_failedHosts(t *testing.T) {
 	e := newTestEnv(t)
 	ns := e.namespace("kp-runfail")
