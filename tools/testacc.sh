@@ -55,6 +55,7 @@ pids=()
 
 # The cluster is started once, before the jobs, so that they do not race to.
 tools/testcluster/up.sh >"$LOGS/cluster-up.log" 2>&1 || { cat "$LOGS/cluster-up.log"; exit 1; }
+CLUSTER_DIR=$(cd "${KUBEPLAY_CACHE_DIR:-.cache}/testcluster" && pwd)
 
 # release_pod_memory: a pod's memory cgroup stays in the kernel after the kubelet removes it
 # (a dying cgroup) while page cache that its containers read or wrote is still charged to it:
@@ -76,26 +77,61 @@ release_pod_memory() {
 # (a paravirtualised kernel, half the CPU in the kernel) page faults are a large part of it: a
 # `terraform plan` took 3,925 minor faults and 149 ms of CPU with THP at madvise, 1,613 and 103 ms
 # at always; a provider test, 10.1 CPU-s and 7.9 (means of three). thp_restore puts back what was
-# there before phase 2, whose soak bounds the provider's resident memory, and on exit.
+# there before phase 2, whose soak bounds the provider's resident memory, and on exit. What it
+# puts back is kept in THP_SAVED too: a run killed by SIGKILL runs no trap, and the next restores it.
 THP=/sys/kernel/mm/transparent_hugepage/enabled
+THP_SAVED=${KUBEPLAY_CACHE_DIR:-.cache}/testacc-thp-saved
 thp_orig=
 thp_set() {
   [ -n "${TESTACC_THP:-}" ] && [ -w "$THP" ] || return 0
   thp_orig=$(sed -E 's/.*\[([a-z]+)\].*/\1/' "$THP")
   [ "$thp_orig" = "$TESTACC_THP" ] && { thp_orig=; return 0; }
+  echo "$thp_orig" >"$THP_SAVED"
   echo "$TESTACC_THP" >"$THP" && echo "testacc: transparent huge pages $thp_orig -> $TESTACC_THP"
 }
 thp_restore() {
   [ -n "$thp_orig" ] || return 0
-  echo "$thp_orig" >"$THP" && echo "testacc: transparent huge pages back to $thp_orig"
+  echo "$thp_orig" >"$THP" && echo "testacc: transparent huge pages back to $thp_orig" && rm -f "$THP_SAVED"
   thp_orig=
 }
+if [ -s "$THP_SAVED" ] && [ -w "$THP" ]; then
+  thp_orig=$(cat "$THP_SAVED")
+  echo "testacc: an earlier run was killed before it restored transparent huge pages"
+  thp_restore
+fi
 trap thp_restore EXIT
 
+# descendants PID: PID's children, theirs, and so on.
+descendants() {
+  local c
+  for c in $(ps -o pid= --ppid "$1"); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+# stop_jobs, on ^C or TERM: stops every process this script started (the jobs' shells, the
+# test binaries and the terraform and tofu processes they run; the clusters' daemons are not
+# among them), then sweeps the local clusters: a test process stopped by a signal runs none of
+# its tests' clean-ups, so the namespaces, CRDs and cluster roles they made would be left.
 prewarm_pid=
+run_start=
 stop_jobs() {
-  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
-  [ -n "$prewarm_pid" ] && kill "$prewarm_pid" 2>/dev/null
+  local -a tree
+  mapfile -t tree < <(descendants $$)
+  [ ${#tree[@]} -gt 0 ] && kill "${tree[@]}" 2>/dev/null
+  wait
+  [ -n "$run_start" ] || return 0
+  if [ -n "${KUBEPLAY_TEST_KUBECONFIG:-}" ] && [ "$KUBEPLAY_TEST_KUBECONFIG" != "$CLUSTER_DIR/kubeconfig" ]; then
+    echo "testacc: the tests ran against $KUBEPLAY_TEST_KUBECONFIG, not swept: what the stopped tests made there since $run_start is left"
+    return 0
+  fi
+  local -a kcs=()
+  local f
+  for f in "$CLUSTER_DIR/kubeconfig" "$CLUSTER_DIR/kubeconfig2"; do [ -f "$f" ] && kcs+=("$f"); done
+  [ ${#kcs[@]} -gt 0 ] || return 0
+  echo "testacc: stopped; sweeping what the tests made since $run_start from ${kcs[*]}"
+  "$TESTBIN/sweep" -since "$run_start" "${kcs[@]}"
 }
 trap 'stop_jobs; exit 130' INT TERM
 
@@ -270,6 +306,8 @@ mkdir -p "$TESTBIN/provider"
 # built once here rather than once per test process (and linked only when it changed).
 go build -o "$TESTBIN/provider/terraform-provider-kubeplay" . || exit 1
 KUBEPLAY_TEST_PROVIDER_DIR=$(cd "$TESTBIN/provider" && pwd) && export KUBEPLAY_TEST_PROVIDER_DIR
+# What stop_jobs sweeps with, built before any test can need it.
+go build -o "$TESTBIN/sweep" ./internal/acctest/sweep || exit 1
 while read -r pkg; do
   testbin "$pkg" >/dev/null || exit 1
 done < <({ echo "$TERRAFORM_PKGS $disruptive_pkgs $late_pkgs" | tr ' ' '\n'; cut -d' ' -f1 <<<"$processwide_tests"; } | grep . | sort -u)
@@ -328,6 +366,8 @@ fi
 
 release_pod_memory
 phase_start=$(date +%s)
+# What stop_jobs sweeps: the objects made from here on (the API server runs on this host's clock).
+run_start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
