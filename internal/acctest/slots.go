@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,6 +21,45 @@ import (
 // CLI), each with -parallel tests: on a slower machine of two cores, 60 tests
 // at once left every test a thirtieth of a core and their time bounds failed.
 const SlotsEnv = "KUBEPLAY_TEST_SLOTS"
+
+// DurationsEnv names a file of each test's duration in an earlier run, a
+// line "name seconds" each (tools/testacc.sh writes it after every run).
+// A waiter takes its turn earlier by its test's duration, so the longest
+// tests take slots first and the suite does not end on a long test that
+// began late: in make test-all the provider's tests began in source order,
+// and its last two minutes ran three tests of 100 s each on an idle CPU.
+const DurationsEnv = "KUBEPLAY_TEST_DURATIONS"
+
+// testDurations is DurationsEnv's file, read once; an unset, missing or
+// unreadable file gives none, and turns fall back to the order of asking.
+var testDurations = sync.OnceValue(func() map[string]time.Duration {
+	b, err := os.ReadFile(os.Getenv(DurationsEnv))
+	if err != nil {
+		return nil
+	}
+	return parseDurations(b)
+})
+
+// parseDurations reads DurationsEnv's lines, skipping any it cannot read.
+func parseDurations(b []byte) map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, secs, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if f, err := strconv.ParseFloat(secs, 64); err == nil && f > 0 && f < 24*3600 {
+			m[name] = time.Duration(f * float64(time.Second))
+		}
+	}
+	return m
+}
+
+// turn is the time t's ticket is ordered by: when it asked, moved earlier by
+// its test's duration in the earlier run.
+func turn(t testing.TB, since time.Time) time.Time {
+	return since.Add(-testDurations()[t.Name()])
+}
 
 // slot is a test's hold on one of the machine's slots.
 type slot struct {
@@ -59,15 +99,15 @@ func retakeSlot(t testing.TB, since time.Time) {
 
 // takeSlot holds one of n slots of dir until t ends: a slot is a file whose
 // lock the kernel releases when its process dies, so a killed test process
-// holds none. Waiters take turns in the order they asked (since): each waits
-// with a ticket, a locked file of dir named by that time, and only the oldest
-// live ticket may take a free slot. Turns matter: with random turns, some
-// tests waited 20 minutes while others that came later ran, and the suite
-// ended on those.
+// holds none. Waiters take turns in the order they asked (since, moved
+// earlier by turn): each waits with a ticket, a locked file of dir named by
+// that time, and only the oldest live ticket may take a free slot. Turns
+// matter: with random turns, some tests waited 20 minutes while others that
+// came later ran, and the suite ended on those.
 func takeSlot(t testing.TB, dir string, n int, since time.Time) {
 	t.Helper()
 	start := time.Now()
-	ticket, name, err := newTicket(dir, since)
+	ticket, name, err := newTicket(dir, turn(t, since))
 	if err != nil {
 		t.Fatalf("acctest: machine slot: %v", err)
 	}

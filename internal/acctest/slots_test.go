@@ -55,8 +55,16 @@ func TestTakeSlot(t *testing.T) {
 // -parallel.
 type waiter struct {
 	*testing.T
+	name     string // Name's answer, when set
 	mu       sync.Mutex
 	cleanups []func()
+}
+
+func (w *waiter) Name() string {
+	if w.name != "" {
+		return w.name
+	}
+	return w.T.Name()
 }
 
 func (w *waiter) Cleanup(f func()) {
@@ -114,5 +122,53 @@ func TestTakeSlotTurns(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ticketPrefix+"*")); len(left) != 0 {
 		t.Errorf("tickets left: %v", left)
+	}
+}
+
+// A waiter whose test took longer in the earlier run takes its turn before
+// one that asked sooner; a test the file does not name keeps its place.
+func TestTakeSlotLongestFirst(t *testing.T) {
+	saved := testDurations
+	t.Cleanup(func() { testDurations = saved })
+	testDurations = func() map[string]time.Duration {
+		return parseDurations([]byte("TestLong 111.07\nTestShort 0.5\nnot a line\nTestBad x\n"))
+	}
+	dir := t.TempDir()
+	base := time.Now()
+	holder := &waiter{T: t}
+	takeSlot(holder, dir, 1, base)
+	got := make(chan string)
+	for i, name := range []string{"TestShort", "TestUnknown", "TestLong"} {
+		// Each asked a second after the one before, and starts looking in that order.
+		go func() {
+			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			w := &waiter{T: t, name: name}
+			takeSlot(w, dir, 1, base.Add(time.Duration(i+1)*time.Second))
+			got <- name
+			time.Sleep(50 * time.Millisecond)
+			w.release()
+		}()
+	}
+	time.Sleep(time.Second) // the waiters queue meanwhile
+	holder.release()
+	var order []string
+	for range 3 {
+		select {
+		case name := <-got:
+			order = append(order, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
+		}
+	}
+	if fmt.Sprint(order) != "[TestLong TestShort TestUnknown]" {
+		t.Errorf("waiters took the slot in the order %v, want [TestLong TestShort TestUnknown]", order)
+	}
+}
+
+func TestParseDurations(t *testing.T) {
+	got := parseDurations([]byte("TestA 1.5\n  TestB/sub 0.01  \nTestC\nTestD -3\nTestE 1e9\n\nTestF NaN\n"))
+	want := map[string]time.Duration{"TestA": 1500 * time.Millisecond, "TestB/sub": 10 * time.Millisecond}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("parseDurations = %v, want %v", got, want)
 	}
 }
