@@ -92,31 +92,12 @@ func TestTakeSlotTurns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%020d-1-00000000", ticketPrefix, base.Add(-time.Hour).UnixNano())), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	holder := &waiter{T: t}
-	takeSlot(holder, dir, 1, base)
-	got := make(chan int)
+	var ws []queued
 	for i := 1; i <= 4; i++ {
 		// Waiter i asked at base+i seconds but starts looking in the reverse order.
-		go func() {
-			time.Sleep(time.Duration(5-i) * 100 * time.Millisecond)
-			w := &waiter{T: t}
-			takeSlot(w, dir, 1, base.Add(time.Duration(i)*time.Second))
-			got <- i
-			time.Sleep(50 * time.Millisecond)
-			w.release()
-		}()
+		ws = append(ws, queued{w: &waiter{T: t, name: fmt.Sprint(i)}, since: base.Add(time.Duration(i) * time.Second), delay: time.Duration(5-i) * 100 * time.Millisecond})
 	}
-	time.Sleep(time.Second) // the waiters queue meanwhile
-	holder.release()
-	var order []int
-	for range 4 {
-		select {
-		case i := <-got:
-			order = append(order, i)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
-		}
-	}
+	order := takeTurns(t, dir, base, ws)
 	if fmt.Sprint(order) != "[1 2 3 4]" {
 		t.Errorf("waiters took the slot in the order %v, want [1 2 3 4]", order)
 	}
@@ -133,33 +114,13 @@ func TestTakeSlotLongestFirst(t *testing.T) {
 	testDurations = func() map[string]time.Duration {
 		return parseDurations([]byte("TestLong 111.07\nTestShort 0.5\nnot a line\nTestBad x\n"))
 	}
-	dir := t.TempDir()
 	base := time.Now()
-	holder := &waiter{T: t}
-	takeSlot(holder, dir, 1, base)
-	got := make(chan string)
+	var ws []queued
 	for i, name := range []string{"TestShort", "TestUnknown", "TestLong"} {
 		// Each asked a second after the one before, and starts looking in that order.
-		go func() {
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-			w := &waiter{T: t, name: name}
-			takeSlot(w, dir, 1, base.Add(time.Duration(i+1)*time.Second))
-			got <- name
-			time.Sleep(50 * time.Millisecond)
-			w.release()
-		}()
+		ws = append(ws, queued{w: &waiter{T: t, name: name}, since: base.Add(time.Duration(i+1) * time.Second), delay: time.Duration(i) * 100 * time.Millisecond})
 	}
-	time.Sleep(time.Second) // the waiters queue meanwhile
-	holder.release()
-	var order []string
-	for range 3 {
-		select {
-		case name := <-got:
-			order = append(order, name)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
-		}
-	}
+	order := takeTurns(t, t.TempDir(), base, ws)
 	if fmt.Sprint(order) != "[TestLong TestShort TestUnknown]" {
 		t.Errorf("waiters took the slot in the order %v, want [TestLong TestShort TestUnknown]", order)
 	}
@@ -170,5 +131,62 @@ func TestParseDurations(t *testing.T) {
 	want := map[string]time.Duration{"TestA": 1500 * time.Millisecond, "TestB/sub": 10 * time.Millisecond}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("parseDurations = %v, want %v", got, want)
+	}
+}
+
+// queued is a waiter of takeTurns: it asked for a slot at since, and starts
+// looking after delay.
+type queued struct {
+	w     *waiter
+	since time.Time
+	delay time.Duration
+}
+
+// takeTurns holds dir's one slot (asked for at base) while ws queue for it,
+// then releases it, and returns the names of ws in the order they took it,
+// each holding it for 50 ms.
+func takeTurns(t *testing.T, dir string, base time.Time, ws []queued) []string {
+	t.Helper()
+	holder := &waiter{T: t}
+	takeSlot(holder, dir, 1, base)
+	got := make(chan string)
+	for _, q := range ws {
+		go func() {
+			time.Sleep(q.delay)
+			takeSlot(q.w, dir, 1, q.since)
+			got <- q.w.Name()
+			time.Sleep(50 * time.Millisecond)
+			q.w.release()
+		}()
+	}
+	time.Sleep(time.Second) // the waiters queue meanwhile
+	holder.release()
+	var order []string
+	for range ws {
+		select {
+		case name := <-got:
+			order = append(order, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
+		}
+	}
+	return order
+}
+
+// Waiters near the head of the queue look again within 200 ms; those further
+// back less often, never less than every 5 s.
+func TestPollInterval(t *testing.T) {
+	for _, tc := range []struct {
+		ahead, n int
+		min, max time.Duration
+	}{
+		{0, 12, 100 * time.Millisecond, 200 * time.Millisecond},
+		{12, 12, 100 * time.Millisecond, 200 * time.Millisecond},
+		{32, 12, 1100 * time.Millisecond, 1200 * time.Millisecond},
+		{10000, 12, 5 * time.Second, 5 * time.Second},
+	} {
+		if d := pollInterval(tc.ahead, tc.n); d < tc.min || d > tc.max {
+			t.Errorf("pollInterval(%d, %d) = %s, want %s to %s", tc.ahead, tc.n, d, tc.min, tc.max)
+		}
 	}
 }
