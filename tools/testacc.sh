@@ -364,12 +364,6 @@ if [ "$checks" = 1 ]; then
   echo "testacc: prewarm started (nice 19): fuzz builds"
 fi
 
-# Each test's duration in the run before (written at the end, below): the longest tests take the
-# machine's slots first (acctest.DurationsEnv), so phase 1 does not end on a long test that began
-# late. Without the file (a first run) tests take them in the order they ask.
-DURATIONS=${KUBEPLAY_CACHE_DIR:-.cache}/test-durations
-[ -s "$DURATIONS" ] && KUBEPLAY_TEST_DURATIONS=$(realpath "$DURATIONS") && export KUBEPLAY_TEST_DURATIONS
-
 release_pod_memory
 phase_start=$(date +%s)
 # What stop_jobs sweeps: the objects made from here on (the API server runs on this host's clock).
@@ -421,11 +415,6 @@ if [ "$checks" = 1 ]; then
 fi
 phase_end "${phase2[@]}"
 phase2_took=$(($(date +%s) - phase_start))
-
-# "name seconds" of every test and subtest that ended, the longest of its runs in this one.
-grep -rh -E -- '--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' "$LOGS" |
-  sed -E 's/^ *--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\).*/\2 \3/' | sort -k1,1 -k2,2nr | awk '!seen[$1]++' >"$DURATIONS.tmp" &&
-  mv "$DURATIONS.tmp" "$DURATIONS"
 
 status=0
 echo "==================== summary ===================="

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,45 +20,6 @@ import (
 // CLI), each with -parallel tests: on a slower machine of two cores, 60 tests
 // at once left every test a thirtieth of a core and their time bounds failed.
 const SlotsEnv = "KUBEPLAY_TEST_SLOTS"
-
-// DurationsEnv names a file of each test's duration in an earlier run, a
-// line "name seconds" each (tools/testacc.sh writes it after every run).
-// A waiter takes its turn earlier by its test's duration, so the longest
-// tests take slots first and the suite does not end on a long test that
-// began late: in make test-all the provider's tests began in source order,
-// and its last two minutes ran three tests of 100 s each on an idle CPU.
-const DurationsEnv = "KUBEPLAY_TEST_DURATIONS"
-
-// testDurations is DurationsEnv's file, read once; an unset, missing or
-// unreadable file gives none, and turns fall back to the order of asking.
-var testDurations = sync.OnceValue(func() map[string]time.Duration {
-	b, err := os.ReadFile(os.Getenv(DurationsEnv))
-	if err != nil {
-		return nil
-	}
-	return parseDurations(b)
-})
-
-// parseDurations reads DurationsEnv's lines, skipping any it cannot read.
-func parseDurations(b []byte) map[string]time.Duration {
-	m := map[string]time.Duration{}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, secs, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok {
-			continue
-		}
-		if f, err := strconv.ParseFloat(secs, 64); err == nil && f > 0 && f < 24*3600 {
-			m[name] = time.Duration(f * float64(time.Second))
-		}
-	}
-	return m
-}
-
-// turn is the time t's ticket is ordered by: when it asked, moved earlier by
-// its test's duration in the earlier run.
-func turn(t testing.TB, since time.Time) time.Time {
-	return since.Add(-testDurations()[t.Name()])
-}
 
 // slot is a test's hold on one of the machine's slots.
 type slot struct {
@@ -99,15 +59,15 @@ func retakeSlot(t testing.TB, since time.Time) {
 
 // takeSlot holds one of n slots of dir until t ends: a slot is a file whose
 // lock the kernel releases when its process dies, so a killed test process
-// holds none. Waiters take turns in the order they asked (since, moved
-// earlier by turn): each waits with a ticket, a locked file of dir named by
-// that time, and only the oldest live ticket may take a free slot. Turns
-// matter: with random turns, some tests waited 20 minutes while others that
-// came later ran, and the suite ended on those.
+// holds none. Waiters take turns in the order they asked (since): each waits
+// with a ticket, a locked file of dir named by that time, and only the oldest
+// live ticket may take a free slot. Turns matter: with random turns, some
+// tests waited 20 minutes while others that came later ran, and the suite
+// ended on those.
 func takeSlot(t testing.TB, dir string, n int, since time.Time) {
 	t.Helper()
 	start := time.Now()
-	ticket, name, err := newTicket(dir, turn(t, since))
+	ticket, name, err := newTicket(dir, since)
 	if err != nil {
 		t.Fatalf("acctest: machine slot: %v", err)
 	}
@@ -116,8 +76,7 @@ func takeSlot(t testing.TB, dir string, n int, since time.Time) {
 		ticket.Close()
 	}()
 	for {
-		oldest, ahead := oldestTicket(dir, filepath.Base(name))
-		if oldest {
+		if oldestTicket(dir, filepath.Base(name)) {
 			if f := freeSlot(t, dir, n); f != nil {
 				held := slot{f: f, since: since}
 				slots.Store(t, held)
@@ -133,23 +92,9 @@ func takeSlot(t testing.TB, dir string, n int, since time.Time) {
 				return
 			}
 		}
-		// A file lock cannot wait for any of several files, nor for a turn: look again.
-		time.Sleep(pollInterval(ahead, n))
+		// A file lock cannot wait for any of several files, nor for a turn: look again soon.
+		time.Sleep(time.Duration(100+rand.IntN(100)) * time.Millisecond)
 	}
-}
-
-// pollInterval is how long a waiter with ahead tickets before its own waits
-// before it looks again: within 200 ms near the head of the queue, and less
-// often further back, where no slot can come its way before those ahead of
-// it have taken theirs (up to 5 s). Each look reads the directory: with 300
-// waiters looking five to ten times a second, phase 1 of make test-all ran
-// 64 s longer on a saturated CPU.
-func pollInterval(ahead, n int) time.Duration {
-	d := time.Duration(100+rand.IntN(100)) * time.Millisecond
-	if ahead > n {
-		d += time.Duration(ahead-n) * 50 * time.Millisecond
-	}
-	return min(d, 5*time.Second)
 }
 
 const ticketPrefix = "kubeplay-acctest-turn-"
@@ -175,19 +120,17 @@ func newTicket(dir string, since time.Time) (*os.File, string, error) {
 	return f, name, nil
 }
 
-// oldestTicket reports whether mine is the oldest live ticket of dir, and
-// how many tickets come before it. A ticket that is not locked is a dead
-// waiter's: it is removed.
-func oldestTicket(dir, mine string) (bool, int) {
+// oldestTicket reports whether mine is the oldest live ticket of dir. A
+// ticket that is not locked is a dead waiter's: it is removed.
+func oldestTicket(dir, mine string) bool {
 	names, err := filepath.Glob(filepath.Join(dir, ticketPrefix+"*"))
 	if err != nil {
-		return true, 0
+		return true
 	}
 	slices.Sort(names)
-	ahead := slices.Index(names, filepath.Join(dir, mine))
 	for _, name := range names {
 		if filepath.Base(name) == mine {
-			return true, 0
+			return true
 		}
 		f, err := os.Open(name)
 		if err != nil {
@@ -199,9 +142,9 @@ func oldestTicket(dir, mine string) (bool, int) {
 			continue
 		}
 		f.Close()
-		return false, ahead
+		return false
 	}
-	return true, 0
+	return true
 }
 
 // freeSlot locks and returns one of dir's n slot files that no one holds, or nil.
