@@ -42,7 +42,8 @@ func main() {
 			fmt.Printf("sweep: %s: deleted %s\n", path, d)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "sweep: %s: %v\n", path, err)
+			fmt.Fprintf(os.Stderr, "sweep: %s: %v\nWhat was not deleted is left: once the cluster answers (make cluster-up; tools/testcluster/cluster2.sh up for the second), run %s -since %s %s\n",
+				path, err, os.Args[0], *sinceFlag, path)
 			status = 1
 		}
 	}
