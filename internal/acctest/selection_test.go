@@ -24,6 +24,8 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_NEXT_ALL and TESTACC_TOFU_ALL, make test-clis' passes, match
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
+//   - TESTACC_EARLY, started first, names exactly the provider's tests that
+//     reach acctest.Exclusive, but for disruptive and process-wide ones;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
 //   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
@@ -63,6 +65,26 @@ func TestMakefileSelection(t *testing.T) {
 			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
 				t.Errorf("%s names %s, which is no test", list.name, alt)
 			}
+		}
+	}
+
+	// TESTACC_EARLY, which phase 1 starts first in a process of its own:
+	// exactly the provider's tests that take an Exclusive lock, but for the
+	// disruptive ones (phase 2's) and the process-wide ones (their own).
+	early := regexp.MustCompile(vars["TESTACC_EARLY"])
+	for _, ts := range tests {
+		want := ts.pkg == "provider" && ts.marks[markExclusive] && !ts.marks[markDisruptive] && !ts.marks[markProcessWide]
+		if want && !early.MatchString(ts.name) {
+			t.Errorf("%s (%s) takes acctest.Exclusive's lock but is not in TESTACC_EARLY", ts.name, ts.pkg)
+		}
+		if !want && early.MatchString(ts.name) {
+			t.Errorf("%s (%s) is in TESTACC_EARLY but is not a provider test of phase 1 that takes acctest.Exclusive's lock "+
+				"(Exclusive %v, Disruptive %v, ProcessWide %v)", ts.name, ts.pkg, ts.marks[markExclusive], ts.marks[markDisruptive], ts.marks[markProcessWide])
+		}
+	}
+	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {
+		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
+			t.Errorf("TESTACC_EARLY names %s, which is no test", alt)
 		}
 	}
 
@@ -160,6 +182,7 @@ const (
 	markDisruptive  = "Disruptive"
 	markProcessWide = "ProcessWide"
 	markNewer       = "newer"
+	markExclusive   = "Exclusive"
 	markCluster     = "cluster"
 	// The local clusters' faults: the first's kubelet stopped, the second's,
 	// an API server restarted, the first's node filled.
@@ -172,6 +195,7 @@ const (
 var markers = map[string]*regexp.Regexp{
 	markDisruptive:    regexp.MustCompile(`\bacctest\.Disruptive\(`),
 	markProcessWide:   regexp.MustCompile(`\bacctest\.ProcessWide\(`),
+	markExclusive:     regexp.MustCompile(`\bacctest\.Exclusive\(`),
 	markCluster:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
 	markKubelet:       regexp.MustCompile(`kubelet\.sh"`),
 	markSecondKubelet: regexp.MustCompile(`\bacctest\.StopSecondKubelet\(`),
@@ -312,7 +336,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_EARLY", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

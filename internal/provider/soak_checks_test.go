@@ -233,7 +233,7 @@ func soakDescribePods(t *testing.T, e *testEnv, s *soakSetup) {
 func soakTable(t *testing.T, p soakParams, runs []*soakRun, flog *soakLog, outcomes, applyErrs map[string]int, converged map[int]string,
 	peak soakRSS, faultsDone, took time.Duration) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "SOAK SUMMARY seed %d (replay: make soak SEED=%d)\n", p.seed, p.seed)
+	fmt.Fprintf(&b, "SOAK SUMMARY seed %d (replay: %s)\n", p.seed, p.replay())
 	kinds := map[string]int{}
 	attempts := 0
 	for _, r := range runs {

@@ -57,10 +57,10 @@ func (n *soakNemesis) plan(count int) []soakFaultKind {
 	return kinds
 }
 
-// run injects kinds in order, each after a pause of 3 to 8 s.
-func (n *soakNemesis) run(kinds []soakFaultKind) {
+// run injects kinds in order, each after a pause of lo to hi.
+func (n *soakNemesis) run(kinds []soakFaultKind, lo, hi time.Duration) {
 	for _, k := range kinds {
-		time.Sleep(time.Duration(3000+n.rng.IntN(5000)) * time.Millisecond)
+		time.Sleep(lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1)))
 		hold := time.Duration(5000+n.rng.IntN(10000)) * time.Millisecond
 		n.inject(k, hold)
 	}

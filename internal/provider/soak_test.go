@@ -13,6 +13,8 @@ package provider
 //	KUBEPLAY_SOAK_RUNS        at least this many runs (default 12; the soak goes on until the faults are done)
 //	KUBEPLAY_SOAK_FAULTS      faults to inject, every kind at least once when >= 6 (default 6)
 //	KUBEPLAY_SOAK_WORKSPACES  terraform working directories applying at once (default 2)
+//	KUBEPLAY_SOAK_PAUSE       the nemesis' pause before each fault, at random in MIN-MAX (default 1s-4s;
+//	                          make soak 3s-8s)
 //	KUBEPLAY_SOAK_MAX_RSS_MB  the bound on any provider process' VmHWM (default 256)
 //
 // The faults (soakFaultKinds), and the outcomes each one explains:
@@ -79,6 +81,13 @@ type soakParams struct {
 	seed                     uint64
 	runs, faults, workspaces int
 	maxRSS                   int64 // bytes
+	pauseMin, pauseMax       time.Duration
+}
+
+// replay is the make soak command that runs these parameters again.
+func (p soakParams) replay() string {
+	return fmt.Sprintf("make soak SEED=%d RUNS=%d FAULTS=%d WORKSPACES=%d PAUSE=%s-%s",
+		p.seed, p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
 }
 
 func soakParamsFromEnv(t *testing.T) soakParams {
@@ -97,6 +106,17 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 	p := soakParams{
 		runs: num("KUBEPLAY_SOAK_RUNS", 12), faults: num("KUBEPLAY_SOAK_FAULTS", len(soakFaultKinds)),
 		workspaces: num("KUBEPLAY_SOAK_WORKSPACES", 2), maxRSS: int64(num("KUBEPLAY_SOAK_MAX_RSS_MB", 256)) << 20,
+	}
+	pause := os.Getenv("KUBEPLAY_SOAK_PAUSE")
+	if pause == "" {
+		pause = "1s-4s"
+	}
+	lo, hi, _ := strings.Cut(pause, "-")
+	var errLo, errHi error
+	p.pauseMin, errLo = time.ParseDuration(lo)
+	p.pauseMax, errHi = time.ParseDuration(hi)
+	if errLo != nil || errHi != nil || p.pauseMin < 0 || p.pauseMax < p.pauseMin {
+		t.Fatalf("KUBEPLAY_SOAK_PAUSE=%q: want MIN-MAX, two durations, MIN at most MAX (as 3s-8s)", pause)
 	}
 	p.seed = rand.Uint64()
 	if v := os.Getenv("KUBEPLAY_SOAK_SEED"); v != "" {
@@ -211,7 +231,8 @@ func TestAccSoak(t *testing.T) {
 	tools := localClusterOnly(t)
 	p := soakParamsFromEnv(t)
 	e := newDisruptiveTestEnv(t, "restarts the API server and the kubelet, fills the node")
-	t.Logf("SOAK seed %d (replay: make soak SEED=%d), at least %d runs, %d faults, %d workspaces", p.seed, p.seed, p.runs, p.faults, p.workspaces)
+	t.Logf("SOAK seed %d (replay: %s), at least %d runs, %d faults, %d workspaces, pauses %s to %s",
+		p.seed, p.replay(), p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
 	began := time.Now()
 	flog := &soakLog{t: t, seed: p.seed, start: began}
 	t.Cleanup(func() {
@@ -254,7 +275,7 @@ func TestAccSoak(t *testing.T) {
 	nemesisDone := make(chan struct{})
 	go func() {
 		defer close(nemesisDone)
-		n.run(n.plan(p.faults))
+		n.run(n.plan(p.faults), p.pauseMin, p.pauseMax)
 	}()
 	var total sync.WaitGroup
 	var created int

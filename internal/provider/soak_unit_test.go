@@ -122,3 +122,25 @@ func TestSoakChecks(t *testing.T) {
 		})
 	}
 }
+
+// The soak's parameters: make test-all's short defaults, make soak's
+// settings, and the replay command that gives them back.
+func TestSoakParams(t *testing.T) {
+	for _, name := range []string{"KUBEPLAY_SOAK_SEED", "KUBEPLAY_SOAK_RUNS", "KUBEPLAY_SOAK_FAULTS", "KUBEPLAY_SOAK_WORKSPACES", "KUBEPLAY_SOAK_PAUSE"} {
+		t.Setenv(name, "")
+	}
+	p := soakParamsFromEnv(t)
+	if p.runs != 12 || p.faults != len(soakFaultKinds) || p.workspaces != 2 || p.pauseMin != time.Second || p.pauseMax != 4*time.Second {
+		t.Errorf("defaults: %+v", p)
+	}
+	t.Setenv("KUBEPLAY_SOAK_SEED", "42")
+	t.Setenv("KUBEPLAY_SOAK_RUNS", "200")
+	t.Setenv("KUBEPLAY_SOAK_FAULTS", "42")
+	t.Setenv("KUBEPLAY_SOAK_WORKSPACES", "4")
+	t.Setenv("KUBEPLAY_SOAK_PAUSE", "3s-8s")
+	p = soakParamsFromEnv(t)
+	const want = "make soak SEED=42 RUNS=200 FAULTS=42 WORKSPACES=4 PAUSE=3s-8s"
+	if got := p.replay(); got != want {
+		t.Errorf("replay = %q, want %q", got, want)
+	}
+}
