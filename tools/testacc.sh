@@ -15,11 +15,12 @@
 #              tofu-<pkg>    TESTACC_TOFU_RUN of each of TERRAFORM_PKGS on
 #                            OpenTofu (OPENTOFU), -parallel TESTACC_PARALLEL;
 #              early-<pkg>   TESTACC_EARLY of each of TERRAFORM_PKGS (the tests
-#                            that take turns on acctest.Exclusive's lock), in a
-#                            process of its own started first, so that their
-#                            chain does not end the phase;
+#                            that take turns on acctest.Exclusive's lock and the
+#                            longest), in a process of its own started first,
+#                            its turns for a slot first, so that they do not
+#                            end the phase;
 #              pw-<test>     each test of TESTACC_PROCESSWIDE in a go test
-#                            process of its own (it sets environment variables
+#                            process of its own, its turns first (it sets environment variables
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
@@ -378,10 +379,12 @@ phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
 thp_set
-# TESTACC_EARLY first: its tests' turns on the Exclusive lock are a chain of about five minutes,
-# which in the provider's process began in the phase's last minutes (see the GNUmakefile).
+# first CMD...: CMD with its tests' turns for a slot before the others' (acctest.SlotsFirstEnv).
+first() { KUBEPLAY_TEST_SLOTS_FIRST=1 "$@"; }
+# TESTACC_EARLY first (see the GNUmakefile), every test at once: those waiting for the Exclusive
+# lock hold no slot.
 for pkg in $TERRAFORM_PKGS; do
-  job "early-$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
+  job "early-$(basename "$pkg")" first runbin "$pkg" -test.parallel 64 \
     -test.run "$TESTACC_EARLY" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("early-$(basename "$pkg")")
 done
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
@@ -399,7 +402,7 @@ for pkg in $TERRAFORM_PKGS; do
 done
 while read -r pkg test; do
   [ -n "$test" ] || continue
-  job "pw-$test" processwide "$pkg" "$test" && phase1+=("pw-$test")
+  job "pw-$test" first processwide "$pkg" "$test" && phase1+=("pw-$test")
 done <<<"$processwide_tests"
 phase_end "${phase1[@]}"
 phase1_took=$(($(date +%s) - phase_start))

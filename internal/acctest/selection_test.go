@@ -24,8 +24,8 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_NEXT_ALL and TESTACC_TOFU_ALL, make test-clis' passes, match
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
-//   - TESTACC_EARLY, started first, names exactly the provider's tests that
-//     reach acctest.Exclusive, but for disruptive and process-wide ones;
+//   - TESTACC_EARLY, started first, names every provider test that reaches
+//     acctest.Exclusive, and no disruptive or process-wide test;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
 //   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
@@ -69,17 +69,18 @@ func TestMakefileSelection(t *testing.T) {
 	}
 
 	// TESTACC_EARLY, which phase 1 starts first in a process of its own:
-	// exactly the provider's tests that take an Exclusive lock, but for the
-	// disruptive ones (phase 2's) and the process-wide ones (their own).
+	// every provider test that takes an Exclusive lock, and others of the
+	// provider's, but no disruptive test (phase 2's) or process-wide one
+	// (in a process of its own).
 	early := regexp.MustCompile(vars["TESTACC_EARLY"])
 	for _, ts := range tests {
-		want := ts.pkg == "provider" && ts.marks[markExclusive] && !ts.marks[markDisruptive] && !ts.marks[markProcessWide]
-		if want && !early.MatchString(ts.name) {
+		phase1 := ts.pkg == "provider" && !ts.marks[markDisruptive] && !ts.marks[markProcessWide]
+		if phase1 && ts.marks[markExclusive] && !early.MatchString(ts.name) {
 			t.Errorf("%s (%s) takes acctest.Exclusive's lock but is not in TESTACC_EARLY", ts.name, ts.pkg)
 		}
-		if !want && early.MatchString(ts.name) {
-			t.Errorf("%s (%s) is in TESTACC_EARLY but is not a provider test of phase 1 that takes acctest.Exclusive's lock "+
-				"(Exclusive %v, Disruptive %v, ProcessWide %v)", ts.name, ts.pkg, ts.marks[markExclusive], ts.marks[markDisruptive], ts.marks[markProcessWide])
+		if !phase1 && early.MatchString(ts.name) {
+			t.Errorf("%s (%s) is in TESTACC_EARLY but is no provider test of phase 1's parallel ones (Disruptive %v, ProcessWide %v)",
+				ts.name, ts.pkg, ts.marks[markDisruptive], ts.marks[markProcessWide])
 		}
 	}
 	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {

@@ -31,6 +31,13 @@ const SlotsEnv = "KUBEPLAY_TEST_SLOTS"
 // tests, whose CPU never idles, need. Unset or not above SlotsEnv's, none.
 const SlotsMaxEnv = "KUBEPLAY_TEST_SLOTS_MAX"
 
+// SlotsFirstEnv, set to 1 in a test process's environment, puts its tests'
+// turns for a slot before those of every process without it (make testacc
+// sets it for the processes of TESTACC_EARLY and TESTACC_PROCESSWIDE, whose
+// tests are the longest): a phase that starts its longest tests last ends on
+// them, with the CPU idle.
+const SlotsFirstEnv = "KUBEPLAY_TEST_SLOTS_FIRST"
+
 const (
 	extraWindow = 5 * time.Second
 	extraIdle   = 0.25
@@ -41,6 +48,7 @@ const (
 type slotPool struct {
 	dir    string
 	n, max int
+	first  bool // its waiters' turns come before those of pools without it
 	// idle is the CPU's idle share over the last window; false when it has
 	// not watched for that long.
 	idle func(window time.Duration) (float64, bool)
@@ -78,24 +86,24 @@ func machineSlot(t testing.TB) {
 func retakeSlot(t testing.TB, since time.Time) {
 	t.Helper()
 	if n, err := strconv.Atoi(os.Getenv(SlotsEnv)); err == nil && n > 0 {
-		p := slotPool{dir: os.TempDir(), n: n, idle: machineCPU.idleShare}
+		p := slotPool{dir: os.TempDir(), n: n, idle: machineCPU.idleShare, first: os.Getenv(SlotsFirstEnv) == "1"}
 		p.max, _ = strconv.Atoi(os.Getenv(SlotsMaxEnv))
 		takeSlot(t, p, since)
 	}
 }
 
-// takeSlot holds one of n slots of dir until t ends: a slot is a file whose
+// takeSlot holds one of p's slots until t ends: a slot is a file whose
 // lock the kernel releases when its process dies, so a killed test process
-// holds none. Waiters take turns in the order they asked (since): each waits
-// with a ticket, a locked file of dir named by that time, and only the oldest
-// live ticket may take a free slot. Turns matter: with random turns, some
+// holds none. Waiters take turns in the order they asked (since), those of a
+// first pool before the rest: each waits with a ticket, a locked file of dir
+// named by both, and only the first live ticket may take a free slot. Turns matter: with random turns, some
 // tests waited 20 minutes while others that came later ran, and the suite
 // ended on those.
 func takeSlot(t testing.TB, p slotPool, since time.Time) {
 	t.Helper()
 	dir := p.dir
 	start := time.Now()
-	ticket, name, err := newTicket(dir, since)
+	ticket, name, err := newTicket(dir, p.first, since)
 	if err != nil {
 		t.Fatalf("acctest: machine slot: %v", err)
 	}
@@ -135,12 +143,16 @@ const ticketPrefix = "kubeplay-acctest-turn-"
 // then renamed, so that no one sees it unlocked and takes it for a dead
 // waiter's.
 // The open file keeps its lock under the new name, which is returned.
-func newTicket(dir string, since time.Time) (*os.File, string, error) {
+func newTicket(dir string, first bool, since time.Time) (*os.File, string, error) {
 	f, err := os.CreateTemp(dir, "kubeplay-acctest-ticket-*")
 	if err != nil {
 		return nil, "", err
 	}
-	name := filepath.Join(dir, fmt.Sprintf("%s%020d-%d-%08x", ticketPrefix, since.UnixNano(), os.Getpid(), rand.Uint32()))
+	class := 1
+	if first {
+		class = 0
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s%d-%020d-%d-%08x", ticketPrefix, class, since.UnixNano(), os.Getpid(), rand.Uint32()))
 	if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err == nil {
 		err = os.Rename(f.Name(), name)
 	}

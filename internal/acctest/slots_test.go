@@ -75,24 +75,25 @@ func (w *waiter) release() {
 }
 
 // Waiters take the slot in the order they asked for one, whatever order
-// they start looking in, and a dead waiter's ticket (an unlocked file) does
-// not hold up the rest.
+// they start looking in, those of a first pool before the rest, and a dead
+// waiter's ticket (an unlocked file) does not hold up the rest.
 func TestTakeSlotTurns(t *testing.T) {
 	dir := t.TempDir()
 	base := time.Now()
 	// A dead waiter's ticket, older than everyone's.
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%020d-1-00000000", ticketPrefix, base.Add(-time.Hour).UnixNano())), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s0-%020d-1-00000000", ticketPrefix, base.Add(-time.Hour).UnixNano())), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	holder := &waiter{T: t}
 	takeSlot(holder, slotPool{dir: dir, n: 1}, base)
 	got := make(chan int)
-	for i := 1; i <= 4; i++ {
-		// Waiter i asked at base+i seconds but starts looking in the reverse order.
+	for i := 1; i <= 5; i++ {
+		// Waiter i asked at base+i seconds but starts looking in the reverse
+		// order; the fifth is of a first pool.
 		go func() {
-			time.Sleep(time.Duration(5-i) * 100 * time.Millisecond)
+			time.Sleep(time.Duration(6-i) * 100 * time.Millisecond)
 			w := &waiter{T: t}
-			takeSlot(w, slotPool{dir: dir, n: 1}, base.Add(time.Duration(i)*time.Second))
+			takeSlot(w, slotPool{dir: dir, n: 1, first: i == 5}, base.Add(time.Duration(i)*time.Second))
 			got <- i
 			time.Sleep(50 * time.Millisecond)
 			w.release()
@@ -101,7 +102,7 @@ func TestTakeSlotTurns(t *testing.T) {
 	time.Sleep(time.Second) // the waiters queue meanwhile
 	holder.release()
 	var order []int
-	for range 4 {
+	for range 5 {
 		select {
 		case i := <-got:
 			order = append(order, i)
@@ -109,8 +110,8 @@ func TestTakeSlotTurns(t *testing.T) {
 			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
 		}
 	}
-	if fmt.Sprint(order) != "[1 2 3 4]" {
-		t.Errorf("waiters took the slot in the order %v, want [1 2 3 4]", order)
+	if fmt.Sprint(order) != "[5 1 2 3 4]" {
+		t.Errorf("waiters took the slot in the order %v, want [5 1 2 3 4]", order)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ticketPrefix+"*")); len(left) != 0 {
 		t.Errorf("tickets left: %v", left)

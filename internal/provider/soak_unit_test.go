@@ -130,7 +130,7 @@ func TestSoakParams(t *testing.T) {
 		t.Setenv(name, "")
 	}
 	p := soakParamsFromEnv(t)
-	if p.runs != 12 || p.faults != len(soakFaultKinds) || p.workspaces != 2 || p.pauseMin != time.Second || p.pauseMax != 4*time.Second {
+	if p.runs != 6 || p.faults != len(soakFaultKinds) || p.workspaces != 2 || p.pauseMin != time.Second || p.pauseMax != 4*time.Second {
 		t.Errorf("defaults: %+v", p)
 	}
 	t.Setenv("KUBEPLAY_SOAK_SEED", "42")
