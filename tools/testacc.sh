@@ -14,20 +14,14 @@
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
 #              tofu-<pkg>    TESTACC_TOFU_RUN of each of TERRAFORM_PKGS on
 #                            OpenTofu (OPENTOFU), -parallel TESTACC_PARALLEL;
-#              early-<pkg>   TESTACC_EARLY of each of TERRAFORM_PKGS (the tests
-#                            that take turns on acctest.Exclusive's lock and the
-#                            longest), in a process of its own started first,
-#                            its turns for a slot first, so that they do not
-#                            end the phase;
 #              pw-<test>     each test of TESTACC_PROCESSWIDE in a go test
-#                            process of its own, its turns first (it sets environment variables
+#                            process of its own (it sets environment variables
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
 #            Transparent huge pages are on for all memory meanwhile (TESTACC_THP).
 #            Across all of them at most TESTACC_SLOTS tests use the cluster at
-#            once (acctest.Parallel and ProcessWide take turns on file locks),
-#            up to TESTACC_SLOTS_MAX while the CPU idles.
+#            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
 #            a kubelet or fill the node, after the rest: first
 #            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
@@ -45,10 +39,9 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_EARLY:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 export KUBEPLAY_TEST_SLOTS=${TESTACC_SLOTS:-8}
-export KUBEPLAY_TEST_SLOTS_MAX=${TESTACC_SLOTS_MAX:-0}
 TEST_TIMEOUT=${TEST_TIMEOUT:-70m}
 TERRAFORM_PKGS=${TERRAFORM_PKGS:-./internal/provider}
 LOGS=${LOGS:-${KUBEPLAY_CACHE_DIR:-.cache}/test-logs}
@@ -379,14 +372,6 @@ phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
 thp_set
-# first CMD...: CMD with its tests' turns for a slot before the others' (acctest.SlotsFirstEnv).
-first() { KUBEPLAY_TEST_SLOTS_FIRST=1 "$@"; }
-# TESTACC_EARLY first (see the GNUmakefile), every test at once: those waiting for the Exclusive
-# lock hold no slot.
-for pkg in $TERRAFORM_PKGS; do
-  job "early-$(basename "$pkg")" first runbin "$pkg" -test.parallel 64 \
-    -test.run "$TESTACC_EARLY" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("early-$(basename "$pkg")")
-done
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
 # from the binary built above, started at once: in go test ./... the provider's began only
 # when a slot of -p freed, and was linked a second time.
@@ -394,7 +379,7 @@ job parallel packages -test.parallel "$TESTACC_PARALLEL" \
   -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
-    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE|$TESTACC_EARLY" && phase1+=("$(basename "$pkg")")
+    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("$(basename "$pkg")")
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
   job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
@@ -402,7 +387,7 @@ for pkg in $TERRAFORM_PKGS; do
 done
 while read -r pkg test; do
   [ -n "$test" ] || continue
-  job "pw-$test" first processwide "$pkg" "$test" && phase1+=("pw-$test")
+  job "pw-$test" processwide "$pkg" "$test" && phase1+=("pw-$test")
 done <<<"$processwide_tests"
 phase_end "${phase1[@]}"
 phase1_took=$(($(date +%s) - phase_start))

@@ -24,8 +24,6 @@ import (
 //     with a newer version), which the first pass, on 1.11, skips;
 //   - TESTACC_NEXT_ALL and TESTACC_TOFU_ALL, make test-clis' passes, match
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
-//   - TESTACC_EARLY, started first, names every provider test that reaches
-//     acctest.Exclusive, and no disruptive or process-wide test;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
 //   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
@@ -65,27 +63,6 @@ func TestMakefileSelection(t *testing.T) {
 			if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
 				t.Errorf("%s names %s, which is no test", list.name, alt)
 			}
-		}
-	}
-
-	// TESTACC_EARLY, which phase 1 starts first in a process of its own:
-	// every provider test that takes an Exclusive lock, and others of the
-	// provider's, but no disruptive test (phase 2's) or process-wide one
-	// (in a process of its own).
-	early := regexp.MustCompile(vars["TESTACC_EARLY"])
-	for _, ts := range tests {
-		phase1 := ts.pkg == "provider" && !ts.marks[markDisruptive] && !ts.marks[markProcessWide]
-		if phase1 && ts.marks[markExclusive] && !early.MatchString(ts.name) {
-			t.Errorf("%s (%s) takes acctest.Exclusive's lock but is not in TESTACC_EARLY", ts.name, ts.pkg)
-		}
-		if !phase1 && early.MatchString(ts.name) {
-			t.Errorf("%s (%s) is in TESTACC_EARLY but is no provider test of phase 1's parallel ones (Disruptive %v, ProcessWide %v)",
-				ts.name, ts.pkg, ts.marks[markDisruptive], ts.marks[markProcessWide])
-		}
-	}
-	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {
-		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
-			t.Errorf("TESTACC_EARLY names %s, which is no test", alt)
 		}
 	}
 
@@ -183,7 +160,6 @@ const (
 	markDisruptive  = "Disruptive"
 	markProcessWide = "ProcessWide"
 	markNewer       = "newer"
-	markExclusive   = "Exclusive"
 	markCluster     = "cluster"
 	// The local clusters' faults: the first's kubelet stopped, the second's,
 	// an API server restarted, the first's node filled.
@@ -196,7 +172,6 @@ const (
 var markers = map[string]*regexp.Regexp{
 	markDisruptive:    regexp.MustCompile(`\bacctest\.Disruptive\(`),
 	markProcessWide:   regexp.MustCompile(`\bacctest\.ProcessWide\(`),
-	markExclusive:     regexp.MustCompile(`\bacctest\.Exclusive\(`),
 	markCluster:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
 	markKubelet:       regexp.MustCompile(`kubelet\.sh"`),
 	markSecondKubelet: regexp.MustCompile(`\bacctest\.StopSecondKubelet\(`),
@@ -337,7 +312,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_EARLY", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

@@ -25,7 +25,7 @@ func TestTakeSlot(t *testing.T) {
 		t.Run(fmt.Sprintf("%d slots", tc.slots), func(t *testing.T) {
 			t.Run("first", func(t *testing.T) {
 				t.Parallel()
-				takeSlot(t, slotPool{dir: dir, n: tc.slots}, time.Now())
+				takeSlot(t, dir, tc.slots, time.Now())
 				holding.Store(true)
 				// Registered after takeSlot's, so it runs before the slot is released.
 				t.Cleanup(func() { holding.Store(false) })
@@ -36,7 +36,7 @@ func TestTakeSlot(t *testing.T) {
 				t.Parallel()
 				<-held
 				start := time.Now()
-				takeSlot(t, slotPool{dir: dir, n: tc.slots}, time.Now())
+				takeSlot(t, dir, tc.slots, time.Now())
 				waited = time.Since(start)
 				overlapped = holding.Load()
 			})
@@ -75,25 +75,24 @@ func (w *waiter) release() {
 }
 
 // Waiters take the slot in the order they asked for one, whatever order
-// they start looking in, those of a first pool before the rest, and a dead
-// waiter's ticket (an unlocked file) does not hold up the rest.
+// they start looking in, and a dead waiter's ticket (an unlocked file) does
+// not hold up the rest.
 func TestTakeSlotTurns(t *testing.T) {
 	dir := t.TempDir()
 	base := time.Now()
 	// A dead waiter's ticket, older than everyone's.
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s0-%020d-1-00000000", ticketPrefix, base.Add(-time.Hour).UnixNano())), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%020d-1-00000000", ticketPrefix, base.Add(-time.Hour).UnixNano())), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	holder := &waiter{T: t}
-	takeSlot(holder, slotPool{dir: dir, n: 1}, base)
+	takeSlot(holder, dir, 1, base)
 	got := make(chan int)
-	for i := 1; i <= 5; i++ {
-		// Waiter i asked at base+i seconds but starts looking in the reverse
-		// order; the fifth is of a first pool.
+	for i := 1; i <= 4; i++ {
+		// Waiter i asked at base+i seconds but starts looking in the reverse order.
 		go func() {
-			time.Sleep(time.Duration(6-i) * 100 * time.Millisecond)
+			time.Sleep(time.Duration(5-i) * 100 * time.Millisecond)
 			w := &waiter{T: t}
-			takeSlot(w, slotPool{dir: dir, n: 1, first: i == 5}, base.Add(time.Duration(i)*time.Second))
+			takeSlot(w, dir, 1, base.Add(time.Duration(i)*time.Second))
 			got <- i
 			time.Sleep(50 * time.Millisecond)
 			w.release()
@@ -102,7 +101,7 @@ func TestTakeSlotTurns(t *testing.T) {
 	time.Sleep(time.Second) // the waiters queue meanwhile
 	holder.release()
 	var order []int
-	for range 5 {
+	for range 4 {
 		select {
 		case i := <-got:
 			order = append(order, i)
@@ -110,127 +109,45 @@ func TestTakeSlotTurns(t *testing.T) {
 			t.Fatalf("waiters took the slot in the order %v, then none in 30 s", order)
 		}
 	}
-	if fmt.Sprint(order) != "[5 1 2 3 4]" {
-		t.Errorf("waiters took the slot in the order %v, want [5 1 2 3 4]", order)
+	if fmt.Sprint(order) != "[1 2 3 4]" {
+		t.Errorf("waiters took the slot in the order %v, want [1 2 3 4]", order)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ticketPrefix+"*")); len(left) != 0 {
 		t.Errorf("tickets left: %v", left)
 	}
 }
 
-// Beyond its n slots, a pool lends one more only while the CPU idles, and
-// then at most one per extraWindow, up to max.
-func TestTakeSlotExtra(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		idle     float64
-		watched  bool
-		wantLend bool
-	}{
-		{"idle", 0.6, true, true},
-		{"busy", 0.1, true, false},
-		{"not watched long enough", 0.9, false, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := slotPool{dir: t.TempDir(), n: 1, max: 3, idle: func(time.Duration) (float64, bool) { return tc.idle, tc.watched }}
-			holder := &waiter{T: t}
-			takeSlot(holder, p, time.Now())
-			took := func(w *waiter) chan struct{} {
-				done := make(chan struct{})
-				go func() {
-					takeSlot(w, p, time.Now())
-					close(done)
-				}()
-				return done
-			}
-			// The waiter still waiting takes the holder's slot once it is
-			// released, before the test's directory goes.
-			finish := func(w *waiter, done chan struct{}) {
-				holder.release()
-				select {
-				case <-done:
-					w.release()
-				case <-time.After(30 * time.Second):
-					t.Fatal("a waiter did not take the slot released 30 s ago")
+// BenchmarkOldestTicket: one waiter's look at the queue, in a directory of
+// the slots' own and in one that also holds the 400 entries the temporary
+// directory held during make test-all (the tests' working directories and
+// plugin sockets).
+//
+//	go test ./internal/acctest -run '^$' -bench OldestTicket
+func BenchmarkOldestTicket(b *testing.B) {
+	for _, others := range []int{0, 400} {
+		b.Run(fmt.Sprintf("%d other entries", others), func(b *testing.B) {
+			dir := b.TempDir()
+			for i := range others {
+				if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("plugintest%09d", i)), 0o700); err != nil {
+					b.Fatal(err)
 				}
 			}
-			second := &waiter{T: t}
-			secondDone := took(second)
-			select {
-			case <-secondDone:
-				defer second.release()
-				if !tc.wantLend {
-					t.Errorf("CPU %.0f%% idle (watched long enough: %v): a second test took a slot beyond the pool's one", 100*tc.idle, tc.watched)
-					holder.release()
-					return
+			// Ten waiters, the benchmark's the last: each look opens the first.
+			var mine string
+			for i := range 10 {
+				f, name, err := newTicket(dir, time.Unix(int64(i), 0))
+				if err != nil {
+					b.Fatal(err)
 				}
-			case <-time.After(2 * time.Second):
-				if tc.wantLend {
-					t.Error("CPU 60% idle: a second test waited 2 s for a slot beyond the pool's one")
-				}
-				finish(second, secondDone)
-				return
+				b.Cleanup(func() { f.Close() })
+				mine = filepath.Base(name)
 			}
-			// A third is not lent one within extraWindow of the second's.
-			third := &waiter{T: t}
-			thirdDone := took(third)
-			select {
-			case <-thirdDone:
-				t.Errorf("a third test was lent a slot within %s of the second's", extraWindow)
-				third.release()
-				holder.release()
-			case <-time.After(2 * time.Second):
-				finish(third, thirdDone)
+			b.ResetTimer()
+			for b.Loop() {
+				if oldestTicket(dir, mine) {
+					b.Fatal("the last waiter's ticket is not the oldest")
+				}
 			}
 		})
-	}
-}
-
-// idleShare is the idle share since the newest sample at least a window
-// old; too short a watch or a stale sample gives none.
-func TestCPUWatchIdleShare(t *testing.T) {
-	t0 := time.Now()
-	var next cpuSample
-	w := &cpuWatch{read: func() (cpuSample, error) { return next, nil }}
-	at := func(sec float64, idle, total uint64) (float64, bool) {
-		next = cpuSample{at: t0.Add(time.Duration(sec * float64(time.Second))), idle: idle, total: total}
-		return w.idleShare(5 * time.Second)
-	}
-	if _, ok := at(0, 0, 0); ok {
-		t.Error("one sample gave a share")
-	}
-	if _, ok := at(3, 100, 200); ok {
-		t.Error("3 s of samples gave a share over 5 s")
-	}
-	// Over 0..6 s: 300 of 1,000 ticks idle.
-	if got, ok := at(6, 300, 1000); !ok || got != 0.3 {
-		t.Errorf("share over 0..6 s = %v, %v; want 0.3", got, ok)
-	}
-	// At 9 s, the base is the 3 s sample: (500-100)/(1,600-200).
-	if got, ok := at(9, 500, 1600); !ok || got != 400.0/1400 {
-		t.Errorf("share over 3..9 s = %v, %v; want %v", got, ok, 400.0/1400)
-	}
-	// 30 s without a sample: stale, no share until a window passes again.
-	if _, ok := at(39, 600, 2000); ok {
-		t.Error("a share from a 30 s old sample")
-	}
-	if got, ok := at(44, 1100, 3000); !ok || got != 0.5 {
-		t.Errorf("share over 39..44 s = %v, %v; want 0.5", got, ok)
-	}
-}
-
-// readProcStat reads this machine's CPU times, and they grow.
-func TestReadProcStat(t *testing.T) {
-	a, err := readProcStat()
-	if err != nil {
-		t.Skipf("no /proc/stat here: %v", err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	b, err := readProcStat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.total == 0 || b.total < a.total || b.idle < a.idle || b.idle-a.idle > b.total-a.total {
-		t.Errorf("samples %+v then %+v: want total > 0, both growing, idle within total", a, b)
 	}
 }

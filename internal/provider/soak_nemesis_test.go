@@ -60,10 +60,20 @@ func (n *soakNemesis) plan(count int) []soakFaultKind {
 // run injects kinds in order, each after a pause of lo to hi.
 func (n *soakNemesis) run(kinds []soakFaultKind, lo, hi time.Duration) {
 	for _, k := range kinds {
-		time.Sleep(lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1)))
+		time.Sleep(soakPause(n.rng, lo, hi))
 		hold := time.Duration(5000+n.rng.IntN(10000)) * time.Millisecond
 		n.inject(k, hold)
 	}
+}
+
+// soakPause draws a pause of lo to hi in milliseconds, as the pause was drawn
+// before it could be set, so that a seed of the 3s-8s default replays the
+// sequence it always did.
+func soakPause(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if ms := int((hi - lo) / time.Millisecond); ms > 0 {
+		return lo + time.Duration(rng.IntN(ms))*time.Millisecond
+	}
+	return lo
 }
 
 func (n *soakNemesis) inject(k soakFaultKind, hold time.Duration) {

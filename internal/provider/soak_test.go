@@ -10,11 +10,10 @@ package provider
 // default. Parameters (environment):
 //
 //	KUBEPLAY_SOAK_SEED        the nemesis' and the run plan's seed (default: random, printed)
-//	KUBEPLAY_SOAK_RUNS        at least this many runs (default 6; the soak goes on until the faults are done)
+//	KUBEPLAY_SOAK_RUNS        at least this many runs (default 12; the soak goes on until the faults are done)
 //	KUBEPLAY_SOAK_FAULTS      faults to inject, every kind at least once when >= 6 (default 6)
 //	KUBEPLAY_SOAK_WORKSPACES  terraform working directories applying at once (default 2)
-//	KUBEPLAY_SOAK_PAUSE       the nemesis' pause before each fault, at random in MIN-MAX (default 1s-4s;
-//	                          make soak 3s-8s)
+//	KUBEPLAY_SOAK_PAUSE       the nemesis' pause before each fault, at random in MIN-MAX (default 3s-8s)
 //	KUBEPLAY_SOAK_MAX_RSS_MB  the bound on any provider process' VmHWM (default 256)
 //
 // The faults (soakFaultKinds), and the outcomes each one explains:
@@ -104,12 +103,12 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 		return n
 	}
 	p := soakParams{
-		runs: num("KUBEPLAY_SOAK_RUNS", 6), faults: num("KUBEPLAY_SOAK_FAULTS", len(soakFaultKinds)),
+		runs: num("KUBEPLAY_SOAK_RUNS", 12), faults: num("KUBEPLAY_SOAK_FAULTS", len(soakFaultKinds)),
 		workspaces: num("KUBEPLAY_SOAK_WORKSPACES", 2), maxRSS: int64(num("KUBEPLAY_SOAK_MAX_RSS_MB", 256)) << 20,
 	}
 	pause := os.Getenv("KUBEPLAY_SOAK_PAUSE")
 	if pause == "" {
-		pause = "1s-4s"
+		pause = "3s-8s"
 	}
 	lo, hi, _ := strings.Cut(pause, "-")
 	var errLo, errHi error

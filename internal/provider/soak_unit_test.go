@@ -5,6 +5,7 @@ package provider
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,7 +131,7 @@ func TestSoakParams(t *testing.T) {
 		t.Setenv(name, "")
 	}
 	p := soakParamsFromEnv(t)
-	if p.runs != 6 || p.faults != len(soakFaultKinds) || p.workspaces != 2 || p.pauseMin != time.Second || p.pauseMax != 4*time.Second {
+	if p.runs != 12 || p.faults != len(soakFaultKinds) || p.workspaces != 2 || p.pauseMin != 3*time.Second || p.pauseMax != 8*time.Second {
 		t.Errorf("defaults: %+v", p)
 	}
 	t.Setenv("KUBEPLAY_SOAK_SEED", "42")
@@ -142,5 +143,20 @@ func TestSoakParams(t *testing.T) {
 	const want = "make soak SEED=42 RUNS=200 FAULTS=42 WORKSPACES=4 PAUSE=3s-8s"
 	if got := p.replay(); got != want {
 		t.Errorf("replay = %q, want %q", got, want)
+	}
+}
+
+// The default pauses are drawn as before they could be set, so a seed
+// replays the sequence it gave then; equal bounds give that pause.
+func TestSoakPause(t *testing.T) {
+	before, now := rand.New(rand.NewPCG(7, 0)), rand.New(rand.NewPCG(7, 0))
+	for i := range 100 {
+		want := time.Duration(3000+before.IntN(5000)) * time.Millisecond
+		if got := soakPause(now, 3*time.Second, 8*time.Second); got != want {
+			t.Fatalf("pause %d: %s, want %s as before", i, got, want)
+		}
+	}
+	if got := soakPause(now, 2*time.Second, 2*time.Second); got != 2*time.Second {
+		t.Errorf("pause of 2s-2s: %s", got)
 	}
 }
