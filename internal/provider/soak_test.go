@@ -89,6 +89,21 @@ func (p soakParams) replay() string {
 		p.seed, p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
 }
 
+// parseSoakPause reads KUBEPLAY_SOAK_PAUSE's MIN-MAX.
+func parseSoakPause(s string) (lo, hi time.Duration, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if ok {
+		lo, err = time.ParseDuration(a)
+		if err == nil {
+			hi, err = time.ParseDuration(b)
+		}
+	}
+	if !ok || err != nil || lo < 0 || hi < lo {
+		return 0, 0, fmt.Errorf("KUBEPLAY_SOAK_PAUSE=%q: want MIN-MAX, two durations with MIN at most MAX, as 3s-8s", s)
+	}
+	return lo, hi, nil
+}
+
 func soakParamsFromEnv(t *testing.T) soakParams {
 	t.Helper()
 	num := func(name string, def int) int {
@@ -110,12 +125,9 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 	if pause == "" {
 		pause = "3s-8s"
 	}
-	lo, hi, _ := strings.Cut(pause, "-")
-	var errLo, errHi error
-	p.pauseMin, errLo = time.ParseDuration(lo)
-	p.pauseMax, errHi = time.ParseDuration(hi)
-	if errLo != nil || errHi != nil || p.pauseMin < 0 || p.pauseMax < p.pauseMin {
-		t.Fatalf("KUBEPLAY_SOAK_PAUSE=%q: want MIN-MAX, two durations, MIN at most MAX (as 3s-8s)", pause)
+	var err error
+	if p.pauseMin, p.pauseMax, err = parseSoakPause(pause); err != nil {
+		t.Fatal(err)
 	}
 	p.seed = rand.Uint64()
 	if v := os.Getenv("KUBEPLAY_SOAK_SEED"); v != "" {
@@ -154,7 +166,7 @@ type soakFault struct {
 // soakLog is the fault log: every fault with its time and the seed.
 type soakLog struct {
 	t     *testing.T
-	seed  uint64
+	p     soakParams // the seed and what replays it
 	start time.Time
 	mu    sync.Mutex
 	list  []soakFault
@@ -165,7 +177,7 @@ func (l *soakLog) add(f soakFault) {
 	defer l.mu.Unlock()
 	f.N, f.At = len(l.list)+1, time.Since(l.start)
 	l.list = append(l.list, f)
-	l.t.Logf("SOAK FAULT #%d at +%.1f s (seed %d): %s %s", f.N, f.At.Seconds(), l.seed, f.Kind, f.Detail)
+	l.t.Logf("SOAK FAULT #%d at +%.1f s (seed %d): %s %s", f.N, f.At.Seconds(), l.p.seed, f.Kind, f.Detail)
 }
 
 func (l *soakLog) faults() []soakFault {
@@ -176,7 +188,7 @@ func (l *soakLog) faults() []soakFault {
 
 func (l *soakLog) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault log (seed %d; replay with KUBEPLAY_SOAK_SEED=%d), times from %s:\n", l.seed, l.seed, l.start.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "fault log (seed %d; replay: %s), times from %s:\n", l.p.seed, l.p.replay(), l.start.UTC().Format(time.RFC3339))
 	for _, f := range l.faults() {
 		fmt.Fprintf(&b, "  #%d +%.1f s %s %s\n", f.N, f.At.Seconds(), f.Kind, f.Detail)
 	}
@@ -233,7 +245,7 @@ func TestAccSoak(t *testing.T) {
 	t.Logf("SOAK seed %d (replay: %s), at least %d runs, %d faults, %d workspaces, pauses %s to %s",
 		p.seed, p.replay(), p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
 	began := time.Now()
-	flog := &soakLog{t: t, seed: p.seed, start: began}
+	flog := &soakLog{t: t, p: p, start: began}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(flog.String())

@@ -43,7 +43,7 @@ func soakSeq(n int) []int {
 // report each kind of fault they exist for, so that a passing soak means
 // something.
 func TestSoakChecks(t *testing.T) {
-	flog := &soakLog{t: t, seed: 7, start: time.Now()}
+	flog := &soakLog{t: t, p: soakParams{seed: 7}, start: time.Now()}
 	flog.add(soakFault{Kind: soakPodDelete, Pod: "pod-deleted"})
 	ok := func(id string) *soakRun {
 		return &soakRun{id: id, kind: soakCold, slices: 1, attempts: 1, inState: true, status: "successful",
@@ -159,4 +159,42 @@ func TestSoakPause(t *testing.T) {
 	if got := soakPause(now, 2*time.Second, 2*time.Second); got != 2*time.Second {
 		t.Errorf("pause of 2s-2s: %s", got)
 	}
+}
+
+// KUBEPLAY_SOAK_PAUSE: MIN-MAX, or an error that shows the form.
+func TestParseSoakPause(t *testing.T) {
+	for in, want := range map[string][2]time.Duration{"3s-8s": {3 * time.Second, 8 * time.Second}, "0s-0s": {}, "1m30s-2m": {90 * time.Second, 2 * time.Minute}} {
+		lo, hi, err := parseSoakPause(in)
+		if err != nil || lo != want[0] || hi != want[1] {
+			t.Errorf("parseSoakPause(%q) = %s, %s, %v; want %s, %s", in, lo, hi, err, want[0], want[1])
+		}
+	}
+	for _, in := range []string{"", "3s", "8s-3s", "-1s-2s", "3-8", "3s-8s-9s"} {
+		if _, _, err := parseSoakPause(in); err == nil || !strings.Contains(err.Error(), "as 3s-8s") {
+			t.Errorf("parseSoakPause(%q): %v; want an error that shows the form", in, err)
+		}
+	}
+}
+
+// FuzzSoakPause: any input parses to bounds with MIN at most MAX, or errs;
+// the pauses drawn from them stay within them.
+func FuzzSoakPause(f *testing.F) {
+	for _, s := range []string{"3s-8s", "1s-4s", "0s-0s", "1ms-2ms", "8s-3s", "1h-999999h", "-"} {
+		f.Add(s, uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, s string, seed uint64) {
+		lo, hi, err := parseSoakPause(s)
+		if err != nil {
+			return
+		}
+		if lo < 0 || hi < lo {
+			t.Fatalf("parseSoakPause(%q) = %s, %s", s, lo, hi)
+		}
+		rng := rand.New(rand.NewPCG(seed, 0))
+		for range 10 {
+			if d := soakPause(rng, lo, hi); d < lo || d > hi {
+				t.Fatalf("pause %s outside %s-%s", d, lo, hi)
+			}
+		}
+	})
 }
