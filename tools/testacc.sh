@@ -24,9 +24,11 @@
 #            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
 #            a kubelet or fill the node, after the rest: first
-#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
-#            TESTACC_SECOND_DISRUPTIVE (the second cluster's kubelet), then
-#            the others one at a time; beside them TESTACC_LATE,
+#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node), then
+#            the others one at a time (the first API server restarted),
+#            beside TESTACC_SECOND_DISRUPTIVE (the second cluster's
+#            kubelet), then TESTACC_SECOND_ALONE (the soak, on the second
+#            cluster alone); beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -39,7 +41,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_SECOND_ALONE:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 export KUBEPLAY_TEST_SLOTS=${TESTACC_SLOTS:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-70m}
@@ -274,18 +276,29 @@ processwide() {
   return $status
 }
 
-# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG. The tests that disrupt only the first
-# cluster's node and those that stop only the second's kubelet run first, the two lists beside
-# each other (the second's output kept apart and printed after the first's); then the rest, one
-# at a time.
+# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG, in two streams. The first: the tests that
+# disrupt only the first cluster's node, then the rest, one at a time (they restart the first
+# cluster's API server). The second, beside it: those that disrupt only the second cluster, then
+# those that use the second cluster alone (the soak). The rest wait for the second stream's first
+# list, whose tests use the first API server too: that list holds a lock (fd 8, which no test
+# process inherits) while it runs. The second stream's output is kept apart and printed last.
 disruptive() {
-  local status=0 second="$LOGS/disruptive-second.log" pid
-  serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" >"$second" 2>&1 &
+  local status=0 second="$LOGS/disruptive-second.log" lock="$LOGS/disruptive-second.lock" pid
+  exec 8>"$lock" && flock 8 || return 1
+  (
+    st=0
+    serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" 8>&- || st=1
+    exec 8>&-
+    serial "$TESTACC_SECOND_ALONE" "" "$@" || st=1
+    exit $st
+  ) >"$second" 2>&1 &
   pid=$!
+  exec 8>&-
   serial "$TESTACC_FIRST_DISRUPTIVE" "" "$@" || status=1
+  flock "$lock" true || status=1
+  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE|$TESTACC_SECOND_ALONE" "$@" || status=1
   wait "$pid" || status=1
   cat "$second"
-  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE" "$@" || status=1
   return $status
 }
 

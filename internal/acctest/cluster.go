@@ -105,7 +105,13 @@ func Kubeconfig(t testing.TB) string {
 // with client-side rate limits raised for tests.
 func RESTConfig(t testing.TB) *rest.Config {
 	t.Helper()
-	path := Kubeconfig(t)
+	return RESTConfigOf(t, Kubeconfig(t))
+}
+
+// RESTConfigOf is RESTConfig for the kubeconfig at path (the second
+// cluster's, say).
+func RESTConfigOf(t testing.TB, path string) *rest.Config {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatalf("loading kubeconfig %s: %v", path, err)

@@ -1,6 +1,7 @@
 package acctest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
@@ -49,4 +50,27 @@ func StartSecondKubelet(t testing.TB) {
 	if _, out, err := runClusterScript("", "cluster2.sh", "kubelet", "start"); err != nil {
 		t.Errorf("starting the second cluster's kubelet: %v\n%s", err, lastLines(out, 10))
 	}
+}
+
+// RestartSecondAPIServer kills the local second cluster's API server and
+// starts it again (cluster2.sh restart, restart.sh in its namespaces), and
+// returns once it is ready. It returns an error rather than failing t, so
+// that a goroutine of the test's (a nemesis) can call it.
+func RestartSecondAPIServer() error {
+	if _, _, err := runClusterScript("", "cluster2.sh", "restart", "kube-apiserver"); err != nil {
+		return fmt.Errorf("restarting the second cluster's API server: %w", err)
+	}
+	return nil
+}
+
+// RestartSecondKubelet stops the local second cluster's kubelet and starts
+// it again, returning once its node reports Ready afresh; an error, as
+// RestartSecondAPIServer.
+func RestartSecondKubelet() error {
+	for _, step := range []string{"stop", "start"} {
+		if _, _, err := runClusterScript("", "cluster2.sh", "kubelet", step); err != nil {
+			return fmt.Errorf("%s the second cluster's kubelet: %w", step, err)
+		}
+	}
+	return nil
 }

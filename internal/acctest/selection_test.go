@@ -26,10 +26,12 @@ import (
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
-//   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
-//     2 runs beside each other, name disruptive tests that disrupt only the
-//     first cluster's node (stop its kubelet or fill it), and that stop only
-//     the second's kubelet: neither restarts an API server;
+//   - TESTACC_FIRST_DISRUPTIVE names disruptive tests that disrupt only the
+//     first cluster's node (stop its kubelet or fill it);
+//     TESTACC_SECOND_DISRUPTIVE and TESTACC_SECOND_ALONE, which phase 2 runs
+//     beside them and the rest, only the second cluster (stop its kubelet,
+//     restart its API server); TESTACC_SECOND_ALONE's use the second
+//     cluster alone; no other disruptive test disrupts the second cluster;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -80,18 +82,25 @@ func TestMakefileSelection(t *testing.T) {
 		}
 	}
 
-	// The two streams at the start of phase 2 leave both API servers up,
-	// and each disrupts one cluster's node only: each test injects its
-	// faults itself, so its own body says which (what it reaches through
-	// same-named helpers, the soak's among them, would say every fault).
+	// Phase 2's two streams: the first cluster's node tests, then the rest
+	// (which restart the first API server); beside them the second
+	// cluster's node tests (which use the first API server too, so the rest
+	// wait for them), then the tests of the second cluster alone. Each test
+	// names its faults and its cluster in its own body, so its body says
+	// which (what it reaches through same-named helpers would say every
+	// fault).
 	disruptive := regexp.MustCompile(vars["TESTACC_DISRUPTIVE"])
+	first, second := []string{markKubelet, markFillsNode}, []string{markSecondKubelet, markSecondAPIServer}
+	listed := map[string]bool{}
 	for _, stream := range []struct {
 		name   string
 		stops  []string // one of them
-		spares string
+		spares []string // none of them
+		alone  bool     // the second cluster alone: its environment, not the first's
 	}{
-		{"TESTACC_FIRST_DISRUPTIVE", []string{markKubelet, markFillsNode}, markSecondKubelet},
-		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, markKubelet},
+		{"TESTACC_FIRST_DISRUPTIVE", first, append(second, markAPIServerRestart), false},
+		{"TESTACC_SECOND_DISRUPTIVE", second, append(first, markAPIServerRestart), false},
+		{"TESTACC_SECOND_ALONE", second, append(first, markAPIServerRestart), true},
 	} {
 		re := regexp.MustCompile(vars[stream.name])
 		for _, alt := range alternatives(vars[stream.name]) {
@@ -103,15 +112,26 @@ func TestMakefileSelection(t *testing.T) {
 			if !re.MatchString(ts.name) {
 				continue
 			}
+			listed[ts.pkg+"."+ts.name] = true
 			if !disruptive.MatchString(ts.name) {
 				t.Errorf("%s (%s) is in %s but not in TESTACC_DISRUPTIVE", ts.name, ts.pkg, stream.name)
 			}
-			stops := slices.ContainsFunc(stream.stops, func(m string) bool { return ts.own[m] })
-			if !stops || ts.own[stream.spares] || ts.own[markAPIServerRestart] {
-				t.Errorf("%s (%s) is in %s, so it must disrupt only that cluster's node (its body: %s %v, "+
-					"stops the other cluster's kubelet %v, restarts an API server %v)", ts.name, ts.pkg, stream.name,
-					strings.Join(stream.stops, " or "), stops, ts.own[stream.spares], ts.own[markAPIServerRestart])
+			own := func(m string) bool { return ts.own[m] }
+			stops, other := slices.ContainsFunc(stream.stops, own), slices.ContainsFunc(stream.spares, own)
+			if !stops || other {
+				t.Errorf("%s (%s) is in %s, so it must disrupt only that cluster (its body: %s %v, %s %v)",
+					ts.name, ts.pkg, stream.name, strings.Join(stream.stops, " or "), stops, strings.Join(stream.spares, " or "), other)
 			}
+			if stream.alone && (!ts.own[markSecondEnv] || ts.own[markFirstEnv]) {
+				t.Errorf("%s (%s) is in %s, so its body must start the second cluster's environment (%v) and not the first's (%v)",
+					ts.name, ts.pkg, stream.name, ts.own[markSecondEnv], ts.own[markFirstEnv])
+			}
+		}
+	}
+	// The rest run beside the second cluster's tests: none may disrupt it.
+	for _, ts := range tests {
+		if disruptive.MatchString(ts.name) && !listed[ts.pkg+"."+ts.name] && slices.ContainsFunc(second, func(m string) bool { return ts.own[m] }) {
+			t.Errorf("%s (%s) disrupts the second cluster: list it in TESTACC_SECOND_DISRUPTIVE or TESTACC_SECOND_ALONE", ts.name, ts.pkg)
 		}
 	}
 
@@ -162,11 +182,15 @@ const (
 	markNewer       = "newer"
 	markCluster     = "cluster"
 	// The local clusters' faults: the first's kubelet stopped, the second's,
-	// an API server restarted, the first's node filled.
+	// the first's API server restarted, the second's, the first's node filled.
 	markKubelet          = "kubelet"
 	markSecondKubelet    = "second kubelet"
 	markAPIServerRestart = "restart"
+	markSecondAPIServer  = "second API server restart"
 	markFillsNode        = "fills the node"
+	// Which cluster a test's environment is on.
+	markFirstEnv  = "first cluster's environment"
+	markSecondEnv = "second cluster's environment"
 )
 
 var markers = map[string]*regexp.Regexp{
@@ -174,11 +198,16 @@ var markers = map[string]*regexp.Regexp{
 	markProcessWide:   regexp.MustCompile(`\bacctest\.ProcessWide\(`),
 	markCluster:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnewTestEnv\(|\bresource\.(Test|ParallelTest)\(`),
 	markKubelet:       regexp.MustCompile(`kubelet\.sh"`),
-	markSecondKubelet: regexp.MustCompile(`\bacctest\.StopSecondKubelet\(`),
-	// restart.sh, or a Disruptive reason that names the API server.
+	markSecondKubelet: regexp.MustCompile(`\bacctest\.(Stop|Restart)SecondKubelet\b`),
+	// restart.sh, or a Disruptive reason that names the API server (the
+	// second cluster's tests name their faults by acctest's functions, and
+	// their reasons say "the second cluster's control plane").
 	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
+	markSecondAPIServer:  regexp.MustCompile(`\bacctest\.RestartSecondAPIServer\b`),
 	// A Disruptive reason that says the test fills the node.
 	markFillsNode: regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
+	markFirstEnv:  regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
+	markSecondEnv: regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
 	markNewer:     regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
@@ -312,7 +341,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_SECOND_ALONE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

@@ -83,6 +83,20 @@ func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
 	return newSerialEnv(t, func() { acctest.Disruptive(t, why) })
 }
 
+// newSecondDisruptiveEnv starts an acceptance test that disturbs the local
+// second cluster as a whole (restarts its API server, stops its kubelet), on
+// that cluster: its tests (acctest.ClusterAPILock's) wait, the first
+// cluster's do not. why says how.
+func newSecondDisruptiveEnv(t *testing.T, why string) *testEnv {
+	t.Helper()
+	if os.Getenv(resource.EnvTfAcc) == "" {
+		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
+	}
+	acctest.Disruptive(t, why)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
+	return newEnvOn(t, acctest.SecondKubeconfig(t))
+}
+
 // newProcessWideTestEnv starts an acceptance test that sets what is
 // process-wide (environment variables, the working directory): see
 // acctest.ProcessWide. why says what.
@@ -104,8 +118,13 @@ func newSerialEnv(t *testing.T, mark func()) *testEnv {
 
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
-	kc := acctest.Kubeconfig(t)
-	kube, err := kubernetes.NewForConfig(acctest.RESTConfig(t))
+	return newEnvOn(t, acctest.Kubeconfig(t))
+}
+
+// newEnvOn is newEnv on the cluster of the kubeconfig kc.
+func newEnvOn(t *testing.T, kc string) *testEnv {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(acctest.RESTConfigOf(t, kc))
 	if err != nil {
 		t.Fatal(err)
 	}

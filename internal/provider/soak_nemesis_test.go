@@ -7,11 +7,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,13 +35,14 @@ type soakNemesis struct {
 	t       *testing.T
 	e       *testEnv
 	log     *soakLog
-	tools   string
 	proxy   *cutProxy
 	wss     []*soakWorkspace
 	rng     *rand.Rand   // the sequence and the pauses: the seed replays them
 	target  *rand.Rand   // which pod or workspace: depends on timing too
 	runPods *soakRunPods // the cold and warm groups' run pods, which pod_delete deletes
 	fillNS  string
+	// The second cluster's: see TestAccSoak.
+	restartAPIServer, restartKubelet func() error
 }
 
 // plan is count faults, every kind count/6 times or more, in an order the
@@ -81,16 +80,15 @@ func (n *soakNemesis) inject(k soakFaultKind, hold time.Duration) {
 	switch k {
 	case soakAPIServer:
 		at := time.Now()
-		n.log.add(soakFault{Kind: k, Detail: "restart.sh kube-apiserver"})
-		if err := soakScript(filepath.Join(n.tools, "restart.sh"), "kube-apiserver"); err != nil {
+		n.log.add(soakFault{Kind: k, Detail: "cluster2.sh restart kube-apiserver"})
+		if err := n.restartAPIServer(); err != nil {
 			t.Errorf("SOAK: %v", err)
 		}
 		t.Logf("SOAK the API server was ready again %.1f s after the kill began", time.Since(at).Seconds())
 	case soakKubelet:
 		at := time.Now()
-		n.log.add(soakFault{Kind: k, Detail: "kubelet.sh stop; start"})
-		kubelet := filepath.Join(n.tools, "kubelet.sh")
-		if err := errors.Join(soakScript(kubelet, "stop"), soakScript(kubelet, "start")); err != nil {
+		n.log.add(soakFault{Kind: k, Detail: "cluster2.sh kubelet stop; start"})
+		if err := n.restartKubelet(); err != nil {
 			t.Errorf("SOAK: %v", err)
 		}
 		t.Logf("SOAK the kubelet was stopped and Ready again in %.1f s", time.Since(at).Seconds())
@@ -117,13 +115,6 @@ func (n *soakNemesis) inject(k soakFaultKind, hold time.Duration) {
 	case soakNodeFull:
 		n.fillNode(hold)
 	}
-}
-
-func soakScript(path string, args ...string) error {
-	if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %v: %w\n%s", filepath.Base(path), args, err, out)
-	}
-	return nil
 }
 
 // deletePod deletes a running run pod of the cold or warm group, waiting

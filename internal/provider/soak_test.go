@@ -7,7 +7,9 @@ package provider
 // (separate terraform processes, each provider's kubeconfig through one
 // cutProxy) while a nemesis injects faults at random moments, then checks
 // what the runs left. make soak runs it long; make test-all runs its short
-// default. Parameters (environment):
+// default. It runs on the local second cluster, whose API server and kubelet
+// the nemesis restarts: make test-all runs it beside the tests that stop the
+// first cluster's kubelet. Parameters (environment):
 //
 //	KUBEPLAY_SOAK_SEED        the nemesis' and the run plan's seed (default: random, printed)
 //	KUBEPLAY_SOAK_RUNS        at least this many runs (default 12; the soak goes on until the faults are done)
@@ -18,8 +20,8 @@ package provider
 //
 // The faults (soakFaultKinds), and the outcomes each one explains:
 //
-//	apiserver_restart  restart.sh kube-apiserver       none: runs re-attach and succeed
-//	kubelet_restart    kubelet.sh stop; start           none: containers live on, runs re-attach
+//	apiserver_restart  cluster2.sh restart kube-apiserver none: runs re-attach and succeed
+//	kubelet_restart    cluster2.sh kubelet stop; start  none: containers live on, runs re-attach
 //	exec_stream_cut    cutProxy.cut of every connection none: runs re-attach
 //	pod_delete         a running run pod deleted       error (pod_deleted) of the run whose pod it was;
 //	                                                    a pod deleted before its playbook began is
@@ -239,9 +241,13 @@ type soakGroupRef struct{ name, ns string }
 
 // TestAccSoak: see the top of this file.
 func TestAccSoak(t *testing.T) {
-	tools := localClusterOnly(t)
 	p := soakParamsFromEnv(t)
-	e := newDisruptiveTestEnv(t, "restarts the API server and the kubelet, fills the node")
+	if os.Getenv(acctest.EnvKubeconfig2) != "" {
+		t.Skipf("restarts the local second cluster's API server and kubelet: unset %s to run it there", acctest.EnvKubeconfig2)
+	}
+	// On the second cluster, so that make test-all's phase 2 runs it beside
+	// the first cluster's node tests.
+	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane and kubelet, fills its node")
 	t.Logf("SOAK seed %d (replay: %s), at least %d runs, %d faults, %d workspaces, pauses %s to %s",
 		p.seed, p.replay(), p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
 	began := time.Now()
@@ -251,8 +257,7 @@ func TestAccSoak(t *testing.T) {
 			t.Log(flog.String())
 		}
 	})
-	kubelet := filepath.Join(tools, "kubelet.sh")
-	t.Cleanup(func() { _ = exec.Command(kubelet, "start").Run() })
+	t.Cleanup(func() { acctest.StartSecondKubelet(t) })
 
 	proxy := startCutProxy(t, e.kubeconfig)
 	terraformBin, cliConfig, err := providerCLI(t)
@@ -277,7 +282,8 @@ func TestAccSoak(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	n := &soakNemesis{t: t, e: e, log: flog, tools: tools, proxy: proxy, wss: wss,
+	n := &soakNemesis{t: t, e: e, log: flog, proxy: proxy, wss: wss,
+		restartAPIServer: acctest.RestartSecondAPIServer, restartKubelet: acctest.RestartSecondKubelet,
 		rng:     rand.New(rand.NewPCG(p.seed, 0)),
 		target:  rand.New(rand.NewPCG(p.seed, 1<<32)),
 		runPods: watchRunPods(ctx, t, e.kube, []string{setup.groups[soakCold].ns, setup.groups[soakWarm].ns}),
