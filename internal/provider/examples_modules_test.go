@@ -64,9 +64,10 @@ func TestAccModule_terraformTest(t *testing.T) {
 	if err := os.CopyFS(modules, os.DirFS(filepath.Join(root, "examples", "modules"))); err != nil {
 		t.Fatal(err)
 	}
+	// One module after the other: parallel subtests would start after every
+	// parallel test of the package waiting for its turn, at the end of the run.
 	for _, name := range exampleModules {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			dir := filepath.Join(modules, name)
 			mocked, applied := moduleTestFiles(t, dir)
 			if len(mocked) == 0 || len(applied) == 0 {

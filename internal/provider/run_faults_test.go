@@ -792,61 +792,64 @@ func (p *cutProxy) cut() int {
 }
 
 // TestAccRunFault_fullGroup: with max_concurrent_runs = 1 taken by another
-// terraform process, a run waits and runs once the slot frees; with the
-// slot held past its pod_pending_timeout it ends cleanly with a capacity
-// error and nothing of it is left.
+// terraform process, a run waits and runs once the slot frees.
+// TestAccRunFault_fullGroupTimeout is its other half. They are two tests,
+// not two parallel subtests: Go starts a parallel test's parallel subtests
+// after every parallel test of the package that waits for its turn, and the
+// second half's 90 s wait was the idle end of make test-all's first phase.
 func TestAccRunFault_fullGroup(t *testing.T) {
-	acctest.Parallel(t)
-	t.Run("waits", func(t *testing.T) {
-		f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\""})
-		// The blocker holds the slot until the second run waits for it, then is
-		// interrupted: a fixed sleep can end before a loaded machine's second apply.
-		blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
-		bcmd, bout := blocker.start(t)
-		f.waitStarted(t, blocker, bout)
-		blockerDone := make(chan time.Time, 1)
-		go func() { _ = bcmd.Wait(); blockerDone <- time.Now() }()
-		s := f.runDir(t, commandRun("echo second run", "10m"))
-		clock := startFault(t, "full_group_waits")
-		cmd, out := s.start(t)
-		f.waitClaims(t, capacity.Runs, 1)
-		waitOutput(t, out, "kubeplay_run.r: Creating...")
-		_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
-		err := cmd.Wait()
-		status := expectOutcome(t, out, err, "successful", `Apply complete`)
-		clock.end(status)
-		s.expectRecord(t, "successful", nil)
-		// The wait for the slot is the run's queue.
-		if secs, err := timelineOf(s.runState(t), []string{"queued", "create", "schedule", "sandbox", "image", "deliver", "playbook", "cleanup"}); err != nil || secs["queued"] < 1 {
-			t.Errorf("the run waited for the group's slot, but its timeline says queued %v s (%v)", secs["queued"], err)
-		}
-		select {
-		case <-blockerDone:
-		default:
-			t.Error("the second run finished while the first still held the group's only slot")
-		}
-		f.checkNoLeaks(t)
-	})
-	t.Run("timeout", func(t *testing.T) {
-		// No CPU request: the blocker's pod must start within faultPending on a node the suite fills.
-		f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
-		blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
-		bcmd, bout := blocker.start(t)
-		f.waitStarted(t, blocker, bout)
-		s := f.runDir(t, commandRun("true", "10m"))
-		clock := startFault(t, "full_group_timeout")
-		cmd, out := s.start(t)
-		err := cmd.Wait()
-		clock.end(expectOutcome(t, out, err, "diagnostic Container Group Capacity Unavailable",
-			`(?s)Container Group Capacity Unavailable.*had no room for 1 more runs within its\s+pod_pending_timeout of `+faultPending.String()))
-		// The waiting run left nothing; the blocker's own claim is there.
-		if err := acctest.Leaks(context.Background(), f.e.kube, groupLeaks(f.ns, f.group)); err == nil {
-			t.Error("the blocker's pod and claim are not seen: the leak check sees nothing")
-		}
-		_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
-		_ = bcmd.Wait()
-		f.checkNoLeaks(t)
-	})
+	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\""})
+	// The blocker holds the slot until the second run waits for it, then is
+	// interrupted: a fixed sleep can end before a loaded machine's second apply.
+	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
+	bcmd, bout := blocker.start(t)
+	f.waitStarted(t, blocker, bout)
+	blockerDone := make(chan time.Time, 1)
+	go func() { _ = bcmd.Wait(); blockerDone <- time.Now() }()
+	s := f.runDir(t, commandRun("echo second run", "10m"))
+	clock := startFault(t, "full_group_waits")
+	cmd, out := s.start(t)
+	f.waitClaims(t, capacity.Runs, 1)
+	waitOutput(t, out, "kubeplay_run.r: Creating...")
+	_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
+	err := cmd.Wait()
+	status := expectOutcome(t, out, err, "successful", `Apply complete`)
+	clock.end(status)
+	s.expectRecord(t, "successful", nil)
+	// The wait for the slot is the run's queue.
+	if secs, err := timelineOf(s.runState(t), []string{"queued", "create", "schedule", "sandbox", "image", "deliver", "playbook", "cleanup"}); err != nil || secs["queued"] < 1 {
+		t.Errorf("the run waited for the group's slot, but its timeline says queued %v s (%v)", secs["queued"], err)
+	}
+	select {
+	case <-blockerDone:
+	default:
+		t.Error("the second run finished while the first still held the group's only slot")
+	}
+	f.checkNoLeaks(t)
+}
+
+// TestAccRunFault_fullGroupTimeout: with the group's one slot held past its
+// pod_pending_timeout, a run ends cleanly with a capacity error and nothing
+// of it is left.
+func TestAccRunFault_fullGroupTimeout(t *testing.T) {
+	// No CPU request: the blocker's pod must start within faultPending on a node the suite fills.
+	f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
+	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
+	bcmd, bout := blocker.start(t)
+	f.waitStarted(t, blocker, bout)
+	s := f.runDir(t, commandRun("true", "10m"))
+	clock := startFault(t, "full_group_timeout")
+	cmd, out := s.start(t)
+	err := cmd.Wait()
+	clock.end(expectOutcome(t, out, err, "diagnostic Container Group Capacity Unavailable",
+		`(?s)Container Group Capacity Unavailable.*had no room for 1 more runs within its\s+pod_pending_timeout of `+faultPending.String()))
+	// The waiting run left nothing; the blocker's own claim is there.
+	if err := acctest.Leaks(context.Background(), f.e.kube, groupLeaks(f.ns, f.group)); err == nil {
+		t.Error("the blocker's pod and claim are not seen: the leak check sees nothing")
+	}
+	_ = syscall.Kill(-bcmd.Process.Pid, syscall.SIGINT)
+	_ = bcmd.Wait()
+	f.checkNoLeaks(t)
 }
 
 // TestAccRunFault_quotaLowered: a run waits for the group's only slot; while
