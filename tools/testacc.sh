@@ -19,17 +19,16 @@
 #                            or the working directory), on the first
 #                            Terraform, then on TERRAFORM_NEXT when
 #                            TESTACC_NEXT_RUN matches it;
-#              second-alone  TESTACC_SECOND_ALONE (the soak), which
-#                            disrupts the second cluster alone, under the
-#                            second cluster's lock that its other tests take;
 #            Transparent huge pages are on for all memory meanwhile (TESTACC_THP).
 #            Across all of them at most TESTACC_SLOTS tests use the cluster at
 #            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
 #            a kubelet or fill the node, after the rest: first
-#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
-#            TESTACC_SECOND_DISRUPTIVE (the second cluster's kubelet), then
-#            the others one at a time; beside them TESTACC_LATE,
+#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node), then
+#            the others one at a time (the first API server restarted),
+#            beside TESTACC_SECOND_DISRUPTIVE (the second cluster's
+#            kubelet), then TESTACC_SECOND_ALONE (the soak, on the second
+#            cluster alone); beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -277,28 +276,30 @@ processwide() {
   return $status
 }
 
-# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG but TESTACC_SECOND_ALONE (phase 1's). The
-# tests that disrupt only the first cluster's node and those that disrupt only the second's run
-# first, the two lists beside each other (the second's output kept apart and printed after the
-# first's); then the rest, one at a time.
+# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG, in two streams. The first: the tests that
+# disrupt only the first cluster's node, then the rest, one at a time (they restart the first
+# cluster's API server). The second, beside it: those that disrupt only the second cluster, then
+# those that use the second cluster alone (the soak). The rest wait for the second stream's first
+# list, whose tests use the first API server too: that list holds a lock (fd 8, which no test
+# process inherits) while it runs. The second stream's output is kept apart and printed last.
 disruptive() {
-  local status=0 second="$LOGS/disruptive-second.log" pid
-  serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" >"$second" 2>&1 &
+  local status=0 second="$LOGS/disruptive-second.log" lock="$LOGS/disruptive-second.lock" pid
+  exec 8>"$lock" && flock 8 || return 1
+  (
+    st=0
+    serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" 8>&- || st=1
+    exec 8>&-
+    serial "$TESTACC_SECOND_ALONE" "" "$@" || st=1
+    exit $st
+  ) >"$second" 2>&1 &
   pid=$!
+  exec 8>&-
   serial "$TESTACC_FIRST_DISRUPTIVE" "" "$@" || status=1
+  flock "$lock" true || status=1
+  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE|$TESTACC_SECOND_ALONE" "$@" || status=1
   wait "$pid" || status=1
   cat "$second"
-  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE|$TESTACC_SECOND_ALONE" "$@" || status=1
   return $status
-}
-
-# second_alone PKG...: TESTACC_SECOND_ALONE of each PKG (the soak), beside phase 1's tests. They
-# disrupt only the second cluster (its API server and kubelet restarted, its node filled), whose
-# users in phase 1 wait for them on its lock (acctest.SecondClusterLock), and use nothing of
-# the first. They run at the default GOGC: the soak bounds the providers' resident memory.
-second_alone() {
-  unset GOGC
-  serial "$TESTACC_SECOND_ALONE" "" "$@"
 }
 
 # The packages whose tests TESTACC_DISRUPTIVE may name: those that call acctest.Disruptive.
@@ -401,8 +402,6 @@ while read -r pkg test; do
   [ -n "$test" ] || continue
   job "pw-$test" processwide "$pkg" "$test" && phase1+=("pw-$test")
 done <<<"$processwide_tests"
-# shellcheck disable=SC2086 # one package per word
-job second-alone second_alone $disruptive_pkgs && phase1+=(second-alone)
 phase_end "${phase1[@]}"
 phase1_took=$(($(date +%s) - phase_start))
 thp_restore
@@ -421,11 +420,13 @@ if [ "$checks" = 1 ]; then
   prewarm_pid=
   echo "==================== prewarm ===================="
   cat "$LOGS/prewarm.log"
-  job docs-check make --no-print-directory docs-check && phase2+=(docs-check)
-  job lint make --no-print-directory lint && phase2+=(lint)
-  # The fuzz targets search for a fixed time each: niced, they take the CPU that the
-  # disruptive tests, whose waits are timed, leave.
-  job fuzz nice -n 10 make --no-print-directory fuzz FUZZJOBS=2 && phase2+=(fuzz)
+  # The checks at nice 10: the disruptive tests (the soak last among them) bound the phase, and
+  # the checks, which have no time bounds, only have to end before them.
+  job docs-check nice -n 10 make --no-print-directory docs-check && phase2+=(docs-check)
+  job lint nice -n 10 make --no-print-directory lint && phase2+=(lint)
+  # The fuzz targets search for a fixed time each (51 targets, 5 s each): three at a time, the
+  # job ends within the disruptive tests' time (two at a time took 168 to 182 s).
+  job fuzz nice -n 10 make --no-print-directory fuzz FUZZJOBS=3 && phase2+=(fuzz)
 fi
 phase_end "${phase2[@]}"
 phase2_took=$(($(date +%s) - phase_start))

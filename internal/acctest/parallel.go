@@ -81,11 +81,6 @@ var (
 // cert-manager's or Cluster API's CRDs, or use the second cluster.
 const ClusterAPILock = "cluster-api"
 
-// SecondClusterLock is the Exclusive lock of the tests that use the second
-// cluster: they take turns with the soak, which restarts its API server and
-// kubelet beside the parallel tests (and takes no other lock).
-const SecondClusterLock = "second-cluster"
-
 // Exclusive holds the lock called name until the test ends, so that
 // parallel tests which share something of the cluster that names cannot
 // keep apart (cluster-scoped CRDs of one API group, the second cluster) take

@@ -26,14 +26,12 @@ import (
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
-//   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
-//     2 runs beside each other, name disruptive tests that disrupt only the
-//     first cluster's node (stop its kubelet or fill it), and only the
-//     second cluster's (stop its kubelet): neither restarts an API server;
-//   - TESTACC_SECOND_ALONE, which phase 1 runs beside the parallel tests,
-//     names disruptive tests that disrupt and use the second cluster alone;
-//     no other disruptive test disrupts the second cluster, and every test
-//     that uses it takes its lock (acctest.SecondClusterLock);
+//   - TESTACC_FIRST_DISRUPTIVE names disruptive tests that disrupt only the
+//     first cluster's node (stop its kubelet or fill it);
+//     TESTACC_SECOND_DISRUPTIVE and TESTACC_SECOND_ALONE, which phase 2 runs
+//     beside them and the rest, only the second cluster (stop its kubelet,
+//     restart its API server); TESTACC_SECOND_ALONE's use the second
+//     cluster alone; no other disruptive test disrupts the second cluster;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -84,11 +82,13 @@ func TestMakefileSelection(t *testing.T) {
 		}
 	}
 
-	// Phase 2's two streams, the first cluster's node tests beside the
-	// second's (which use the first API server too), and phase 1's tests of
-	// the second cluster alone. Each test names its faults and its cluster
-	// in its own body, so its body says which (what it reaches through
-	// same-named helpers would say every fault).
+	// Phase 2's two streams: the first cluster's node tests, then the rest
+	// (which restart the first API server); beside them the second
+	// cluster's node tests (which use the first API server too, so the rest
+	// wait for them), then the tests of the second cluster alone. Each test
+	// names its faults and its cluster in its own body, so its body says
+	// which (what it reaches through same-named helpers would say every
+	// fault).
 	disruptive := regexp.MustCompile(vars["TESTACC_DISRUPTIVE"])
 	first, second := []string{markKubelet, markFillsNode}, []string{markSecondKubelet, markSecondAPIServer}
 	listed := map[string]bool{}
@@ -99,7 +99,7 @@ func TestMakefileSelection(t *testing.T) {
 		alone  bool     // the second cluster alone: its environment, not the first's
 	}{
 		{"TESTACC_FIRST_DISRUPTIVE", first, append(second, markAPIServerRestart), false},
-		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, append(first, markAPIServerRestart, markSecondAPIServer), false},
+		{"TESTACC_SECOND_DISRUPTIVE", second, append(first, markAPIServerRestart), false},
 		{"TESTACC_SECOND_ALONE", second, append(first, markAPIServerRestart), true},
 	} {
 		re := regexp.MustCompile(vars[stream.name])
@@ -128,14 +128,10 @@ func TestMakefileSelection(t *testing.T) {
 			}
 		}
 	}
+	// The rest run beside the second cluster's tests: none may disrupt it.
 	for _, ts := range tests {
 		if disruptive.MatchString(ts.name) && !listed[ts.pkg+"."+ts.name] && slices.ContainsFunc(second, func(m string) bool { return ts.own[m] }) {
 			t.Errorf("%s (%s) disrupts the second cluster: list it in TESTACC_SECOND_DISRUPTIVE or TESTACC_SECOND_ALONE", ts.name, ts.pkg)
-		}
-		// TESTACC_SECOND_ALONE's tests run beside phase 1's: the others of
-		// the second cluster take turns with them on its lock.
-		if ts.marks[markSecondCluster] && !ts.marks[markSecondClusterLock] {
-			t.Errorf("%s (%s) uses the second cluster but never takes acctest.SecondClusterLock: the soak, which restarts it, runs beside it", ts.name, ts.pkg)
 		}
 	}
 
@@ -192,12 +188,9 @@ const (
 	markAPIServerRestart = "restart"
 	markSecondAPIServer  = "second API server restart"
 	markFillsNode        = "fills the node"
-	// Which cluster a test's environment is on; what uses the second
-	// cluster, and the lock its users take.
-	markFirstEnv          = "first cluster's environment"
-	markSecondEnv         = "second cluster's environment"
-	markSecondCluster     = "second cluster"
-	markSecondClusterLock = "second cluster's lock"
+	// Which cluster a test's environment is on.
+	markFirstEnv  = "first cluster's environment"
+	markSecondEnv = "second cluster's environment"
 )
 
 var markers = map[string]*regexp.Regexp{
@@ -212,12 +205,10 @@ var markers = map[string]*regexp.Regexp{
 	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
 	markSecondAPIServer:  regexp.MustCompile(`\bacctest\.RestartSecondAPIServer\b`),
 	// A Disruptive reason that says the test fills the node.
-	markFillsNode:         regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
-	markFirstEnv:          regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
-	markSecondEnv:         regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
-	markSecondCluster:     regexp.MustCompile(`\bacctest\.SecondKubeconfig\(`),
-	markSecondClusterLock: regexp.MustCompile(`\bacctest\.Exclusive\(t, acctest\.SecondClusterLock\)`),
-	markNewer:             regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
+	markFillsNode: regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
+	markFirstEnv:  regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
+	markSecondEnv: regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
+	markNewer:     regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
 type testFunc struct {

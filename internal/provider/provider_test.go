@@ -85,7 +85,7 @@ func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
 
 // newSecondDisruptiveEnv starts an acceptance test that disturbs the local
 // second cluster as a whole (restarts its API server, stops its kubelet), on
-// that cluster: its other tests wait (acctest.SecondClusterLock), the first
+// that cluster: its tests (acctest.ClusterAPILock's) wait, the first
 // cluster's do not. why says how.
 func newSecondDisruptiveEnv(t *testing.T, why string) *testEnv {
 	t.Helper()
@@ -93,7 +93,7 @@ func newSecondDisruptiveEnv(t *testing.T, why string) *testEnv {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
 	}
 	acctest.Disruptive(t, why)
-	acctest.Exclusive(t, acctest.SecondClusterLock)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
 	return newEnvOn(t, acctest.SecondKubeconfig(t))
 }
 

@@ -38,7 +38,6 @@ type secondCluster struct {
 func newSecondCluster(t *testing.T, e *testEnv) *secondCluster {
 	t.Helper()
 	acctest.Exclusive(t, acctest.ClusterAPILock)
-	acctest.Exclusive(t, acctest.SecondClusterLock)
 	b := selfContained(t, acctest.SecondKubeconfig(t))
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
 	if err != nil {
