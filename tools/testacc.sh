@@ -9,6 +9,12 @@
 #              parallel      all packages but TERRAFORM_PKGS on the first
 #                            Terraform (on PATH), -parallel TESTACC_PARALLEL,
 #                            but for the two lists;
+#              early         TESTACC_EARLY of each of TERRAFORM_PKGS (the tests
+#                            that take turns on the Cluster API lock), in a
+#                            process of its own started first, so that their
+#                            chain does not end the phase; then
+#                            TESTACC_SECOND_ALONE (the soak), on the second
+#                            cluster, which they use;
 #              <pkg>         each of TERRAFORM_PKGS likewise, in a job of its own;
 #              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
@@ -22,13 +28,11 @@
 #            Transparent huge pages are on for all memory meanwhile (TESTACC_THP).
 #            Across all of them at most TESTACC_SLOTS tests use the cluster at
 #            once (acctest.Parallel and ProcessWide take turns on file locks).
-#   phase 2  TESTACC_DISRUPTIVE: the tests that restart the API server, stop
-#            a kubelet or fill the node, after the rest: first
-#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node), then
-#            the others one at a time (the first API server restarted),
-#            beside TESTACC_SECOND_DISRUPTIVE (the second cluster's
-#            kubelet), then TESTACC_SECOND_ALONE (the soak, on the second
-#            cluster alone); beside them TESTACC_LATE,
+#   phase 2  TESTACC_DISRUPTIVE but TESTACC_SECOND_ALONE: the tests that
+#            restart the API server, stop a kubelet or fill the node, after
+#            the rest: first TESTACC_FIRST_DISRUPTIVE (the first cluster's
+#            node) beside TESTACC_SECOND_DISRUPTIVE (the second cluster's
+#            kubelet), then the others one at a time; beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -41,7 +45,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_SECOND_ALONE:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_SECOND_ALONE:?}" "${TESTACC_EARLY:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 export KUBEPLAY_TEST_SLOTS=${TESTACC_SLOTS:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-70m}
@@ -276,29 +280,35 @@ processwide() {
   return $status
 }
 
-# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG, in two streams. The first: the tests that
-# disrupt only the first cluster's node, then the rest, one at a time (they restart the first
-# cluster's API server). The second, beside it: those that disrupt only the second cluster, then
-# those that use the second cluster alone (the soak). The rest wait for the second stream's first
-# list, whose tests use the first API server too: that list holds a lock (fd 8, which no test
-# process inherits) while it runs. The second stream's output is kept apart and printed last.
+# disruptive PKG...: TESTACC_DISRUPTIVE of each PKG but TESTACC_SECOND_ALONE (phase 1's). The
+# tests that disrupt only the first cluster's node and those that disrupt only the second's run
+# first, the two lists beside each other (the second's output kept apart and printed after the
+# first's); then the rest, one at a time.
 disruptive() {
-  local status=0 second="$LOGS/disruptive-second.log" lock="$LOGS/disruptive-second.lock" pid
-  exec 8>"$lock" && flock 8 || return 1
-  (
-    st=0
-    serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" 8>&- || st=1
-    exec 8>&-
-    serial "$TESTACC_SECOND_ALONE" "" "$@" || st=1
-    exit $st
-  ) >"$second" 2>&1 &
+  local status=0 second="$LOGS/disruptive-second.log" pid
+  serial "$TESTACC_SECOND_DISRUPTIVE" "" "$@" >"$second" 2>&1 &
   pid=$!
-  exec 8>&-
   serial "$TESTACC_FIRST_DISRUPTIVE" "" "$@" || status=1
-  flock "$lock" true || status=1
-  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE|$TESTACC_SECOND_ALONE" "$@" || status=1
   wait "$pid" || status=1
   cat "$second"
+  serial "$TESTACC_DISRUPTIVE" "$TESTACC_FIRST_DISRUPTIVE|$TESTACC_SECOND_DISRUPTIVE|$TESTACC_SECOND_ALONE" "$@" || status=1
+  return $status
+}
+
+# early PKG...: TESTACC_EARLY of each PKG, then TESTACC_SECOND_ALONE of the disruptive packages
+# (the soak), in phase 1. The soak disrupts the second cluster and uses nothing else; phase 1's other users of
+# the second cluster are TESTACC_EARLY's tests, and the Cluster API lock, which all of them and
+# the soak take, keeps them apart anyway. After them, it runs beside the rest of phase 1, at the
+# default GOGC (it bounds the providers' resident memory).
+early() {
+  local status=0 pkg
+  for pkg in "$@"; do
+    runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" -test.run "$TESTACC_EARLY" \
+      -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" || status=1
+  done
+  echo "---- TESTACC_SECOND_ALONE"
+  # shellcheck disable=SC2086 # one package per word
+  (unset GOGC && serial "$TESTACC_SECOND_ALONE" "" $disruptive_pkgs) || status=1
   return $status
 }
 
@@ -385,6 +395,10 @@ phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
 thp_set
+# TESTACC_EARLY first: its tests' turns on the Cluster API lock are a chain of about five minutes,
+# which in the provider's process began in the phase's last minutes in some runs (see the GNUmakefile).
+# shellcheck disable=SC2086 # one package per word
+job early early $TERRAFORM_PKGS && phase1+=(early)
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
 # from the binary built above, started at once: in go test ./... the provider's began only
 # when a slot of -p freed, and was linked a second time.
@@ -392,7 +406,7 @@ job parallel packages -test.parallel "$TESTACC_PARALLEL" \
   -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
-    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("$(basename "$pkg")")
+    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE|$TESTACC_EARLY" && phase1+=("$(basename "$pkg")")
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
   job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \

@@ -26,12 +26,16 @@ import (
 //     every test that TESTACC_NEXT_RUN and TESTACC_TOFU_RUN match;
 //   - TESTACC_LATE, run beside the disruptive tests, names tests that reach
 //     no cluster;
-//   - TESTACC_FIRST_DISRUPTIVE names disruptive tests that disrupt only the
-//     first cluster's node (stop its kubelet or fill it);
-//     TESTACC_SECOND_DISRUPTIVE and TESTACC_SECOND_ALONE, which phase 2 runs
-//     beside them and the rest, only the second cluster (stop its kubelet,
-//     restart its API server); TESTACC_SECOND_ALONE's use the second
-//     cluster alone; no other disruptive test disrupts the second cluster;
+//   - TESTACC_FIRST_DISRUPTIVE and TESTACC_SECOND_DISRUPTIVE, which phase
+//     2 runs beside each other, name disruptive tests that disrupt only the
+//     first cluster's node (stop its kubelet or fill it), and only the
+//     second cluster (stop its kubelet): neither restarts an API server;
+//   - TESTACC_SECOND_ALONE, which phase 1 runs after TESTACC_EARLY, names
+//     disruptive tests that disrupt and use the second cluster alone; no
+//     other disruptive test disrupts the second cluster, and every test that
+//     uses it takes the Cluster API lock;
+//   - TESTACC_EARLY, started first, names exactly the provider's tests that
+//     take the Cluster API lock, but for disruptive and process-wide ones;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -82,10 +86,8 @@ func TestMakefileSelection(t *testing.T) {
 		}
 	}
 
-	// Phase 2's two streams: the first cluster's node tests, then the rest
-	// (which restart the first API server); beside them the second
-	// cluster's node tests (which use the first API server too, so the rest
-	// wait for them), then the tests of the second cluster alone. Each test
+	// Phase 2's two streams, the first cluster's node tests beside the
+	// second's, and phase 1's tests of the second cluster alone. Each test
 	// names its faults and its cluster in its own body, so its body says
 	// which (what it reaches through same-named helpers would say every
 	// fault).
@@ -99,7 +101,7 @@ func TestMakefileSelection(t *testing.T) {
 		alone  bool     // the second cluster alone: its environment, not the first's
 	}{
 		{"TESTACC_FIRST_DISRUPTIVE", first, append(second, markAPIServerRestart), false},
-		{"TESTACC_SECOND_DISRUPTIVE", second, append(first, markAPIServerRestart), false},
+		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, append(first, markAPIServerRestart, markSecondAPIServer), false},
 		{"TESTACC_SECOND_ALONE", second, append(first, markAPIServerRestart), true},
 	} {
 		re := regexp.MustCompile(vars[stream.name])
@@ -128,10 +130,32 @@ func TestMakefileSelection(t *testing.T) {
 			}
 		}
 	}
-	// The rest run beside the second cluster's tests: none may disrupt it.
 	for _, ts := range tests {
 		if disruptive.MatchString(ts.name) && !listed[ts.pkg+"."+ts.name] && slices.ContainsFunc(second, func(m string) bool { return ts.own[m] }) {
 			t.Errorf("%s (%s) disrupts the second cluster: list it in TESTACC_SECOND_DISRUPTIVE or TESTACC_SECOND_ALONE", ts.name, ts.pkg)
+		}
+		// TESTACC_SECOND_ALONE's tests run in phase 1: the others of the
+		// second cluster take turns with them on the Cluster API lock.
+		if ts.marks[markSecondCluster] && !ts.marks[markClusterAPILock] {
+			t.Errorf("%s (%s) uses the second cluster but never takes the Cluster API lock: the soak, which restarts it, runs in the same phase", ts.name, ts.pkg)
+		}
+	}
+
+	// TESTACC_EARLY, which phase 1 starts first in a process of its own:
+	// exactly the provider's tests that take the Cluster API lock, but for
+	// the disruptive ones (phase 2's) and the process-wide ones (their own).
+	early := regexp.MustCompile(vars["TESTACC_EARLY"])
+	for _, ts := range tests {
+		want := ts.pkg == "provider" && ts.marks[markClusterAPILock] && !ts.marks[markDisruptive] && !ts.marks[markProcessWide]
+		if in := early.MatchString(ts.name); want != in {
+			t.Errorf("%s (%s): in TESTACC_EARLY %v, but a provider test of phase 1 that takes the Cluster API lock %v "+
+				"(the lock %v, Disruptive %v, ProcessWide %v)", ts.name, ts.pkg, in, want,
+				ts.marks[markClusterAPILock], ts.marks[markDisruptive], ts.marks[markProcessWide])
+		}
+	}
+	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {
+		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
+			t.Errorf("TESTACC_EARLY names %s, which is no test", alt)
 		}
 	}
 
@@ -191,6 +215,10 @@ const (
 	// Which cluster a test's environment is on.
 	markFirstEnv  = "first cluster's environment"
 	markSecondEnv = "second cluster's environment"
+	// What uses the second cluster, and the lock of the tests that
+	// TESTACC_EARLY starts first, which its users take.
+	markSecondCluster  = "second cluster"
+	markClusterAPILock = "Cluster API lock"
 )
 
 var markers = map[string]*regexp.Regexp{
@@ -205,10 +233,12 @@ var markers = map[string]*regexp.Regexp{
 	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
 	markSecondAPIServer:  regexp.MustCompile(`\bacctest\.RestartSecondAPIServer\b`),
 	// A Disruptive reason that says the test fills the node.
-	markFillsNode: regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
-	markFirstEnv:  regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
-	markSecondEnv: regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
-	markNewer:     regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
+	markFillsNode:      regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
+	markFirstEnv:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
+	markSecondEnv:      regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
+	markSecondCluster:  regexp.MustCompile(`\bacctest\.SecondKubeconfig\(`),
+	markClusterAPILock: regexp.MustCompile(`\bacctest\.Exclusive\(t, acctest\.ClusterAPILock\)`),
+	markNewer:          regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }
 
 type testFunc struct {
@@ -341,7 +371,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_SECOND_ALONE", "TESTACC_PROCESSWIDE", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_SECOND_ALONE", "TESTACC_PROCESSWIDE", "TESTACC_EARLY", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}
