@@ -8,8 +8,9 @@ package provider
 // cutProxy) while a nemesis injects faults at random moments, then checks
 // what the runs left. make soak runs it long; make test-all runs its short
 // default. It runs on the local second cluster, whose API server and kubelet
-// the nemesis restarts: make test-all runs it beside the first cluster's
-// disruptive tests. Parameters (environment):
+// the nemesis restarts: make test-all runs it in its first phase, after the
+// other tests of the second cluster (TESTACC_EARLY). Parameters
+// (environment):
 //
 //	KUBEPLAY_SOAK_SEED        the nemesis' and the run plan's seed (default: random, printed)
 //	KUBEPLAY_SOAK_RUNS        at least this many runs (default 12; the soak goes on until the faults are done)
