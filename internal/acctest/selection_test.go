@@ -100,9 +100,9 @@ func TestMakefileSelection(t *testing.T) {
 		spares []string // none of them
 		alone  bool     // the second cluster alone: its environment, not the first's
 	}{
-		{"TESTACC_FIRST_DISRUPTIVE", first, append(second, markAPIServerRestart), false},
-		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, append(first, markAPIServerRestart, markSecondAPIServer), false},
-		{"TESTACC_SECOND_ALONE", second, append(first, markAPIServerRestart), true},
+		{"TESTACC_FIRST_DISRUPTIVE", first, slices.Concat(second, []string{markAPIServerRestart}), false},
+		{"TESTACC_SECOND_DISRUPTIVE", []string{markSecondKubelet}, slices.Concat(first, []string{markAPIServerRestart, markSecondAPIServer}), false},
+		{"TESTACC_SECOND_ALONE", second, slices.Concat(first, []string{markAPIServerRestart}), true},
 	} {
 		re := regexp.MustCompile(vars[stream.name])
 		for _, alt := range alternatives(vars[stream.name]) {

@@ -89,12 +89,10 @@ func newDisruptiveTestEnv(t *testing.T, why string) *testEnv {
 // cluster's do not. why says how.
 func newSecondDisruptiveEnv(t *testing.T, why string) *testEnv {
 	t.Helper()
-	if os.Getenv(resource.EnvTfAcc) == "" {
-		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
-	}
-	acctest.Disruptive(t, why)
-	acctest.Exclusive(t, acctest.ClusterAPILock)
-	return newEnvOn(t, acctest.SecondKubeconfig(t))
+	return newSerialEnvOn(t, func() {
+		acctest.Disruptive(t, why)
+		acctest.Exclusive(t, acctest.ClusterAPILock)
+	}, acctest.SecondKubeconfig)
 }
 
 // newProcessWideTestEnv starts an acceptance test that sets what is
@@ -109,11 +107,18 @@ func newProcessWideTestEnv(t *testing.T, why string) *testEnv {
 // parallel ones.
 func newSerialEnv(t *testing.T, mark func()) *testEnv {
 	t.Helper()
+	return newSerialEnvOn(t, mark, acctest.Kubeconfig)
+}
+
+// newSerialEnvOn is newSerialEnv on the cluster whose kubeconfig kubeconfig
+// returns.
+func newSerialEnvOn(t *testing.T, mark func(), kubeconfig func(testing.TB) string) *testEnv {
+	t.Helper()
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance test: set %s=1 to run it against a Kubernetes cluster", resource.EnvTfAcc)
 	}
 	mark()
-	return newEnv(t)
+	return newEnvOn(t, kubeconfig(t))
 }
 
 func newEnv(t *testing.T) *testEnv {

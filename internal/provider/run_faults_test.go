@@ -244,6 +244,17 @@ func commandRun(command, timeout string) string {
 	return fmt.Sprintf("command = [\"sh\", \"-c\", %q]\n  timeouts {\n    create = %q\n  }", command, timeout)
 }
 
+// startBlocker applies, in a terraform process of its own, a run that holds
+// one of the group's slots (a command that sleeps 600 s) and waits until
+// its command runs; it returns that terraform, to interrupt when the test
+// is done with the slot.
+func (f *faultEnv) startBlocker(t *testing.T) *exec.Cmd {
+	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
+	bcmd, bout := blocker.start(t)
+	f.waitStarted(t, blocker, bout)
+	return bcmd
+}
+
 // waitStarted waits for the run's pod to run and its command to start, and
 // returns the pod's name.
 func (f *faultEnv) waitStarted(t *testing.T, s *signalEnv, out *syncBuffer) string {
@@ -801,9 +812,7 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: "max_concurrent_runs = 1\n  pod_pending_timeout = \"10m\""})
 	// The blocker holds the slot until the second run waits for it, then is
 	// interrupted: a fixed sleep can end before a loaded machine's second apply.
-	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
-	bcmd, bout := blocker.start(t)
-	f.waitStarted(t, blocker, bout)
+	bcmd := f.startBlocker(t)
 	blockerDone := make(chan time.Time, 1)
 	go func() { _ = bcmd.Wait(); blockerDone <- time.Now() }()
 	s := f.runDir(t, commandRun("echo second run", "10m"))
@@ -834,9 +843,7 @@ func TestAccRunFault_fullGroup(t *testing.T) {
 func TestAccRunFault_fullGroupTimeout(t *testing.T) {
 	// No CPU request: the blocker's pod must start within faultPending on a node the suite fills.
 	f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
-	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
-	bcmd, bout := blocker.start(t)
-	f.waitStarted(t, blocker, bout)
+	bcmd := f.startBlocker(t)
 	s := f.runDir(t, commandRun("true", "10m"))
 	clock := startFault(t, "full_group_timeout")
 	cmd, out := s.start(t)
@@ -862,9 +869,7 @@ func TestAccRunFault_quotaLowered(t *testing.T) {
 	f := newFaultEnv(t, faultGroup{attrs: fmt.Sprintf("max_concurrent_runs = 1\n  pod_pending_timeout = %q\n", faultPending) + faultNoCPU})
 	// The blocker holds the slot until the quota is lowered, then is interrupted: a fixed
 	// sleep let the slot free before the quota changed on a loaded machine.
-	blocker := f.runDir(t, commandRun(startedThen("sleep 600"), "10m"))
-	bcmd, bout := blocker.start(t)
-	f.waitStarted(t, blocker, bout)
+	bcmd := f.startBlocker(t)
 	s := f.runDir(t, commandRun("true", "10m"))
 	cmd, out := s.start(t)
 	// Past its plan, the run waits: the blocker holds the only slot.

@@ -246,8 +246,8 @@ func TestAccSoak(t *testing.T) {
 	if os.Getenv(acctest.EnvKubeconfig2) != "" {
 		t.Skipf("restarts the local second cluster's API server and kubelet: unset %s to run it there", acctest.EnvKubeconfig2)
 	}
-	// On the second cluster, so that make test-all's phase 2 runs it beside
-	// the first cluster's node tests.
+	// On the second cluster, so that make test-all runs it beside the tests
+	// that share the first.
 	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane and kubelet, fills its node")
 	t.Logf("SOAK seed %d (replay: %s), at least %d runs, %d faults, %d workspaces, pauses %s to %s",
 		p.seed, p.replay(), p.runs, p.faults, p.workspaces, p.pauseMin, p.pauseMax)
