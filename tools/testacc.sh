@@ -10,11 +10,12 @@
 #                            Terraform (on PATH), -parallel TESTACC_PARALLEL,
 #                            but for the two lists;
 #              early         TESTACC_EARLY of each of TERRAFORM_PKGS (the tests
-#                            that take turns on the Cluster API lock), in a
-#                            process of its own started first, so that their
-#                            chain does not end the phase; then
-#                            TESTACC_SECOND_ALONE (the soak), on the second
-#                            cluster, which they use;
+#                            that take turns on the Cluster API lock) and
+#                            TESTACC_LONGEST (long tests that mostly wait), in
+#                            a process of its own started first, so that
+#                            neither ends the phase; then TESTACC_SECOND_ALONE
+#                            (the soak, the API server restarts), on the
+#                            second cluster, which the lock's tests use;
 #              <pkg>         each of TERRAFORM_PKGS likewise, in a job of its own;
 #              next-<pkg>    TESTACC_NEXT_RUN of each of TERRAFORM_PKGS on
 #                            TERRAFORM_NEXT, -parallel TESTACC_PARALLEL;
@@ -29,10 +30,10 @@
 #            Across all of them at most TESTACC_SLOTS tests use the cluster at
 #            once (acctest.Parallel and ProcessWide take turns on file locks).
 #   phase 2  TESTACC_DISRUPTIVE but TESTACC_SECOND_ALONE: the tests that
-#            restart the API server, stop a kubelet or fill the node, after
-#            the rest: first TESTACC_FIRST_DISRUPTIVE (the first cluster's
-#            node) beside TESTACC_SECOND_DISRUPTIVE (the second cluster's
-#            kubelet), then the others one at a time; beside them TESTACC_LATE,
+#            stop a kubelet or fill the node, after the rest: first
+#            TESTACC_FIRST_DISRUPTIVE (the first cluster's node) beside
+#            TESTACC_SECOND_DISRUPTIVE (the second cluster's kubelet), then
+#            the others (none today) one at a time; beside them TESTACC_LATE,
 #            tests that need no cluster but much CPU (with --checks,
 #            docs-check, lint and fuzz run beside them: they use the CPU while
 #            those tests wait for the cluster).
@@ -45,7 +46,7 @@ cd "$(dirname "$0")/.."
 
 : "${TESTACC_DISRUPTIVE:?}" "${TESTACC_LATE:?}" "${TESTACC_PROCESSWIDE:?}" "${TESTACC_NEXT_RUN:?}" "${TERRAFORM_NEXT:?}"
 : "${TESTACC_TOFU_RUN:?}" "${OPENTOFU:?}" "${OPENTOFU_RC:?}"
-: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_SECOND_ALONE:?}" "${TESTACC_EARLY:?}"
+: "${TESTACC_FIRST_DISRUPTIVE:?}" "${TESTACC_SECOND_DISRUPTIVE:?}" "${TESTACC_SECOND_ALONE:?}" "${TESTACC_EARLY:?}" "${TESTACC_LONGEST:?}"
 TESTACC_PARALLEL=${TESTACC_PARALLEL:-8}
 export KUBEPLAY_TEST_SLOTS=${TESTACC_SLOTS:-8}
 TEST_TIMEOUT=${TEST_TIMEOUT:-70m}
@@ -296,15 +297,16 @@ disruptive() {
   return $status
 }
 
-# early PKG...: TESTACC_EARLY of each PKG, then TESTACC_SECOND_ALONE of the disruptive packages
-# (the soak), in phase 1. The soak disrupts the second cluster and uses nothing else; phase 1's
-# other users of the second cluster are TESTACC_EARLY's tests, and the Cluster API lock, which all
-# of them and the soak take, keeps them apart anyway. After them, it runs beside the rest of phase 1, at the
-# default GOGC (it bounds the providers' resident memory).
+# early PKG...: TESTACC_EARLY and TESTACC_LONGEST of each PKG, then TESTACC_SECOND_ALONE of the
+# disruptive packages (the soak, the API server restarts), in phase 1. Those disrupt the second
+# cluster and use nothing else; phase 1's other users of the second cluster are TESTACC_EARLY's
+# tests, and the Cluster API lock, which all of them take, keeps them apart anyway. After them,
+# they run beside the rest of phase 1, at the default GOGC (the soak bounds the providers'
+# resident memory).
 early() {
   local status=0 pkg
   for pkg in "$@"; do
-    runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" -test.run "$TESTACC_EARLY" \
+    runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" -test.run "$TESTACC_EARLY|$TESTACC_LONGEST" \
       -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" || status=1
   done
   echo "---- TESTACC_SECOND_ALONE"
@@ -396,8 +398,9 @@ phase1=()
 # Phase 1 is CPU-bound: its processes trade memory for less garbage collection (TESTACC_GOGC).
 export GOGC=${TESTACC_GOGC:-100}
 thp_set
-# TESTACC_EARLY first: its tests' turns on the Cluster API lock are a chain of about five minutes,
-# which in the provider's process began in the phase's last minutes in some runs (see the GNUmakefile).
+# TESTACC_EARLY and TESTACC_LONGEST first: the former's turns on the Cluster API lock are a chain
+# of about five minutes, and the latter mostly wait; in the provider's process either began in the
+# phase's last minutes in some runs (see the GNUmakefile). Asking first, they get slots first.
 # shellcheck disable=SC2086 # one package per word
 job early early $TERRAFORM_PKGS && phase1+=(early)
 # The packages of TERRAFORM_PKGS (the provider's, the longest by far) each in a job of their own
@@ -407,7 +410,7 @@ job parallel packages -test.parallel "$TESTACC_PARALLEL" \
   -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_LATE|$TESTACC_PROCESSWIDE" && phase1+=(parallel)
 for pkg in $TERRAFORM_PKGS; do
   job "$(basename "$pkg")" runbin "$pkg" -test.parallel "$TESTACC_PARALLEL" \
-    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE|$TESTACC_EARLY" && phase1+=("$(basename "$pkg")")
+    -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE|$TESTACC_EARLY|$TESTACC_LONGEST" && phase1+=("$(basename "$pkg")")
   job "next-$(basename "$pkg")" next_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
     -test.run "$TESTACC_NEXT_RUN" -test.skip "$TESTACC_DISRUPTIVE|$TESTACC_PROCESSWIDE" && phase1+=("next-$(basename "$pkg")")
   job "tofu-$(basename "$pkg")" tofu_pass "$pkg" -test.parallel "$TESTACC_PARALLEL" \
@@ -435,13 +438,14 @@ if [ "$checks" = 1 ]; then
   prewarm_pid=
   echo "==================== prewarm ===================="
   cat "$LOGS/prewarm.log"
-  # The checks at nice 10: the disruptive tests (the soak last among them) bound the phase, and
-  # the checks, which have no time bounds, only have to end before them.
+  # The checks at nice 10: the disruptive tests and fuzz bound the phase, and the checks, which
+  # have no time bounds, only have to end before them.
   job docs-check nice -n 10 make --no-print-directory docs-check && phase2+=(docs-check)
   job lint nice -n 10 make --no-print-directory lint && phase2+=(lint)
-  # The fuzz targets search for a fixed time each (51 targets, 5 s each): three at a time, the
-  # job ends within the disruptive tests' time (two at a time took 168 to 182 s).
-  job fuzz nice -n 10 make --no-print-directory fuzz FUZZJOBS=3 && phase2+=(fuzz)
+  # The fuzz targets search for a fixed time each (51 targets, 5 s each), so how many run at
+  # once sets the job's time: two at a time took 168 to 182 s, three 119 to 131 s, longer than
+  # the disruptive tests once the API server restarts left phase 2; four, within them.
+  job fuzz nice -n 10 make --no-print-directory fuzz FUZZJOBS=4 && phase2+=(fuzz)
 fi
 phase_end "${phase2[@]}"
 phase2_took=$(($(date +%s) - phase_start))

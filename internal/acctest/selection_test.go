@@ -36,6 +36,8 @@ import (
 //     uses it takes the Cluster API lock;
 //   - TESTACC_EARLY, started first, names exactly the provider's tests that
 //     take the Cluster API lock, but for disruptive and process-wide ones;
+//     TESTACC_LONGEST, started with them, names provider tests of phase 1
+//     that take no lock;
 //   - every name or alternative in those lists matches a test.
 //
 // A test reaches a marker when its body, or a function, method or
@@ -156,6 +158,19 @@ func TestMakefileSelection(t *testing.T) {
 	for _, alt := range alternatives(vars["TESTACC_EARLY"]) {
 		if !slices.ContainsFunc(tests, func(ts testFunc) bool { return ts.name == alt }) {
 			t.Errorf("TESTACC_EARLY names %s, which is no test", alt)
+		}
+	}
+	// TESTACC_LONGEST, which the same process runs: provider tests that
+	// phase 1 would run anyway, none of them the lock's.
+	for _, alt := range alternatives(vars["TESTACC_LONGEST"]) {
+		i := slices.IndexFunc(tests, func(ts testFunc) bool { return ts.pkg == "provider" && ts.name == alt })
+		if i < 0 {
+			t.Errorf("TESTACC_LONGEST names %s, which is no test of internal/provider", alt)
+			continue
+		}
+		if ts := tests[i]; ts.marks[markClusterAPILock] || ts.marks[markDisruptive] || ts.marks[markProcessWide] {
+			t.Errorf("TESTACC_LONGEST names %s, which is not a parallel test of phase 1 (the Cluster API lock %v, Disruptive %v, ProcessWide %v)",
+				alt, ts.marks[markClusterAPILock], ts.marks[markDisruptive], ts.marks[markProcessWide])
 		}
 	}
 
@@ -371,7 +386,7 @@ func makeVars(t *testing.T, path string) map[string]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_SECOND_ALONE", "TESTACC_PROCESSWIDE", "TESTACC_EARLY", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
+	for _, name := range []string{"TESTACC_DISRUPTIVE", "TESTACC_FIRST_DISRUPTIVE", "TESTACC_SECOND_DISRUPTIVE", "TESTACC_SECOND_ALONE", "TESTACC_PROCESSWIDE", "TESTACC_EARLY", "TESTACC_LONGEST", "TESTACC_NEXT_RUN", "TESTACC_TOFU_RUN", "TESTACC_NEXT_ALL", "TESTACC_TOFU_ALL", "TESTACC_MATRIX_RUN"} {
 		if vars[name] == "" {
 			t.Fatalf("the GNUmakefile sets no %s", name)
 		}

@@ -1143,15 +1143,23 @@ func script(t *testing.T, path string, args ...string) {
 // TestAccRunFault_apiServerRestart: the API server is killed and started
 // again while the run's command prints. The exec stream through it breaks;
 // the playbook goes on in its pod, the provider follows it again once the
-// server is back, and the run succeeds with its whole output once.
+// server is back, and the run succeeds with its whole output once. On the
+// local second cluster, so that make test-all runs it in phase 1 after the
+// soak rather than alone in phase 2 (the first cluster's API server is every
+// other test's).
 func TestAccRunFault_apiServerRestart(t *testing.T) {
-	tools := localClusterOnly(t)
-	f := newDisruptiveFaultEnv(t, "restarts the API server", faultGroup{attrs: faultLimits})
+	if os.Getenv(acctest.EnvKubeconfig2) != "" {
+		t.Skipf("restarts the local second cluster's API server: unset %s to run it there", acctest.EnvKubeconfig2)
+	}
+	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane")
+	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: faultLimits})
 	const lines = 200 // about 25 s: the server is back within 10 s of the kill, 2 s in
 	s, out, clock, err := f.runFault(t, "apiserver_restart", commandRun(countedCommand(lines, 0), "10m"), func(string) {
 		time.Sleep(2 * time.Second) // mid-output
 		killed := time.Now()
-		script(t, filepath.Join(tools, "restart.sh"), "kube-apiserver")
+		if err := acctest.RestartSecondAPIServer(); err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("the API server was ready again %.1f s after the kill began", time.Since(killed).Seconds())
 	})
 	clock.end(expectOutcome(t, out, err, "successful", `Apply complete`))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -46,6 +45,24 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg, kube := acctest.Clients(t)
 	acctest.Parallel(t)
+	return &env{t: t, r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: acctest.Namespace(t, kube, "kp-runner")}
+}
+
+// newSecondDisruptiveEnv is newEnv on the local second cluster, for a test
+// that disturbs it as a whole: its other tests (acctest.ClusterAPILock's)
+// wait, the first cluster's do not. why says how.
+func newSecondDisruptiveEnv(t *testing.T, why string) *env {
+	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test against the local second cluster: set TF_ACC=1")
+	}
+	acctest.Disruptive(t, why)
+	acctest.Exclusive(t, acctest.ClusterAPILock)
+	cfg := acctest.RESTConfigOf(t, acctest.SecondKubeconfig(t))
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{t: t, r: &runner.Runner{Config: cfg, Kube: kube}, kube: kube, ns: acctest.Namespace(t, kube, "kp-runner")}
 }
 
@@ -336,17 +353,13 @@ func TestAccRunKeepPodOnFailure(t *testing.T) {
 // TestAccRunAPIServerRestarted: the API server is killed and started again
 // while a run prints a line every 100 ms. The exec stream through it
 // breaks; the run goes on in its pod, the runner follows it again once the
-// server is back, and the run succeeds with every line once, in order.
+// server is back, and the run succeeds with every line once, in order. On
+// the local second cluster, as TestAccRunFault_apiServerRestart.
 func TestAccRunAPIServerRestarted(t *testing.T) {
-	acctest.Disruptive(t, "restarts the API server")
-	e := newEnv(t)
-	if os.Getenv("KUBEPLAY_TEST_KUBECONFIG") != "" {
-		t.Skip("restarts the local test cluster's API server; KUBEPLAY_TEST_KUBECONFIG names another cluster")
+	if os.Getenv(acctest.EnvKubeconfig2) != "" {
+		t.Skipf("restarts the local second cluster's API server: unset %s to run it there", acctest.EnvKubeconfig2)
 	}
-	root, err := acctest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane")
 	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", `echo started; i=0; while [ $i -lt 200 ]; do echo "line $i"; echo "$i" >>/tmp/ran; i=$((i+1)); sleep 0.1; done; echo finished; wc -l </tmp/ran`}})
 	restarted := make(chan error, 1)
 	var once sync.Once
@@ -355,13 +368,7 @@ func TestAccRunAPIServerRestarted(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			go func() {
-				out, err := exec.Command(filepath.Join(root, "tools/testcluster/restart.sh"), "kube-apiserver").CombinedOutput()
-				if err != nil {
-					err = fmt.Errorf("%w: %s", err, out)
-				}
-				restarted <- err
-			}()
+			go func() { restarted <- acctest.RestartSecondAPIServer() }()
 		})
 	}
 	done := make(chan runner.Result, 1)
