@@ -33,6 +33,18 @@ func SecondKubeconfig(t testing.TB) string {
 	return second.get(t, "local second cluster", "kubeconfig2", "cluster2.sh", "up")
 }
 
+// LocalSecondKubeconfig is SecondKubeconfig for a test that disturbs the
+// local second cluster as a whole (restarts its control plane or kubelet):
+// it skips when KUBEPLAY_TEST_KUBECONFIG2 names a second cluster of the
+// user's own, whose components it cannot restart.
+func LocalSecondKubeconfig(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(EnvKubeconfig2) != "" {
+		t.Skipf("disturbs the local second cluster: unset %s to run it there", EnvKubeconfig2)
+	}
+	return SecondKubeconfig(t)
+}
+
 // StopSecondKubelet stops the local second cluster's kubelet, as a node
 // whose agent died: containerd and the containers run on.
 func StopSecondKubelet(t testing.TB) {

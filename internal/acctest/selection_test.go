@@ -248,10 +248,11 @@ var markers = map[string]*regexp.Regexp{
 	markAPIServerRestart: regexp.MustCompile(`restart\.sh"|Disruptive\w*\(t, "[^"]*API server`),
 	markSecondAPIServer:  regexp.MustCompile(`\bacctest\.RestartSecondAPIServer\b`),
 	// A Disruptive reason that says the test fills the node.
-	markFillsNode:      regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
-	markFirstEnv:       regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
-	markSecondEnv:      regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
-	markSecondCluster:  regexp.MustCompile(`\bacctest\.SecondKubeconfig\(`),
+	markFillsNode: regexp.MustCompile(`Disruptive\w*\(t, "[^"]*fills the node`),
+	markFirstEnv:  regexp.MustCompile(`\bacctest\.(Clients|Kube|RESTConfig|Kubeconfig|Namespace|Parallel)\(|\bnew(Test|DisruptiveTest|ProcessWideTest|Serial)?Env\(`),
+	markSecondEnv: regexp.MustCompile(`\bnewSecondDisruptiveEnv\(`),
+	// Called, or passed as a function (newSerialEnvOn's kubeconfig).
+	markSecondCluster:  regexp.MustCompile(`\bacctest\.(Local)?SecondKubeconfig\b`),
 	markClusterAPILock: regexp.MustCompile(`\bacctest\.Exclusive\(t, acctest\.ClusterAPILock\)`),
 	markNewer:          regexp.MustCompile(`\btfversion\.Version1_(1[2-9]|[2-9][0-9])_|\bterraformAtLeast\([^,]+,\s*(1[2-9]|[2-9][0-9])\)`),
 }

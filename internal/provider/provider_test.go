@@ -92,7 +92,7 @@ func newSecondDisruptiveEnv(t *testing.T, why string) *testEnv {
 	return newSerialEnvOn(t, func() {
 		acctest.Disruptive(t, why)
 		acctest.Exclusive(t, acctest.ClusterAPILock)
-	}, acctest.SecondKubeconfig)
+	}, acctest.LocalSecondKubeconfig)
 }
 
 // newProcessWideTestEnv starts an acceptance test that sets what is

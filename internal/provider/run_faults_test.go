@@ -1148,9 +1148,6 @@ func script(t *testing.T, path string, args ...string) {
 // soak rather than alone in phase 2 (the first cluster's API server is every
 // other test's).
 func TestAccRunFault_apiServerRestart(t *testing.T) {
-	if os.Getenv(acctest.EnvKubeconfig2) != "" {
-		t.Skipf("restarts the local second cluster's API server: unset %s to run it there", acctest.EnvKubeconfig2)
-	}
 	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane")
 	f := newFaultEnvWith(t, e, e.kubeconfig, faultGroup{attrs: faultLimits})
 	const lines = 200 // about 25 s: the server is back within 10 s of the kill, 2 s in

@@ -243,9 +243,6 @@ type soakGroupRef struct{ name, ns string }
 // TestAccSoak: see the top of this file.
 func TestAccSoak(t *testing.T) {
 	p := soakParamsFromEnv(t)
-	if os.Getenv(acctest.EnvKubeconfig2) != "" {
-		t.Skipf("restarts the local second cluster's API server and kubelet: unset %s to run it there", acctest.EnvKubeconfig2)
-	}
 	// On the second cluster, so that make test-all runs it beside the tests
 	// that share the first.
 	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane and kubelet, fills its node")

@@ -58,7 +58,7 @@ func newSecondDisruptiveEnv(t *testing.T, why string) *env {
 	}
 	acctest.Disruptive(t, why)
 	acctest.Exclusive(t, acctest.ClusterAPILock)
-	cfg := acctest.RESTConfigOf(t, acctest.SecondKubeconfig(t))
+	cfg := acctest.RESTConfigOf(t, acctest.LocalSecondKubeconfig(t))
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -356,9 +356,6 @@ func TestAccRunKeepPodOnFailure(t *testing.T) {
 // server is back, and the run succeeds with every line once, in order. On
 // the local second cluster, as TestAccRunFault_apiServerRestart.
 func TestAccRunAPIServerRestarted(t *testing.T) {
-	if os.Getenv(acctest.EnvKubeconfig2) != "" {
-		t.Skipf("restarts the local second cluster's API server: unset %s to run it there", acctest.EnvKubeconfig2)
-	}
 	e := newSecondDisruptiveEnv(t, "restarts the second cluster's control plane")
 	s := e.spec(bundle.Bundle{Command: []string{"sh", "-c", `echo started; i=0; while [ $i -lt 200 ]; do echo "line $i"; echo "$i" >>/tmp/ran; i=$((i+1)); sleep 0.1; done; echo finished; wc -l </tmp/ran`}})
 	restarted := make(chan error, 1)

@@ -2,7 +2,7 @@
 # cluster2.sh up | down [--purge] | kubelet stop|start | restart COMPONENT - the second test
 # cluster: a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and
 # a node (kubelet, containerd) of their own, for tests of two clusters (a Cluster API parent and
-# child), of a node lost mid-run, and the soak. up.sh starts them with the settings of lib.sh's
+# child), of a node lost mid-run and of API server restarts, and the soak. up.sh starts them with the settings of lib.sh's
 # second profile (KUBEPLAY_SECOND_CLUSTER=1) inside:
 #   * a network namespace, kubeplay-c2, on the first cluster's bridge by a veth pair
 #     (kp-c2h on kubeplay0, kp-c2n with 10.250.0.2/24 in the netns): the node's bridge,
@@ -108,7 +108,7 @@ case "$1" in
     ;;
   restart)
     # restart.sh inside its namespaces: a control plane component killed and started again
-    # (the soak's API server restarts).
+    # (the soak's and the API server restart tests').
     [ $# = 2 ] || usage
     ns_pid >/dev/null || die "the second cluster is not running: cluster2.sh up"
     in_cluster2 "$TC/restart.sh" "$2"
